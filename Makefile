@@ -1,0 +1,67 @@
+# kwatch: PGXS build.  `make demo` and `make test` are the two entry points
+# documented in README.md; everything else is the usual PGXS targets.
+
+EXTENSION  = kwatch
+MODULE_big = kwatch
+OBJS = \
+	src/kwatch.o \
+	src/guc.o \
+	src/shmem.o \
+	src/worker.o \
+	src/http.o \
+	src/decode.o \
+	src/watch.o \
+	src/sync.o \
+	src/notify.o \
+	src/catalog.o \
+	src/discovery.o \
+	src/kubeconfig.o \
+	src/fdw_option.o
+
+DATA = $(wildcard sql/kwatch--*.sql)
+
+# pg_regress suites (sql/<name>.sql, expected/<name>.out); run by test/run.sh
+# against a temporary instance that preloads kwatch (test/regress.conf).
+REGRESS = options kubeconfig registration
+REGRESS_OPTS = --temp-config=test/regress.conf
+
+PG_CONFIG ?= pg_config
+PKG_DEPS  = libcurl json-c yaml-0.1
+PG_CPPFLAGS = $(shell pkg-config --cflags $(PKG_DEPS))
+SHLIB_LINK  = $(shell pkg-config --libs $(PKG_DEPS))
+# -Wno-clobbered: -Wextra's clobber check misfires inside PostgreSQL's own
+# PG_TRY macro (elog.h's _do_rethrow); variables that must survive a longjmp
+# are declared volatile by hand.
+PG_CFLAGS   = -Wall -Wextra -Werror -Wno-unused-parameter \
+              -Wno-missing-field-initializers -Wno-sign-compare -Wno-clobbered
+
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+ifneq ($(wildcard $(PGXS)),)
+include $(PGXS)
+else
+# A fresh machine has no server headers yet: `make test` and `make demo`
+# install them (test/install-deps.sh); plain `make` says how.
+all install installcheck:
+	@echo "kwatch: PostgreSQL server headers are missing; run 'make deps' first" >&2; exit 1
+endif
+
+.PHONY: deps test demo demo-stop bench
+
+# Installs build and test dependencies from Debian's archive when missing.
+deps:
+	@bash test/install-deps.sh
+
+# The test command (README): deps, build, install, pg_regress, integration
+# tests against a real control plane.
+test:
+	@bash test/run.sh
+
+# The demo (README): a throwaway PostgreSQL + control plane, left running.
+demo:
+	@bash test/demo.sh start
+
+demo-stop:
+	@bash test/demo.sh stop
+
+bench:
+	@bash test/bench/run.sh

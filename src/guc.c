@@ -1,0 +1,92 @@
+/*-------------------------------------------------------------------------
+ *
+ * guc.c
+ *		kwatch's settings (GUCs).  README.md has the same table for users.
+ *
+ * The database the worker connects to is fixed at postmaster start; every
+ * timing can change with a reload (SIGHUP), which the worker picks up before
+ * its next request.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/guc.h"
+
+#include "kwatch.h"
+
+char	   *kw_database = NULL;
+int			kw_max_watches = 128;
+int			kw_list_page_size = 500;
+int			kw_watch_timeout_s = 300;
+int			kw_inactivity_timeout_s = 120;
+int			kw_backoff_initial_ms = 800;
+int			kw_backoff_max_ms = 30000;
+int			kw_batch_size = 1000;
+int			kw_connect_timeout_s = 10;
+bool		kw_http_compression = false;
+
+/*
+ * kw_define_gucs: defines every kwatch.* setting and reserves the prefix so
+ * that typos ("kwatch.databse") are reported.  Called once from _PG_init.
+ */
+void
+kw_define_gucs(void)
+{
+	DefineCustomStringVariable("kwatch.database",
+							   "Database the kwatch worker connects to.",
+							   "Watches are registered with CREATE EXTENSION kwatch in this database.",
+							   &kw_database, "postgres",
+							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kwatch.max_watches",
+							"Maximum number of watches (status slots in shared memory).",
+							NULL, &kw_max_watches, 128, 1, 10000,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kwatch.list_page_size",
+							"Objects per LIST page (the limit parameter).",
+							"0 disables chunking.",
+							&kw_list_page_size, 500, 0, 100000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kwatch.watch_timeout",
+							"Base server-side timeout of one WATCH request.",
+							"Each request uses a random value between this and twice this, as client-go does.",
+							&kw_watch_timeout_s, 300, 1, 3600,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kwatch.inactivity_timeout",
+							"A watch that receives nothing for this long is treated as stalled and resumed.",
+							NULL, &kw_inactivity_timeout_s, 120, 1, 86400,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kwatch.backoff_initial",
+							"First retry delay after a failed LIST or WATCH.",
+							"Doubles on each failure, with jitter, up to kwatch.backoff_max.",
+							&kw_backoff_initial_ms, 800, 10, 600000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kwatch.backoff_max",
+							"Longest retry delay after repeated failures.",
+							NULL, &kw_backoff_max_ms, 30000, 100, 3600000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kwatch.batch_size",
+							"Maximum watch events or LIST items applied in one transaction.",
+							NULL, &kw_batch_size, 1000, 1, 1000000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kwatch.connect_timeout",
+							"Timeout for connecting to an API server.",
+							NULL, &kw_connect_timeout_s, 10, 1, 600,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("kwatch.http_compression",
+							 "Ask API servers for gzip-compressed responses.",
+							 "Saves bandwidth on remote clusters; costs CPU on both ends.",
+							 &kw_http_compression, false,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("kwatch");
+}

@@ -1,0 +1,359 @@
+/*-------------------------------------------------------------------------
+ *
+ * kwatch.h
+ *		Shared declarations of kwatch: Kubernetes resources mirrored into
+ *		PostgreSQL tables by list+watch.
+ *
+ * The data path runs one way:
+ *
+ *	 http.c (libcurl multi) -> decode.c (json-c) -> watch.c (reflector state
+ *	 machine) -> sync.c (SPI: rows + checkpoint) + notify.c (NOTIFY) -> shmem.c
+ *	 (status)
+ *
+ * worker.c drives it all from one background worker; catalog.c and
+ * discovery.c serve the SQL functions that register watches; kubeconfig.c and
+ * fdw_option.c turn a foreign server into connection settings.
+ *
+ * Rule numbers ("PROTOCOL 12") refer to the list/watch rules documented in
+ * doc/protocol.md, each traced to its Kubernetes source.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KWATCH_H
+#define KWATCH_H
+
+#include "postgres.h"
+
+#if PG_VERSION_NUM < 150000
+#error "kwatch requires PostgreSQL 15 or later"
+#endif
+
+#include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
+#include "port/atomics.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "utils/hsearch.h"
+
+#define KWATCH_VERSION "0.1.0"
+#define KWATCH_USER_AGENT "kwatch/" KWATCH_VERSION
+
+/* Longest resourceVersion kept in shared memory (etcd revisions are ~20). */
+#define KW_RV_LEN 64
+/* Longest last_error kept in shared memory. */
+#define KW_ERROR_LEN 512
+#define KW_NAME_LEN 64
+
+/* ---------------------------------------------------------------------
+ * in guc.c
+ * ---------------------------------------------------------------------
+ */
+extern char *kw_database;
+extern int	kw_max_watches;
+extern int	kw_list_page_size;
+extern int	kw_watch_timeout_s;
+extern int	kw_inactivity_timeout_s;
+extern int	kw_backoff_initial_ms;
+extern int	kw_backoff_max_ms;
+extern int	kw_batch_size;
+extern int	kw_connect_timeout_s;
+extern bool kw_http_compression;
+
+extern void kw_define_gucs(void);
+
+/* ---------------------------------------------------------------------
+ * in kubeconfig.c: connection settings of one cluster
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * KwClusterConfig: everything needed to talk to one API server.  All strings
+ * are palloc'd in the context current when the config was built; NULL means
+ * "not set".  *_data fields hold decoded PEM text (not base64).
+ */
+typedef struct KwClusterConfig
+{
+	char	   *server_name;	/* foreign server name: the "cluster" column */
+	char	   *api_server;		/* "https://host:port", no trailing slash */
+	char	   *ca_file;
+	char	   *ca_data;
+	char	   *client_cert_file;
+	char	   *client_cert_data;
+	char	   *client_key_file;
+	char	   *client_key_data;
+	char	   *token;			/* static bearer token */
+	char	   *token_file;		/* re-read when it changes and after a 401 */
+	char	   *tls_server_name;
+	char	   *default_namespace;	/* context's namespace, informational */
+	bool		insecure_skip_tls_verify;
+} KwClusterConfig;
+
+extern KwClusterConfig *kw_kubeconfig_load(const char *path, const char *context);
+extern KwClusterConfig *kw_in_cluster_config(void);
+
+/* ---------------------------------------------------------------------
+ * in fdw_option.c
+ * ---------------------------------------------------------------------
+ */
+extern KwClusterConfig *kw_cluster_config_for_server(const char *server_name,
+													 Oid userid);
+
+/* ---------------------------------------------------------------------
+ * in http.c
+ * ---------------------------------------------------------------------
+ */
+typedef struct KwHttpResponse
+{
+	long		status;			/* HTTP status, 0 if none was received */
+	StringInfoData body;
+	int			retry_after_s;	/* Retry-After in seconds, -1 if absent */
+} KwHttpResponse;
+
+/*
+ * KwHttpHandle: one libcurl easy handle with the request headers it owns.
+ * `easy` is a CURL *, kept as void * so that curl.h stays out of this file.
+ */
+typedef struct KwHttpHandle
+{
+	void	   *easy;
+	struct curl_slist *headers;
+	char		errbuf[256];	/* CURL_ERROR_SIZE */
+} KwHttpHandle;
+
+extern void kw_http_global_init(void);
+extern KwHttpHandle *kw_http_handle_create(KwClusterConfig *cfg,
+										   const char *url, bool stream);
+extern void kw_http_handle_destroy(KwHttpHandle *h);
+extern char *kw_http_bearer_token(KwClusterConfig *cfg, bool force_reread);
+extern void kw_http_get(KwClusterConfig *cfg, const char *path,
+						KwHttpResponse *resp);
+extern void kw_http_raise_status(KwClusterConfig *cfg, const char *what,
+								 KwHttpResponse *resp) pg_attribute_noreturn();
+extern int	kw_http_status_sqlstate(long status);
+extern int	kw_http_curl_sqlstate(int curlcode);
+extern char *kw_status_message(const char *body, size_t len, char **reason);
+extern void kw_url_append_param(StringInfo url, const char *key,
+								const char *value);
+
+/* ---------------------------------------------------------------------
+ * in decode.c: JSON stream -> objects
+ * ---------------------------------------------------------------------
+ */
+
+/* One Kubernetes object, ready to store. */
+typedef struct KwObject
+{
+	char	   *uid;
+	char	   *namespace;		/* NULL for cluster-scoped objects */
+	char	   *name;
+	char	   *resource_version;
+	char	   *json;			/* object text, managedFields removed */
+	int			json_len;
+} KwObject;
+
+typedef enum KwEventType
+{
+	KW_EV_ADDED,
+	KW_EV_MODIFIED,
+	KW_EV_DELETED,
+	KW_EV_BOOKMARK,
+	KW_EV_ERROR
+} KwEventType;
+
+typedef enum KwDecodeResult
+{
+	KW_DECODE_OK,
+	KW_DECODE_SANITIZED,		/* stored with \u0000 escaped */
+	KW_DECODE_SKIP				/* object can't be stored: skip it */
+} KwDecodeResult;
+
+extern const char *kw_event_type_name(KwEventType t);
+extern KwDecodeResult kw_decode_object(void *jobj, KwObject *out, char **why);
+
+/* Watch stream decoder (PROTOCOL 12, 13). */
+typedef struct KwWatchDecoder KwWatchDecoder;
+typedef void (*KwWatchEventCallback) (void *arg, KwEventType type,
+									  void *jobj);
+
+extern KwWatchDecoder *kw_watch_decoder_create(void);
+extern void kw_watch_decoder_free(KwWatchDecoder *dec);
+extern bool kw_watch_decoder_feed(KwWatchDecoder *dec, const char *data,
+								  size_t len, KwWatchEventCallback cb,
+								  void *arg, char **error);
+
+/* Paged LIST decoder (PROTOCOL 5, 6). */
+typedef struct KwListDecoder KwListDecoder;
+typedef void (*KwListItemCallback) (void *arg, void *jobj);
+
+extern KwListDecoder *kw_list_decoder_create(void);
+extern void kw_list_decoder_free(KwListDecoder *dec);
+extern bool kw_list_decoder_feed(KwListDecoder *dec, const char *data,
+								 size_t len, KwListItemCallback cb, void *arg,
+								 char **error);
+extern bool kw_list_decoder_finish(KwListDecoder *dec, char **resource_version,
+								   char **continue_token, char **error);
+
+/* ---------------------------------------------------------------------
+ * in shmem.c: shared status of every watch
+ * ---------------------------------------------------------------------
+ */
+typedef enum KwWatchState
+{
+	KW_STATE_STARTING,
+	KW_STATE_LISTING,
+	KW_STATE_WATCHING,
+	KW_STATE_BACKOFF,
+	KW_STATE_FAILED
+} KwWatchState;
+
+typedef enum KwErrorSource
+{
+	KW_ERRSRC_HTTP,				/* connection, TLS, HTTP status */
+	KW_ERRSRC_DECODE,			/* malformed stream or object */
+	KW_ERRSRC_DATABASE,			/* applying changes failed */
+	KW_ERRSRC_CONFIG,			/* credentials, kubeconfig */
+	KW_N_ERRSRC
+} KwErrorSource;
+
+typedef struct KwWatchStatus
+{
+	int32		watch_id;		/* 0 = slot free */
+	KwWatchState state;
+	bool		healthy;
+	char		resource_version[KW_RV_LEN];
+	int64		objects;
+	TimestampTz last_sync_at;	/* last successful apply or relist */
+	TimestampTz last_list_at;
+	TimestampTz state_since;
+	char		last_error[KW_ERROR_LEN];
+	TimestampTz last_error_at;
+	int64		list_calls;
+	int64		watch_calls;
+	int64		relists;
+	int64		added;
+	int64		modified;
+	int64		deleted;
+	int64		bookmarks;
+	int64		skipped_objects;
+	int64		sanitized_objects;
+	int64		errors[KW_N_ERRSRC];
+	int64		notifications;
+} KwWatchStatus;
+
+typedef struct KwSharedState
+{
+	LWLock	   *lock;			/* protects slots[] */
+	pg_atomic_uint64 generation;	/* bumped when registrations change */
+	pid_t		worker_pid;
+	Latch	   *worker_latch;	/* set under lock */
+	int			nslots;
+	KwWatchStatus slots[FLEXIBLE_ARRAY_MEMBER];
+} KwSharedState;
+
+extern KwSharedState *kw_shared;
+
+extern void kw_shmem_request(void);
+extern void kw_shmem_startup(void);
+extern const char *kw_state_name(KwWatchState s);
+extern KwWatchStatus *kw_status_acquire(int32 watch_id);
+extern void kw_status_release(KwWatchStatus *slot);
+extern void kw_wake_worker(void);
+
+/* ---------------------------------------------------------------------
+ * in watch.c: per-watch reflector state machine
+ * ---------------------------------------------------------------------
+ */
+
+/* A registration row of kwatch.registrations, as the worker sees it. */
+typedef struct KwRegistration
+{
+	int32		id;
+	char	   *server;
+	char	   *api_group;		/* "" for core */
+	char	   *api_version;
+	char	   *plural;
+	char	   *kind;
+	bool		namespaced;
+	char	   *namespace;		/* NULL = all namespaces */
+	char	   *label_selector;
+	char	   *field_selector;
+	char	   *table_name;		/* in schema k8s */
+	char	   *channel;
+	bool		notify;
+	Oid			owner;
+	char	   *resource_version;	/* checkpoint: resume point */
+} KwRegistration;
+
+typedef struct KwWatch KwWatch;
+
+extern KwWatch *kw_watch_create(KwRegistration *reg, void *multi,
+								MemoryContext parent);
+extern void kw_watch_destroy(KwWatch *w);
+extern bool kw_watch_same_registration(KwWatch *w, KwRegistration *reg);
+extern int32 kw_watch_id(KwWatch *w);
+extern void kw_watch_transfer_done(KwWatch *w, int curlcode);
+extern long kw_watch_tick(KwWatch *w, TimestampTz now);
+extern bool kw_watch_has_pending(KwWatch *w);
+extern void kw_watch_flush(KwWatch *w);
+
+/* ---------------------------------------------------------------------
+ * in sync.c: applying to tables (one transaction per call, caller's)
+ * ---------------------------------------------------------------------
+ */
+typedef struct KwEvent
+{
+	KwEventType type;
+	KwObject	obj;
+} KwEvent;
+
+typedef struct KwSyncPlans KwSyncPlans;
+
+/* What one apply did, for the status counters. */
+typedef struct KwApplyCounts
+{
+	int64		added;
+	int64		modified;
+	int64		deleted;
+	int64		notified;
+} KwApplyCounts;
+
+typedef void (*KwTxnBody) (void *arg);
+
+extern bool kw_sync_in_transaction(KwTxnBody body, void *arg, char **errmsg,
+								   int *sqlstate);
+extern KwSyncPlans *kw_sync_plans_create(KwRegistration *reg,
+										 MemoryContext cxt);
+extern void kw_sync_plans_free(KwSyncPlans *plans);
+extern void kw_sync_apply_events(KwSyncPlans *plans, KwRegistration *reg,
+								 KwEvent *events, int nevents,
+								 const char *resume_rv, KwApplyCounts *counts);
+extern int64 kw_sync_count_rows(KwRegistration *reg);
+extern struct HTAB *kw_sync_relist_begin(KwSyncPlans *plans,
+										 KwRegistration *reg,
+										 MemoryContext cxt);
+extern void kw_sync_relist_stage(KwSyncPlans *plans, KwRegistration *reg,
+								 KwObject *objs, int nobjs);
+extern int64 kw_sync_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
+								   const char *list_rv, KwApplyCounts *counts);
+extern const char *kw_sync_known_rv(struct HTAB *known, const char *uid);
+
+/* ---------------------------------------------------------------------
+ * in notify.c
+ * ---------------------------------------------------------------------
+ */
+extern void kw_notify(KwRegistration *reg, KwEventType type,
+					  const char *namespace, const char *name,
+					  const char *uid, const char *resource_version);
+extern char *kw_notify_payload(const char *type, const char *cluster,
+							   const char *namespace, const char *name,
+							   const char *uid, const char *resource_version);
+
+/* ---------------------------------------------------------------------
+ * in worker.c
+ * ---------------------------------------------------------------------
+ */
+extern void kw_register_worker(void);
+PGDLLEXPORT void kwatch_worker_main(Datum arg);
+
+#endif							/* KWATCH_H */

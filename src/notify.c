@@ -1,0 +1,112 @@
+/*-------------------------------------------------------------------------
+ *
+ * notify.c
+ *		NOTIFY payloads for applied changes.
+ *
+ * One notification per row change, queued with Async_Notify() inside the
+ * transaction that changes the row, so a listener is woken only after the
+ * change committed and can already read it.  The payload is JSON:
+ *
+ *	 {"type":"ADDED","cluster":"prod","namespace":"shop","name":"web-1",
+ *	  "uid":"...","resource_version":"123"}
+ *
+ * and always fits PostgreSQL's limit (NOTIFY_PAYLOAD_MAX_LENGTH, 8000 bytes
+ * with the default block size): Kubernetes names are at most 253 bytes, but
+ * a misbehaving server could send more, so each field is cut at
+ * KW_FIELD_MAX bytes (on a UTF-8 character boundary) and the payload then
+ * carries "truncated":true.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/async.h"
+#include "mb/pg_wchar.h"
+#include "utils/json.h"
+
+#include "kwatch.h"
+
+#define KW_FIELD_MAX 1000
+/* PostgreSQL's limit, private to commands/async.c: keep in step with it. */
+#define KW_NOTIFY_MAX (BLCKSZ - NAMEDATALEN - 128)
+
+static bool
+append_field(StringInfo buf, const char *key, const char *value, bool first)
+{
+	bool		truncated = false;
+
+	if (!first)
+		appendStringInfoChar(buf, ',');
+	escape_json(buf, key);
+	appendStringInfoChar(buf, ':');
+	if (value == NULL)
+	{
+		appendStringInfoString(buf, "null");
+		return false;
+	}
+	if (strlen(value) > KW_FIELD_MAX)
+	{
+		int			cut = pg_mbcliplen(value, strlen(value), KW_FIELD_MAX);
+		char	   *v = pnstrdup(value, cut);
+
+		escape_json(buf, v);
+		pfree(v);
+		truncated = true;
+	}
+	else
+		escape_json(buf, value);
+	return truncated;
+}
+
+/*
+ * kw_notify_payload: the JSON payload for one change (palloc'd); any
+ * argument but type may be NULL (JSON null).  Fields longer than
+ * KW_FIELD_MAX bytes are cut and the payload marked "truncated":true.
+ */
+char *
+kw_notify_payload(const char *type, const char *cluster, const char *namespace,
+				  const char *name, const char *uid, const char *resource_version)
+{
+	StringInfoData buf;
+	bool		truncated = false;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	truncated |= append_field(&buf, "type", type, true);
+	truncated |= append_field(&buf, "cluster", cluster, false);
+	truncated |= append_field(&buf, "namespace", namespace, false);
+	truncated |= append_field(&buf, "name", name, false);
+	truncated |= append_field(&buf, "uid", uid, false);
+	truncated |= append_field(&buf, "resource_version", resource_version, false);
+	if (truncated)
+		appendStringInfoString(&buf, ",\"truncated\":true");
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+/*
+ * kw_notify: queues the notification of one applied change on the watch's
+ * channel, unless the watch was registered with notify => false.  Must run
+ * in the transaction that made the change.  A payload that would still
+ * exceed the limit (only with absurd control-character-laden names) is sent
+ * with namespace and name left out rather than dropped.
+ */
+void
+kw_notify(KwRegistration *reg, KwEventType type, const char *namespace,
+		  const char *name, const char *uid, const char *resource_version)
+{
+	char	   *payload;
+
+	if (!reg->notify)
+		return;
+	payload = kw_notify_payload(kw_event_type_name(type), reg->server,
+								namespace, name, uid, resource_version);
+	if (strlen(payload) >= KW_NOTIFY_MAX)
+	{
+		pfree(payload);
+		payload = kw_notify_payload(kw_event_type_name(type), reg->server,
+									NULL, NULL, uid, resource_version);
+	}
+	Async_Notify(reg->channel, payload);
+	pfree(payload);
+}

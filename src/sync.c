@@ -1,0 +1,510 @@
+/*-------------------------------------------------------------------------
+ *
+ * sync.c
+ *		Applying decoded objects to a mirror table, through SPI plans
+ *		prepared once per watch.
+ *
+ * Every function here runs inside the short transaction opened by
+ * kw_sync_in_transaction(): the worker never holds a transaction open while
+ * it waits on the network (STYLE 6).
+ *
+ *	- Watch events: one upsert or delete per event, in order, each with its
+ *	  NOTIFY, then the resume resourceVersion written to kwatch.registrations
+ *	  in the same transaction (so a restart resumes exactly there).
+ *
+ *	- Relist (PROTOCOL 20, 23): pages are staged into a temporary table over
+ *	  several short transactions; one final transaction merges the staged
+ *	  list into the mirror table (insert new, update changed, delete missing,
+ *	  notify each) and stores the list's resourceVersion.  Readers see the
+ *	  old table or the new one, never a mix.  Objects whose resourceVersion
+ *	  did not change are staged without their body and never rewritten.
+ *
+ * The checkpoint UPDATE of the registration row comes first in every
+ * applying transaction: it locks the row, so kwatch.unwatch() (which deletes
+ * it) and the worker serialize, and a watch removed meanwhile finds no row
+ * and rolls back instead of writing rows nobody owns.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "nodes/makefuncs.h"
+#include "pgstat.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#include "kwatch.h"
+
+#define KW_UID_KEYLEN 128
+
+struct KwSyncPlans
+{
+	SPIPlanPtr	checkpoint;		/* ($1 id, $2 rv) */
+	SPIPlanPtr	upsert;			/* ($1 cluster, $2 uid, $3 rv, $4 json) */
+	SPIPlanPtr	delete;			/* ($1 cluster, $2 uid) */
+	SPIPlanPtr	stage;			/* ($1 uid[], $2 rv[], $3 json[]) */
+	SPIPlanPtr	merge;			/* ($1 cluster) */
+	SPIPlanPtr	sweep;			/* ($1 cluster) */
+	char	   *stage_table;	/* pg_temp.kwatch_stage_<id> */
+	char	   *qualified;		/* k8s."table" */
+};
+
+typedef struct KnownEntry
+{
+	char		uid[KW_UID_KEYLEN];
+	char	   *rv;
+} KnownEntry;
+
+/*
+ * kw_sync_in_transaction: runs body(arg) in its own transaction with SPI
+ * connected and a snapshot pushed, and commits.  On ERROR, rolls back and
+ * returns false with the message (palloc'd in the caller's context) and
+ * SQLSTATE; the error is also written to the server log.  Returns true on
+ * commit.
+ */
+bool
+kw_sync_in_transaction(KwTxnBody body, void *arg, char **errmsg, int *sqlstate)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	volatile bool ok = true;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PG_TRY();
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		PushActiveSnapshot(GetTransactionSnapshot());
+		body(arg);
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *ed;
+
+		MemoryContextSwitchTo(oldcxt);
+		ed = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		if (errmsg)
+			*errmsg = pstrdup(ed->message);
+		if (sqlstate)
+			*sqlstate = ed->sqlerrcode;
+		FreeErrorData(ed);
+		ok = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcxt);
+	pgstat_report_stat(false);
+	return ok;
+}
+
+static SPIPlanPtr
+prepare(const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
+
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
+			 SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "SPI_keepplan failed");
+	return plan;
+}
+
+/*
+ * kw_sync_plans_create: an empty plan set for the watch `reg`; plans are
+ * prepared on first use (inside a transaction).  Lives in `cxt`.
+ */
+KwSyncPlans *
+kw_sync_plans_create(KwRegistration *reg, MemoryContext cxt)
+{
+	KwSyncPlans *p = MemoryContextAllocZero(cxt, sizeof(KwSyncPlans));
+
+	p->stage_table = MemoryContextStrdup(cxt, psprintf("kwatch_stage_%d", reg->id));
+	p->qualified = MemoryContextStrdup(cxt, quote_qualified_identifier("k8s", reg->table_name));
+	return p;
+}
+
+/*
+ * kw_sync_plans_free: releases the saved plans; accepts NULL.
+ */
+void
+kw_sync_plans_free(KwSyncPlans *p)
+{
+	SPIPlanPtr *all[6];
+
+	if (p == NULL)
+		return;
+	all[0] = &p->checkpoint;
+	all[1] = &p->upsert;
+	all[2] = &p->delete;
+	all[3] = &p->stage;
+	all[4] = &p->merge;
+	all[5] = &p->sweep;
+	for (int i = 0; i < 6; i++)
+		if (*all[i])
+		{
+			SPI_freeplan(*all[i]);
+			*all[i] = NULL;
+		}
+}
+
+/*
+ * save_checkpoint: stores `rv` as the watch's resume point.  ERRORs
+ * (ERRCODE_UNDEFINED_OBJECT) when the registration is gone, which rolls the
+ * whole apply back.
+ */
+static void
+save_checkpoint(KwSyncPlans *p, KwRegistration *reg, const char *rv)
+{
+	Datum		values[2];
+	int			rc;
+
+	if (p->checkpoint == NULL)
+	{
+		Oid			types[2] = {INT4OID, TEXTOID};
+
+		p->checkpoint = prepare("UPDATE kwatch.registrations "
+								"SET resource_version = $2, synced_at = now() "
+								"WHERE id = $1", 2, types);
+	}
+	values[0] = Int32GetDatum(reg->id);
+	values[1] = CStringGetTextDatum(rv);
+	rc = SPI_execute_plan(p->checkpoint, values, NULL, false, 0);
+	if (rc != SPI_OK_UPDATE)
+		elog(ERROR, "checkpoint update failed: %s", SPI_result_code_string(rc));
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("watch %d of %s was removed", reg->id, reg->plural)));
+}
+
+/*
+ * kw_sync_apply_events: applies `nevents` watch events in order to the
+ * mirror table with one NOTIFY per row changed, then stores `resume_rv`
+ * (the last event's or bookmark's resourceVersion).  ADDED/MODIFIED upsert
+ * (skipped when the stored resourceVersion is the same), DELETED deletes by
+ * uid, BOOKMARK changes no row (PROTOCOL 14, 15, 21).  Counts land in
+ * *counts.  ERRORs roll the transaction back; the caller relists.
+ */
+void
+kw_sync_apply_events(KwSyncPlans *p, KwRegistration *reg, KwEvent *events,
+					 int nevents, const char *resume_rv, KwApplyCounts *counts)
+{
+	Datum		cluster = CStringGetTextDatum(reg->server);
+
+	save_checkpoint(p, reg, resume_rv);
+
+	if (p->upsert == NULL)
+	{
+		Oid			types[4] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+		Oid			dtypes[2] = {TEXTOID, TEXTOID};
+
+		p->upsert = prepare(psprintf(
+									 "INSERT INTO %s AS t (cluster, uid, resource_version, object) "
+									 "VALUES ($1, $2, $3, $4::jsonb) "
+									 "ON CONFLICT (cluster, uid) DO UPDATE "
+									 "SET resource_version = EXCLUDED.resource_version, object = EXCLUDED.object "
+									 "WHERE t.resource_version IS DISTINCT FROM EXCLUDED.resource_version "
+									 "RETURNING (xmax = 0)", p->qualified), 4, types);
+		p->delete = prepare(psprintf("DELETE FROM %s WHERE cluster = $1 AND uid = $2",
+									 p->qualified), 2, dtypes);
+	}
+
+	for (int i = 0; i < nevents; i++)
+	{
+		KwEvent    *ev = &events[i];
+		Datum		values[4];
+		int			rc;
+
+		if (ev->type == KW_EV_BOOKMARK)
+			continue;
+		values[0] = cluster;
+		values[1] = CStringGetTextDatum(ev->obj.uid);
+		if (ev->type == KW_EV_DELETED)
+		{
+			rc = SPI_execute_plan(p->delete, values, NULL, false, 0);
+			if (rc != SPI_OK_DELETE)
+				elog(ERROR, "delete failed: %s", SPI_result_code_string(rc));
+			if (SPI_processed > 0)
+			{
+				counts->deleted++;
+				kw_notify(reg, KW_EV_DELETED, ev->obj.namespace, ev->obj.name,
+						  ev->obj.uid, ev->obj.resource_version);
+				counts->notified += reg->notify ? 1 : 0;
+			}
+			continue;
+		}
+		values[2] = CStringGetTextDatum(ev->obj.resource_version);
+		values[3] = PointerGetDatum(cstring_to_text_with_len(ev->obj.json, ev->obj.json_len));
+		rc = SPI_execute_plan(p->upsert, values, NULL, false, 0);
+		if (rc != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "upsert failed: %s", SPI_result_code_string(rc));
+		if (SPI_processed > 0)
+		{
+			bool		isnull;
+			bool		inserted = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+															  SPI_tuptable->tupdesc, 1, &isnull));
+			KwEventType t = inserted ? KW_EV_ADDED : KW_EV_MODIFIED;
+
+			if (inserted)
+				counts->added++;
+			else
+				counts->modified++;
+			kw_notify(reg, t, ev->obj.namespace, ev->obj.name, ev->obj.uid,
+					  ev->obj.resource_version);
+			counts->notified += reg->notify ? 1 : 0;
+		}
+		SPI_freetuptable(SPI_tuptable);
+	}
+}
+
+/*
+ * kw_sync_count_rows: number of rows of the watch's cluster in its mirror
+ * table (0 when the table is missing).  Used when a watch resumes without a
+ * relist.
+ */
+int64
+kw_sync_count_rows(KwRegistration *reg)
+{
+	char	   *sql;
+	Datum		arg = CStringGetTextDatum(reg->server);
+	Oid			type = TEXTOID;
+	bool		isnull;
+
+	if (!OidIsValid(RangeVarGetRelid(makeRangeVar("k8s", reg->table_name, -1),
+									 NoLock, true)))
+		return 0;
+	sql = psprintf("SELECT count(*) FROM %s WHERE cluster = $1",
+				   quote_qualified_identifier("k8s", reg->table_name));
+	if (SPI_execute_with_args(sql, 1, &type, &arg, NULL, true, 1) != SPI_OK_SELECT)
+		return 0;
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									   1, &isnull));
+}
+
+/*
+ * kw_sync_relist_begin: prepares a relist: creates (once) and empties the
+ * watch's temporary staging table, and returns a hash of uid ->
+ * resourceVersion of the rows the mirror table holds now (allocated in
+ * `cxt`), so unchanged objects can be staged without their body.
+ */
+HTAB *
+kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
+{
+	HASHCTL		ctl;
+	HTAB	   *known;
+	Datum		arg = CStringGetTextDatum(reg->server);
+	Oid			type = TEXTOID;
+	int			rc;
+
+	if (SPI_execute(psprintf("CREATE TEMP TABLE IF NOT EXISTS %s "
+							 "(uid text, resource_version text, object text)",
+							 quote_identifier(p->stage_table)), false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not create staging table");
+	if (SPI_execute(psprintf("TRUNCATE pg_temp.%s", quote_identifier(p->stage_table)),
+					false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not empty staging table");
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = KW_UID_KEYLEN;
+	ctl.entrysize = sizeof(KnownEntry);
+	ctl.hcxt = cxt;
+	known = hash_create("kwatch known objects", 1024, &ctl,
+						HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+
+	rc = SPI_execute_with_args(psprintf("SELECT uid, resource_version FROM %s WHERE cluster = $1",
+										p->qualified), 1, &type, &arg, NULL, true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read current rows: %s", SPI_result_code_string(rc));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *uid = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		char	   *rv = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+		KnownEntry *e;
+		bool		found;
+
+		if (uid == NULL || strlen(uid) >= KW_UID_KEYLEN)
+			continue;
+		e = hash_search(known, uid, HASH_ENTER, &found);
+		e->rv = MemoryContextStrdup(cxt, rv ? rv : "");
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return known;
+}
+
+/*
+ * kw_sync_known_rv: the resourceVersion the mirror table had for `uid` when
+ * the relist began, or NULL.
+ */
+const char *
+kw_sync_known_rv(HTAB *known, const char *uid)
+{
+	KnownEntry *e;
+
+	if (known == NULL || strlen(uid) >= KW_UID_KEYLEN)
+		return NULL;
+	e = hash_search(known, uid, HASH_FIND, NULL);
+	return e ? e->rv : NULL;
+}
+
+/*
+ * kw_sync_relist_stage: appends `nobjs` listed objects to the staging
+ * table; objects with json == NULL are unchanged ones (kept, not
+ * rewritten).  One statement per call, whatever the count.
+ */
+void
+kw_sync_relist_stage(KwSyncPlans *p, KwRegistration *reg, KwObject *objs,
+					 int nobjs)
+{
+	Datum	   *uids,
+			   *rvs,
+			   *jsons;
+	bool	   *jnulls;
+	Datum		values[3];
+	int			dims[1];
+	int			lbs[1] = {1};
+	int			rc;
+
+	if (nobjs == 0)
+		return;
+	if (p->stage == NULL)
+	{
+		Oid			types[3] = {TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+
+		p->stage = prepare(psprintf("INSERT INTO pg_temp.%s (uid, resource_version, object) "
+									"SELECT * FROM unnest($1::text[], $2::text[], $3::text[])",
+									quote_identifier(p->stage_table)), 3, types);
+	}
+	uids = palloc(sizeof(Datum) * nobjs);
+	rvs = palloc(sizeof(Datum) * nobjs);
+	jsons = palloc(sizeof(Datum) * nobjs);
+	jnulls = palloc(sizeof(bool) * nobjs);
+	for (int i = 0; i < nobjs; i++)
+	{
+		uids[i] = CStringGetTextDatum(objs[i].uid);
+		rvs[i] = CStringGetTextDatum(objs[i].resource_version);
+		jnulls[i] = (objs[i].json == NULL);
+		jsons[i] = jnulls[i] ? (Datum) 0 :
+			PointerGetDatum(cstring_to_text_with_len(objs[i].json, objs[i].json_len));
+	}
+	dims[0] = nobjs;
+	values[0] = PointerGetDatum(construct_md_array(uids, NULL, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
+	values[1] = PointerGetDatum(construct_md_array(rvs, NULL, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
+	values[2] = PointerGetDatum(construct_md_array(jsons, jnulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
+	rc = SPI_execute_plan(p->stage, values, NULL, false, 0);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "staging failed: %s", SPI_result_code_string(rc));
+}
+
+static void
+notify_rows(KwRegistration *reg, KwEventType fixed, bool first_is_inserted,
+			KwApplyCounts *counts)
+{
+	TupleDesc	desc = SPI_tuptable->tupdesc;
+	int			off = first_is_inserted ? 1 : 0;
+
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		KwEventType t = fixed;
+
+		if (first_is_inserted)
+		{
+			bool		isnull;
+
+			t = DatumGetBool(SPI_getbinval(tup, desc, 1, &isnull)) ?
+				KW_EV_ADDED : KW_EV_MODIFIED;
+		}
+		if (t == KW_EV_ADDED)
+			counts->added++;
+		else if (t == KW_EV_MODIFIED)
+			counts->modified++;
+		else
+			counts->deleted++;
+		if (reg->notify)
+		{
+			kw_notify(reg, t,
+					  SPI_getvalue(tup, desc, off + 1),
+					  SPI_getvalue(tup, desc, off + 2),
+					  SPI_getvalue(tup, desc, off + 3),
+					  SPI_getvalue(tup, desc, off + 4));
+			counts->notified++;
+		}
+	}
+}
+
+/*
+ * kw_sync_relist_finish: merges the staged list into the mirror table in
+ * the current transaction: inserts new objects, updates changed ones,
+ * deletes rows missing from the list (client-go's DeletedFinalStateUnknown,
+ * PROTOCOL 23, 24), notifies each, and stores `list_rv` as the resume
+ * point.  Returns the number of objects the cluster now has in the table.
+ */
+int64
+kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
+					  KwApplyCounts *counts)
+{
+	Datum		cluster = CStringGetTextDatum(reg->server);
+	int			rc;
+	int64		total;
+	bool		isnull;
+	const char *stage = quote_identifier(p->stage_table);
+
+	save_checkpoint(p, reg, list_rv);
+
+	/* the staging table's size decides the join strategy */
+	if (SPI_execute(psprintf("ANALYZE pg_temp.%s", stage), false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not analyze staging table");
+
+	if (p->merge == NULL)
+	{
+		Oid			types[1] = {TEXTOID};
+
+		p->merge = prepare(psprintf(
+									"INSERT INTO %s AS t (cluster, uid, resource_version, object) "
+									"SELECT $1, s.uid, s.resource_version, s.object::jsonb "
+									"FROM pg_temp.%s s WHERE s.object IS NOT NULL "
+									"ON CONFLICT (cluster, uid) DO UPDATE "
+									"SET resource_version = EXCLUDED.resource_version, object = EXCLUDED.object "
+									"WHERE t.resource_version IS DISTINCT FROM EXCLUDED.resource_version "
+									"RETURNING (xmax = 0), namespace, name, uid, resource_version",
+									p->qualified, stage), 1, types);
+		p->sweep = prepare(psprintf(
+									"DELETE FROM %s t WHERE t.cluster = $1 "
+									"AND NOT EXISTS (SELECT 1 FROM pg_temp.%s s WHERE s.uid = t.uid) "
+									"RETURNING namespace, name, uid, resource_version",
+									p->qualified, stage), 1, types);
+	}
+
+	rc = SPI_execute_plan(p->merge, &cluster, NULL, false, 0);
+	if (rc != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "relist merge failed: %s", SPI_result_code_string(rc));
+	notify_rows(reg, KW_EV_ADDED, true, counts);
+	SPI_freetuptable(SPI_tuptable);
+
+	rc = SPI_execute_plan(p->sweep, &cluster, NULL, false, 0);
+	if (rc != SPI_OK_DELETE_RETURNING)
+		elog(ERROR, "relist sweep failed: %s", SPI_result_code_string(rc));
+	notify_rows(reg, KW_EV_DELETED, false, counts);
+	SPI_freetuptable(SPI_tuptable);
+
+	if (SPI_execute(psprintf("SELECT count(*) FROM pg_temp.%s", stage), true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not count staged objects");
+	total = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_freetuptable(SPI_tuptable);
+	if (SPI_execute(psprintf("TRUNCATE pg_temp.%s", stage), false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not empty staging table");
+	return total;
+}

@@ -1,0 +1,1083 @@
+/*-------------------------------------------------------------------------
+ *
+ * watch.c
+ *		One watch: client-go's reflector loop (PROTOCOL 20-27) for one
+ *		resource on one cluster, driven by the worker's event loop.
+ *
+ *	  LIST (paged) --all pages--> merge into table --> WATCH from list RV
+ *		 ^                                              |  clean close: WATCH
+ *		 |                                              |  again from last RV
+ *		 +---- 410 / ERROR event / malformed stream ----+
+ *
+ * The worker calls, in each pass of its loop:
+ *	 - kw_watch_flush() when kw_watch_has_pending(): applies what the
+ *	   stream decoded since the last pass, in one short transaction;
+ *	 - kw_watch_tick(): starts the next request when one is due, aborts a
+ *	   stalled watch, and says how long it may sleep;
+ *	 - kw_watch_transfer_done() when libcurl reports a transfer finished:
+ *	   decides what comes next from the HTTP status (PROTOCOL 7-10, 16-17).
+ *
+ * libcurl calls write_cb with body bytes; the decoders turn them into
+ * pending events or list items in `batch_cxt`.  Once a batch holds
+ * kwatch.batch_size entries the transfer is paused (CURL_WRITEFUNC_PAUSE)
+ * until the batch is applied, so memory stays bounded however fast the
+ * server sends.  No callback touches the database.
+ *
+ * Two resourceVersions are tracked: `resume_rv`, the last one received
+ * (events and bookmarks not yet applied included; the next WATCH starts
+ * there because the pending batch is always applied before newer events),
+ * and the checkpoint in kwatch.registrations, written with the rows.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <curl/curl.h>
+#include <json-c/json.h>
+
+#include "common/pg_prng.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "kwatch.h"
+
+/* Bytes of a non-2xx response body kept for the error message. */
+#define KW_ERRBODY_MAX 65536
+/* A watch closing faster than this with no events counts as "short". */
+#define KW_SHORT_WATCH_MS 1000
+/* Consecutive short watches tolerated before backing off (PROTOCOL 17). */
+#define KW_SHORT_WATCH_LIMIT 3
+/* A watch streaming this long is healthy again: backoff resets. */
+#define KW_HEALTHY_RESET_MS 10000
+
+typedef enum KwXfer
+{
+	XFER_NONE,
+	XFER_LIST,
+	XFER_WATCH
+} KwXfer;
+
+struct KwWatch
+{
+	MemoryContext cxt;			/* the watch's lifetime */
+	MemoryContext batch_cxt;	/* pending events/items, reset per flush */
+	MemoryContext list_cxt;		/* relist bookkeeping (known objects) */
+	KwRegistration reg;
+	KwClusterConfig *cfg;		/* NULL until loaded */
+	CURLM	   *multi;
+	KwWatchStatus *slot;
+	KwWatchStatus private_slot; /* used when shared slots ran out */
+	KwSyncPlans *plans;
+
+	/* the transfer in flight */
+	KwXfer		xfer;
+	KwHttpHandle *http;
+	long		http_status;
+	StringInfoData errbody;
+	KwListDecoder *ldec;
+	KwWatchDecoder *wdec;
+	bool		paused;
+	char	   *abort_reason;	/* set by callbacks to end the stream */
+	KwErrorSource abort_src;
+	bool		abort_relist_no_rv;
+	TimestampTz xfer_started;
+	TimestampTz last_data;
+	int64		xfer_events;
+
+	/* reflector state */
+	char	   *resume_rv;		/* last RV received; NULL = must list */
+	bool		need_list;
+	bool		list_with_rv;	/* relist NotOlderThan resume_rv (PROTOCOL 22) */
+	bool		list_started;	/* staging table prepared */
+	bool		list_finish_pending;
+	char	   *list_rv;		/* snapshot RV of the list in progress */
+	char	   *continue_token;
+	HTAB	   *known;			/* uid -> rv at relist start */
+	int64		list_items;
+	int64		objects;
+	bool		first_list_done;
+	bool		retried_401;
+	int			short_watches;
+	int			backoff_ms;
+	TimestampTz next_attempt;
+
+	/* pending batch (batch_cxt) */
+	KwEvent    *events;
+	int			nevents;
+	int			maxevents;
+	KwObject   *items;
+	int			nitems;
+	int			maxitems;
+	char	   *pending_rv;		/* RV after the pending events */
+};
+
+static void stop_transfer(KwWatch *w);
+static void restart_list(KwWatch *w, bool with_rv);
+
+/* ---------------------------------------------------------------------
+ * status
+ * ---------------------------------------------------------------------
+ */
+
+static void
+set_state(KwWatch *w, KwWatchState st)
+{
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	if (w->slot->state != st)
+	{
+		w->slot->state = st;
+		w->slot->state_since = GetCurrentTimestamp();
+	}
+	w->slot->healthy = (st == KW_STATE_WATCHING);
+	LWLockRelease(kw_shared->lock);
+}
+
+static void
+publish_progress(KwWatch *w)
+{
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	strlcpy(w->slot->resource_version, w->resume_rv ? w->resume_rv : "",
+			KW_RV_LEN);
+	w->slot->objects = w->objects;
+	LWLockRelease(kw_shared->lock);
+}
+
+static void
+count_apply(KwWatch *w, KwApplyCounts *c, bool sync_done)
+{
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	w->slot->added += c->added;
+	w->slot->modified += c->modified;
+	w->slot->deleted += c->deleted;
+	w->slot->notifications += c->notified;
+	if (sync_done)
+		w->slot->last_sync_at = GetCurrentTimestamp();
+	LWLockRelease(kw_shared->lock);
+}
+
+#define COUNT(w, field, n) \
+	do { \
+		LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE); \
+		(w)->slot->field += (n); \
+		LWLockRelease(kw_shared->lock); \
+	} while (0)
+
+/*
+ * record_error: counts an error by source, shows it in last_error and logs
+ * it with the watch's identity.
+ */
+static void
+record_error(KwWatch *w, KwErrorSource src, const char *msg)
+{
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	w->slot->errors[src]++;
+	strlcpy(w->slot->last_error, msg, KW_ERROR_LEN);
+	w->slot->last_error_at = GetCurrentTimestamp();
+	LWLockRelease(kw_shared->lock);
+	ereport(LOG,
+			(errmsg("kwatch: %s on server \"%s\": %s",
+					w->reg.api_group[0] ? psprintf("%s.%s", w->reg.plural, w->reg.api_group) : w->reg.plural,
+					w->reg.server, msg)));
+}
+
+/* ---------------------------------------------------------------------
+ * scheduling
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * schedule_retry: waits before the next request: exponential backoff from
+ * kwatch.backoff_initial to kwatch.backoff_max with up to 50% jitter
+ * (PROTOCOL 25), at least `min_ms` (a Retry-After).  `st` is the state
+ * shown meanwhile (backoff, or failed for errors a retry rarely fixes).
+ */
+static void
+schedule_retry(KwWatch *w, int min_ms, KwWatchState st)
+{
+	int			delay;
+
+	w->backoff_ms = w->backoff_ms ? Min(w->backoff_ms * 2, kw_backoff_max_ms)
+		: kw_backoff_initial_ms;
+	delay = w->backoff_ms + (int) (pg_prng_double(&pg_global_prng_state) * w->backoff_ms / 2);
+	delay = Max(delay, min_ms);
+	w->next_attempt = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), delay);
+	set_state(w, st);
+}
+
+static void
+retry_now(KwWatch *w)
+{
+	w->next_attempt = 0;
+}
+
+/* ---------------------------------------------------------------------
+ * URLs
+ * ---------------------------------------------------------------------
+ */
+
+/* collection_url: the resource's collection URL with the selectors (PROTOCOL 1, 2). */
+static void
+collection_url(KwWatch *w, StringInfo url)
+{
+	KwRegistration *r = &w->reg;
+
+	appendStringInfoString(url, w->cfg->api_server);
+	if (r->api_group[0] == '\0')
+		appendStringInfo(url, "/api/%s", r->api_version);
+	else
+		appendStringInfo(url, "/apis/%s/%s", r->api_group, r->api_version);
+	if (r->namespace)
+		appendStringInfo(url, "/namespaces/%s", r->namespace);
+	appendStringInfo(url, "/%s", r->plural);
+	if (r->label_selector)
+		kw_url_append_param(url, "labelSelector", r->label_selector);
+	if (r->field_selector)
+		kw_url_append_param(url, "fieldSelector", r->field_selector);
+}
+
+/* ---------------------------------------------------------------------
+ * libcurl callbacks: decode only, never touch the database
+ * ---------------------------------------------------------------------
+ */
+
+static int
+pending_count(KwWatch *w)
+{
+	return w->nevents + w->nitems;
+}
+
+static void
+push_event(KwWatch *w, KwEventType t, KwObject *obj)
+{
+	if (w->nevents == w->maxevents)
+	{
+		int			n = Max(64, w->maxevents * 2);
+
+		w->events = w->events ? repalloc(w->events, sizeof(KwEvent) * n)
+			: palloc(sizeof(KwEvent) * n);
+		w->maxevents = n;
+	}
+	w->events[w->nevents].type = t;
+	w->events[w->nevents].obj = *obj;
+	w->nevents++;
+}
+
+static void
+push_item(KwWatch *w, KwObject *obj)
+{
+	if (w->nitems == w->maxitems)
+	{
+		int			n = Max(64, w->maxitems * 2);
+
+		w->items = w->items ? repalloc(w->items, sizeof(KwObject) * n)
+			: palloc(sizeof(KwObject) * n);
+		w->maxitems = n;
+	}
+	w->items[w->nitems++] = *obj;
+}
+
+static const char *
+json_path_string(json_object *o, const char *a, const char *b)
+{
+	json_object *x;
+
+	if (!json_object_object_get_ex(o, a, &x))
+		return NULL;
+	if (b && !json_object_object_get_ex(x, b, &x))
+		return NULL;
+	return json_object_is_type(x, json_type_string) ? json_object_get_string(x) : NULL;
+}
+
+static void
+skip_object(KwWatch *w, const char *why)
+{
+	COUNT(w, skipped_objects, 1);
+	ereport(WARNING,
+			(errcode(ERRCODE_DATA_EXCEPTION),
+			 errmsg("kwatch: skipped an object of %s from server \"%s\": %s",
+					w->reg.plural, w->reg.server, why)));
+}
+
+static void
+note_sanitized(KwWatch *w, KwObject *obj)
+{
+	COUNT(w, sanitized_objects, 1);
+	ereport(LOG,
+			(errmsg("kwatch: object %s%s%s (uid %s) of %s had text jsonb cannot store; stored with \\u0000 escaped and invalid UTF-8 replaced",
+					obj->namespace ? obj->namespace : "", obj->namespace ? "/" : "",
+					obj->name, obj->uid, w->reg.plural)));
+}
+
+/* on_watch_event: one decoded watch event -> pending batch (PROTOCOL 14-16). */
+static void
+on_watch_event(void *arg, KwEventType t, void *jobj)
+{
+	KwWatch    *w = (KwWatch *) arg;
+	json_object *o = (json_object *) jobj;
+	KwObject	obj;
+	char	   *why = NULL;
+	KwDecodeResult r;
+
+	if (w->abort_reason)
+		return;
+	w->xfer_events++;
+
+	if (t == KW_EV_BOOKMARK)
+	{
+		const char *rv = json_path_string(o, "metadata", "resourceVersion");
+
+		COUNT(w, bookmarks, 1);
+		if (rv && rv[0])
+		{
+			memset(&obj, 0, sizeof(obj));
+			obj.resource_version = pstrdup(rv);
+			push_event(w, KW_EV_BOOKMARK, &obj);
+			w->pending_rv = obj.resource_version;
+		}
+		return;
+	}
+	if (t == KW_EV_ERROR)
+	{
+		json_object *code;
+		int			c = 0;
+		const char *msg = json_path_string(o, "message", NULL);
+
+		if (json_object_object_get_ex(o, "code", &code))
+			c = json_object_get_int(code);
+		w->abort_reason = psprintf("watch ERROR event (code %d): %s", c,
+								   msg ? msg : "(no message)");
+		w->abort_src = KW_ERRSRC_HTTP;
+		/* "Too large resource version": our RV is newer than the server's */
+		w->abort_relist_no_rv = (c == 504 ||
+								 (msg && strstr(msg, "Too large resource version")));
+		return;
+	}
+
+	r = kw_decode_object(o, &obj, &why);
+	if (r == KW_DECODE_SKIP)
+	{
+		skip_object(w, why);
+		return;
+	}
+	if (r == KW_DECODE_SANITIZED)
+		note_sanitized(w, &obj);
+	push_event(w, t, &obj);
+	w->pending_rv = obj.resource_version;
+}
+
+/* on_list_item: one LIST item -> pending staging batch (unchanged: no body). */
+static void
+on_list_item(void *arg, void *jobj)
+{
+	KwWatch    *w = (KwWatch *) arg;
+	json_object *o = (json_object *) jobj;
+	const char *uid = json_path_string(o, "metadata", "uid");
+	const char *rv = json_path_string(o, "metadata", "resourceVersion");
+	const char *known = uid ? kw_sync_known_rv(w->known, uid) : NULL;
+	KwObject	obj;
+	char	   *why = NULL;
+	KwDecodeResult r;
+
+	if (known && rv && strcmp(known, rv) == 0)
+	{
+		/* PROTOCOL 23: unchanged objects cost nothing */
+		memset(&obj, 0, sizeof(obj));
+		obj.uid = pstrdup(uid);
+		obj.resource_version = pstrdup(rv);
+		push_item(w, &obj);
+		w->list_items++;
+		return;
+	}
+	r = kw_decode_object(o, &obj, &why);
+	if (r == KW_DECODE_SKIP)
+	{
+		skip_object(w, why);
+		return;
+	}
+	if (r == KW_DECODE_SANITIZED)
+		note_sanitized(w, &obj);
+	push_item(w, &obj);
+	w->list_items++;
+}
+
+static size_t
+write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	KwWatch    *w = (KwWatch *) userdata;
+	size_t		n = size * nmemb;
+	MemoryContext old;
+	char	   *error = NULL;
+	bool		ok;
+
+	if (w->http_status == 0)
+		curl_easy_getinfo((CURL *) w->http->easy, CURLINFO_RESPONSE_CODE, &w->http_status);
+	w->last_data = GetCurrentTimestamp();
+
+	if (w->http_status != 200)
+	{
+		if (w->errbody.len < KW_ERRBODY_MAX)
+			appendBinaryStringInfo(&w->errbody, ptr, Min(n, KW_ERRBODY_MAX - w->errbody.len));
+		return n;
+	}
+	if (w->abort_reason)
+		return 0;
+	if (pending_count(w) >= kw_batch_size)
+	{
+		/* PROTOCOL 27: apply what we have, then read on */
+		w->paused = true;
+		return CURL_WRITEFUNC_PAUSE;
+	}
+
+	old = MemoryContextSwitchTo(w->batch_cxt);
+	if (w->xfer == XFER_LIST)
+		ok = kw_list_decoder_feed(w->ldec, ptr, n, on_list_item, w, &error);
+	else
+		ok = kw_watch_decoder_feed(w->wdec, ptr, n, on_watch_event, w, &error);
+	MemoryContextSwitchTo(old);
+
+	if (!ok)
+	{
+		w->abort_reason = MemoryContextStrdup(w->cxt, error);
+		w->abort_src = KW_ERRSRC_DECODE;
+		return 0;
+	}
+	return w->abort_reason ? 0 : n;
+}
+
+/* ---------------------------------------------------------------------
+ * transfers
+ * ---------------------------------------------------------------------
+ */
+
+static void
+start_transfer(KwWatch *w, KwXfer kind, const char *url)
+{
+	MemoryContext old = MemoryContextSwitchTo(w->cxt);
+	CURL	   *easy;
+
+	w->http = kw_http_handle_create(w->cfg, url, true);
+	easy = (CURL *) w->http->easy;
+	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, write_cb);
+	curl_easy_setopt(easy, CURLOPT_WRITEDATA, w);
+	curl_easy_setopt(easy, CURLOPT_PRIVATE, w);
+	w->xfer = kind;
+	w->http_status = 0;
+	resetStringInfo(&w->errbody);
+	w->abort_reason = NULL;
+	w->abort_relist_no_rv = false;
+	w->paused = false;
+	w->xfer_started = w->last_data = GetCurrentTimestamp();
+	w->xfer_events = 0;
+	if (kind == XFER_LIST)
+		w->ldec = kw_list_decoder_create();
+	else
+		w->wdec = kw_watch_decoder_create();
+	MemoryContextSwitchTo(old);
+
+	if (curl_multi_add_handle(w->multi, easy) != CURLM_OK)
+		elog(ERROR, "curl_multi_add_handle failed");
+}
+
+/* stop_transfer: removes and frees the transfer in flight, if any. */
+static void
+stop_transfer(KwWatch *w)
+{
+	if (w->http)
+	{
+		curl_multi_remove_handle(w->multi, (CURL *) w->http->easy);
+		kw_http_handle_destroy(w->http);
+		w->http = NULL;
+	}
+	kw_list_decoder_free(w->ldec);
+	w->ldec = NULL;
+	kw_watch_decoder_free(w->wdec);
+	w->wdec = NULL;
+	w->xfer = XFER_NONE;
+	w->paused = false;
+}
+
+typedef struct BeginArgs
+{
+	KwWatch    *w;
+} BeginArgs;
+
+static void
+relist_begin_body(void *arg)
+{
+	KwWatch    *w = ((BeginArgs *) arg)->w;
+
+	MemoryContextReset(w->list_cxt);
+	w->known = kw_sync_relist_begin(w->plans, &w->reg, w->list_cxt);
+}
+
+/* start_list_page: GET one LIST page (PROTOCOL 2-4, 22). */
+static void
+start_list_page(KwWatch *w)
+{
+	StringInfoData url;
+
+	if (!w->list_started)
+	{
+		BeginArgs	a = {w};
+		char	   *err = NULL;
+
+		if (!kw_sync_in_transaction(relist_begin_body, &a, &err, NULL))
+		{
+			record_error(w, KW_ERRSRC_DATABASE, err);
+			schedule_retry(w, 0, KW_STATE_BACKOFF);
+			return;
+		}
+		w->list_started = true;
+		w->list_items = 0;
+		w->list_rv = NULL;
+		w->continue_token = NULL;
+		if (w->first_list_done)
+			COUNT(w, relists, 1);
+	}
+
+	initStringInfo(&url);
+	collection_url(w, &url);
+	if (kw_list_page_size > 0)
+		kw_url_append_param(&url, "limit", psprintf("%d", kw_list_page_size));
+	if (w->continue_token)
+		kw_url_append_param(&url, "continue", w->continue_token);	/* no RV: PROTOCOL 3 */
+	else if (w->list_with_rv && w->resume_rv)
+	{
+		kw_url_append_param(&url, "resourceVersion", w->resume_rv);
+		kw_url_append_param(&url, "resourceVersionMatch", "NotOlderThan");
+	}
+	set_state(w, KW_STATE_LISTING);
+	start_transfer(w, XFER_LIST, url.data);
+	COUNT(w, list_calls, 1);
+	pfree(url.data);
+}
+
+/* start_watch: GET ?watch=true from resume_rv (PROTOCOL 12, 17). */
+static void
+start_watch(KwWatch *w)
+{
+	StringInfoData url;
+	int			timeout;
+
+	initStringInfo(&url);
+	collection_url(w, &url);
+	/* client-go: a random timeout in [min, 2*min) spreads reconnects */
+	timeout = kw_watch_timeout_s +
+		(int) (pg_prng_double(&pg_global_prng_state) * kw_watch_timeout_s);
+	kw_url_append_param(&url, "watch", "true");
+	kw_url_append_param(&url, "resourceVersion", w->resume_rv);
+	kw_url_append_param(&url, "allowWatchBookmarks", "true");
+	kw_url_append_param(&url, "timeoutSeconds", psprintf("%d", timeout));
+	set_state(w, KW_STATE_WATCHING);
+	start_transfer(w, XFER_WATCH, url.data);
+	COUNT(w, watch_calls, 1);
+	pfree(url.data);
+}
+
+/* restart_list: the next request is the first page of a fresh LIST. */
+static void
+restart_list(KwWatch *w, bool with_rv)
+{
+	w->need_list = true;
+	w->list_with_rv = with_rv && w->resume_rv != NULL;
+	w->list_started = false;
+	w->list_finish_pending = false;
+	w->continue_token = NULL;
+	w->list_rv = NULL;
+	w->nitems = 0;				/* staged rows are emptied by relist_begin */
+}
+
+/*
+ * kw_watch_transfer_done: libcurl finished the transfer of `w` with
+ * `curlcode`; decides what comes next.  The rules: a clean watch close
+ * re-watches at once (unless watches keep closing instantly); 410 relists
+ * (a LIST with a resourceVersion or an expired continue token starts over
+ * without one, PROTOCOL 7, 8, 16, 22); 429/5xx wait for Retry-After or the
+ * backoff and repeat the same request (PROTOCOL 10, 25); a 401 re-reads
+ * the token file once (PROTOCOL 33); other 4xx are failures retried at
+ * the backoff's pace; malformed streams back off and relist (PROTOCOL 13).
+ */
+void
+kw_watch_transfer_done(KwWatch *w, int curlcode)
+{
+	KwXfer		kind = w->xfer;
+	long		status = w->http_status;
+	curl_off_t	retry_after = -1;
+	char	   *curlerr;
+	char	   *rv = NULL,
+			   *cont = NULL,
+			   *err = NULL;
+	bool		list_ok = false;
+	TimestampTz now = GetCurrentTimestamp();
+	long		elapsed_ms = (long) ((now - w->xfer_started) / 1000);
+
+	if (status == 0)
+		curl_easy_getinfo((CURL *) w->http->easy, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_getinfo((CURL *) w->http->easy, CURLINFO_RETRY_AFTER, &retry_after);
+	curlerr = pstrdup(w->http->errbuf[0] ? w->http->errbuf :
+					  curl_easy_strerror((CURLcode) curlcode));
+	if (kind == XFER_LIST && curlcode == CURLE_OK && status == 200 && !w->abort_reason)
+	{
+		list_ok = kw_list_decoder_finish(w->ldec, &rv, &cont, &err);
+		if (!list_ok)
+		{
+			w->abort_reason = err;
+			w->abort_src = KW_ERRSRC_DECODE;
+		}
+	}
+	stop_transfer(w);
+
+	/* 1. we ended the stream: malformed data or an ERROR event */
+	if (w->abort_reason)
+	{
+		record_error(w, w->abort_src, w->abort_reason);
+		restart_list(w, !w->abort_relist_no_rv);
+		if (w->abort_src == KW_ERRSRC_DECODE)
+			schedule_retry(w, 0, KW_STATE_BACKOFF);
+		else if (w->short_watches++ > 0)	/* repeated 410s: slow down */
+			schedule_retry(w, 0, KW_STATE_BACKOFF);
+		else
+			retry_now(w);
+		return;
+	}
+
+	/* 2. transport failure: refused, reset, TLS, timeout */
+	if (curlcode != CURLE_OK)
+	{
+		record_error(w, KW_ERRSRC_HTTP, psprintf("%s request failed: %s",
+												 kind == XFER_LIST ? "LIST" : "WATCH", curlerr));
+		if (kind == XFER_LIST)
+			restart_list(w, true);
+		schedule_retry(w, 0, KW_STATE_BACKOFF);
+		return;
+	}
+
+	if (status == 200)
+	{
+		w->retried_401 = false;
+		if (kind == XFER_LIST)
+		{
+			if (w->list_rv == NULL)
+				w->list_rv = MemoryContextStrdup(w->cxt, rv);
+			if (cont)
+				w->continue_token = MemoryContextStrdup(w->cxt, cont);
+			else
+			{
+				w->continue_token = NULL;
+				w->list_finish_pending = true;
+			}
+			retry_now(w);
+			return;
+		}
+		/* a watch ended cleanly (timeoutSeconds): re-watch (PROTOCOL 17) */
+		if (w->xfer_events == 0 && elapsed_ms < KW_SHORT_WATCH_MS)
+		{
+			if (++w->short_watches >= KW_SHORT_WATCH_LIMIT)
+			{
+				record_error(w, KW_ERRSRC_HTTP,
+							 psprintf("watch closed after %ld ms without events, %d times in a row",
+									  elapsed_ms, w->short_watches));
+				schedule_retry(w, 0, KW_STATE_BACKOFF);
+				return;
+			}
+		}
+		else
+			w->short_watches = 0;
+		retry_now(w);
+		return;
+	}
+
+	/* an error status: the body is a Status object, or a proxy's page */
+	{
+		char	   *reason = NULL;
+		char	   *msg = kw_status_message(w->errbody.data, w->errbody.len, &reason);
+		char	   *full = psprintf("%s returned HTTP %ld: %s",
+									kind == XFER_LIST ? "LIST" : "WATCH", status, msg);
+		bool		too_large = (status == 504 ||
+								 (msg && strstr(msg, "Too large resource version")));
+
+		record_error(w, KW_ERRSRC_HTTP, full);
+		if (status == 410 || (too_large && (kind == XFER_WATCH || w->list_with_rv)))
+		{
+			if (kind == XFER_LIST)
+			{
+				/*
+				 * Expired continue token (PROTOCOL 7) or a resourceVersion
+				 * the server can't serve (PROTOCOL 8, 22): list again from
+				 * scratch, consistent read.  Never use an inconsistent token.
+				 */
+				restart_list(w, false);
+				w->list_with_rv = false;
+			}
+			else
+				restart_list(w, !too_large);
+			if (w->short_watches++ > 0)
+				schedule_retry(w, 0, KW_STATE_BACKOFF);
+			else
+				retry_now(w);
+			return;
+		}
+		if (status == 401 && w->cfg->token_file && !w->retried_401)
+		{
+			PG_TRY();
+			{
+				(void) kw_http_bearer_token(w->cfg, true);
+			}
+			PG_CATCH();
+			{
+				FlushErrorState();
+			}
+			PG_END_TRY();
+			w->retried_401 = true;
+			retry_now(w);
+			return;
+		}
+		if (status == 429 || status >= 500)
+		{
+			/* same request again after Retry-After / backoff (PROTOCOL 10) */
+			schedule_retry(w, retry_after > 0 ? (int) Min(retry_after, 3600) * 1000 : 0,
+						   KW_STATE_BACKOFF);
+			return;
+		}
+		/* 401 after re-reading, 403, 404, 400...: retried slowly */
+		if (kind == XFER_LIST)
+			restart_list(w, true);
+		w->backoff_ms = Max(w->backoff_ms, kw_backoff_max_ms / 2);
+		schedule_retry(w, 0, KW_STATE_FAILED);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * applying batches
+ * ---------------------------------------------------------------------
+ */
+
+typedef struct FlushArgs
+{
+	KwWatch    *w;
+	KwApplyCounts counts;
+	int64		total;
+} FlushArgs;
+
+static void
+apply_events_body(void *arg)
+{
+	FlushArgs  *a = (FlushArgs *) arg;
+	KwWatch    *w = a->w;
+
+	kw_sync_apply_events(w->plans, &w->reg, w->events, w->nevents,
+						 w->pending_rv, &a->counts);
+}
+
+static void
+stage_items_body(void *arg)
+{
+	KwWatch    *w = ((FlushArgs *) arg)->w;
+
+	kw_sync_relist_stage(w->plans, &w->reg, w->items, w->nitems);
+}
+
+static void
+finish_list_body(void *arg)
+{
+	FlushArgs  *a = (FlushArgs *) arg;
+	KwWatch    *w = a->w;
+
+	a->total = kw_sync_relist_finish(w->plans, &w->reg, w->list_rv, &a->counts);
+}
+
+/*
+ * kw_watch_has_pending: whether kw_watch_flush has work: decoded events or
+ * list items, or a completed LIST to merge.
+ */
+bool
+kw_watch_has_pending(KwWatch *w)
+{
+	return w->nevents > 0 || w->nitems > 0 ||
+		(w->list_finish_pending && w->xfer == XFER_NONE);
+}
+
+/*
+ * apply_failed: a batch could not be applied.  What was decoded is lost,
+ * so the table may lag the stream: stop the transfer and relist, from the
+ * last RV (PROTOCOL 22), after a backoff.
+ */
+static void
+apply_failed(KwWatch *w, const char *err)
+{
+	record_error(w, KW_ERRSRC_DATABASE, err);
+	stop_transfer(w);
+	restart_list(w, true);
+	schedule_retry(w, 0, KW_STATE_BACKOFF);
+}
+
+/*
+ * kw_watch_flush: applies the pending batch in short transactions (watch
+ * events with their checkpoint; or list items into the staging table; or
+ * the final relist merge), then resumes a paused transfer.
+ */
+void
+kw_watch_flush(KwWatch *w)
+{
+	FlushArgs	a;
+	char	   *err = NULL;
+
+	memset(&a, 0, sizeof(a));
+	a.w = w;
+
+	if (w->nevents > 0)
+	{
+		if (!kw_sync_in_transaction(apply_events_body, &a, &err, NULL))
+			apply_failed(w, err);
+		else
+		{
+			w->objects += a.counts.added - a.counts.deleted;
+			count_apply(w, &a.counts, true);
+			w->resume_rv = MemoryContextStrdup(w->cxt, w->pending_rv);
+			publish_progress(w);
+			if (TimestampDifferenceExceeds(w->xfer_started, GetCurrentTimestamp(),
+										   KW_HEALTHY_RESET_MS))
+				w->backoff_ms = 0;
+		}
+	}
+	else if (w->nitems > 0)
+	{
+		if (!kw_sync_in_transaction(stage_items_body, &a, &err, NULL))
+			apply_failed(w, err);
+	}
+	else if (w->list_finish_pending && w->xfer == XFER_NONE)
+	{
+		if (!kw_sync_in_transaction(finish_list_body, &a, &err, NULL))
+			apply_failed(w, err);
+		else
+		{
+			w->objects = a.total;
+			w->resume_rv = MemoryContextStrdup(w->cxt, w->list_rv);
+			w->need_list = false;
+			w->list_started = false;
+			w->list_finish_pending = false;
+			w->first_list_done = true;
+			w->backoff_ms = 0;
+			w->short_watches = 0;
+			w->known = NULL;
+			MemoryContextReset(w->list_cxt);
+			count_apply(w, &a.counts, true);
+			LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+			w->slot->last_list_at = GetCurrentTimestamp();
+			LWLockRelease(kw_shared->lock);
+			publish_progress(w);
+		}
+	}
+
+	w->nevents = w->nitems = 0;
+	w->events = NULL;
+	w->items = NULL;
+	w->maxevents = w->maxitems = 0;
+	w->pending_rv = NULL;
+	MemoryContextReset(w->batch_cxt);
+
+	if (w->paused && w->http)
+	{
+		w->paused = false;
+		curl_easy_pause((CURL *) w->http->easy, CURLPAUSE_CONT);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * lifecycle
+ * ---------------------------------------------------------------------
+ */
+
+typedef struct LoadArgs
+{
+	KwWatch    *w;
+} LoadArgs;
+
+static void
+load_config_body(void *arg)
+{
+	KwWatch    *w = ((LoadArgs *) arg)->w;
+	MemoryContext old = MemoryContextSwitchTo(w->cxt);
+
+	w->cfg = kw_cluster_config_for_server(w->reg.server, w->reg.owner);
+	MemoryContextSwitchTo(old);
+	if (w->resume_rv)
+		w->objects = kw_sync_count_rows(&w->reg);
+}
+
+/*
+ * kw_watch_tick: starts the next request when none is in flight and its
+ * time has come, and aborts a watch that has been silent longer than
+ * kwatch.inactivity_timeout (a half-open connection, PROTOCOL 26).
+ * Returns how many milliseconds the worker may sleep before calling again.
+ */
+long
+kw_watch_tick(KwWatch *w, TimestampTz now)
+{
+	char	   *err = NULL;
+
+	if (w->xfer == XFER_WATCH && !w->paused)
+	{
+		TimestampTz deadline = TimestampTzPlusMilliseconds(w->last_data,
+														   (int64) kw_inactivity_timeout_s * 1000);
+
+		if (now < deadline)
+			return (long) ((deadline - now) / 1000) + 1;
+		record_error(w, KW_ERRSRC_HTTP,
+					 psprintf("watch received nothing for %d s; resuming from resourceVersion %s",
+							  kw_inactivity_timeout_s, w->resume_rv));
+		stop_transfer(w);
+		retry_now(w);
+	}
+	if (w->xfer != XFER_NONE)
+		return 1000;
+	if (kw_watch_has_pending(w))
+		return 0;
+	if (now < w->next_attempt)
+		return (long) ((w->next_attempt - now) / 1000) + 1;
+
+	if (w->cfg == NULL)
+	{
+		LoadArgs	a = {w};
+
+		if (!kw_sync_in_transaction(load_config_body, &a, &err, NULL))
+		{
+			record_error(w, KW_ERRSRC_CONFIG, err);
+			w->backoff_ms = Max(w->backoff_ms, kw_backoff_max_ms / 2);
+			schedule_retry(w, 0, KW_STATE_FAILED);
+			return (long) ((w->next_attempt - now) / 1000) + 1;
+		}
+		publish_progress(w);
+	}
+
+	PG_TRY();
+	{
+		if (w->need_list)
+			start_list_page(w);
+		else
+			start_watch(w);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *ed;
+
+		MemoryContextSwitchTo(w->cxt);
+		ed = CopyErrorData();
+		FlushErrorState();
+		stop_transfer(w);
+		record_error(w, KW_ERRSRC_CONFIG, ed->message);
+		schedule_retry(w, 0, KW_STATE_FAILED);
+	}
+	PG_END_TRY();
+	return 0;
+}
+
+/*
+ * kw_watch_create: a watch for registration `reg` (copied) that will run
+ * its transfers on the curl multi handle `multi`.  Nothing happens until
+ * the first kw_watch_tick.  Memory lives in a child of `parent`.
+ */
+KwWatch *
+kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
+{
+	MemoryContext cxt = AllocSetContextCreate(parent, "kwatch watch",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	KwWatch    *w = palloc0(sizeof(KwWatch));
+	KwRegistration *r = &w->reg;
+
+	w->cxt = cxt;
+	w->batch_cxt = AllocSetContextCreate(cxt, "kwatch batch", ALLOCSET_DEFAULT_SIZES);
+	w->list_cxt = AllocSetContextCreate(cxt, "kwatch relist", ALLOCSET_DEFAULT_SIZES);
+	w->multi = (CURLM *) multi;
+	initStringInfo(&w->errbody);
+
+	r->id = reg->id;
+	r->server = pstrdup(reg->server);
+	r->api_group = pstrdup(reg->api_group);
+	r->api_version = pstrdup(reg->api_version);
+	r->plural = pstrdup(reg->plural);
+	r->kind = pstrdup(reg->kind);
+	r->namespaced = reg->namespaced;
+	r->namespace = reg->namespace ? pstrdup(reg->namespace) : NULL;
+	r->label_selector = reg->label_selector ? pstrdup(reg->label_selector) : NULL;
+	r->field_selector = reg->field_selector ? pstrdup(reg->field_selector) : NULL;
+	r->table_name = pstrdup(reg->table_name);
+	r->channel = pstrdup(reg->channel);
+	r->notify = reg->notify;
+	r->owner = reg->owner;
+	r->resource_version = NULL;
+
+	w->plans = kw_sync_plans_create(r, cxt);
+	w->slot = kw_status_acquire(r->id);
+	if (w->slot == NULL)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("kwatch: more watches than kwatch.max_watches (%d); watch %d runs without status",
+						kw_max_watches, r->id)));
+		w->slot = &w->private_slot;
+	}
+
+	/* resume from the checkpoint without relisting (issue: restarts) */
+	if (reg->resource_version && reg->resource_version[0])
+	{
+		w->resume_rv = pstrdup(reg->resource_version);
+		w->need_list = false;
+	}
+	else
+		w->need_list = true;
+	MemoryContextSwitchTo(old);
+	return w;
+}
+
+/*
+ * kw_watch_destroy: stops the transfer, frees plans, status slot and
+ * memory.  The mirror table is left alone.
+ */
+void
+kw_watch_destroy(KwWatch *w)
+{
+	stop_transfer(w);
+	kw_sync_plans_free(w->plans);
+	if (w->slot != &w->private_slot)
+		kw_status_release(w->slot);
+	MemoryContextDelete(w->cxt);
+}
+
+/* kw_watch_id: the registration id of a watch. */
+int32
+kw_watch_id(KwWatch *w)
+{
+	return w->reg.id;
+}
+
+static bool
+str_eq(const char *a, const char *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return strcmp(a, b) == 0;
+}
+
+/*
+ * kw_watch_same_registration: whether `reg` describes the watch `w` runs
+ * (everything but the checkpoint); if not, the worker restarts the watch.
+ */
+bool
+kw_watch_same_registration(KwWatch *w, KwRegistration *reg)
+{
+	KwRegistration *r = &w->reg;
+
+	return r->id == reg->id && str_eq(r->server, reg->server) &&
+		str_eq(r->api_group, reg->api_group) &&
+		str_eq(r->api_version, reg->api_version) &&
+		str_eq(r->plural, reg->plural) &&
+		str_eq(r->namespace, reg->namespace) &&
+		str_eq(r->label_selector, reg->label_selector) &&
+		str_eq(r->field_selector, reg->field_selector) &&
+		str_eq(r->table_name, reg->table_name) &&
+		str_eq(r->channel, reg->channel) &&
+		r->notify == reg->notify && r->owner == reg->owner;
+}

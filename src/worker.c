@@ -1,0 +1,460 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *		The kwatch background worker: one process serving every watch of
+ *		every server through one libcurl multi handle.
+ *
+ * The loop waits on a single WaitEventSet holding the process latch,
+ * postmaster death and every socket libcurl asked us to watch, with a
+ * timeout from libcurl's timer and the watches' own deadlines (backoff,
+ * inactivity).  So SIGTERM, SIGHUP and a new or removed watch (catalog.c
+ * sets the latch at COMMIT) are acted on at once, however idle the watches
+ * are (STYLE 5; src/test/modules/worker_spi is the skeleton).
+ *
+ * Each pass: react to signals and registration changes -> let libcurl run
+ * due timers -> apply pending batches (one short transaction per watch) ->
+ * start due requests -> wait.  An ERROR while applying one watch's batch is
+ * caught in sync.c and handled by that watch alone.  If the worker itself
+ * dies, the postmaster restarts it after 5 seconds and every watch resumes
+ * from its checkpoint.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <curl/curl.h>
+
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "kwatch.h"
+
+/* Registrations are re-read at least this often, in case of missed wakeups. */
+#define KW_RELOAD_INTERVAL_MS 10000
+#define KW_MAX_WAIT_EVENTS 64
+
+typedef struct SockEntry
+{
+	curl_socket_t fd;
+	int			what;			/* CURL_POLL_IN / OUT / INOUT */
+} SockEntry;
+
+static CURLM *multi = NULL;
+static MemoryContext worker_cxt = NULL;
+static List *watches = NIL;		/* KwWatch * */
+static SockEntry *socks = NULL;
+static int	nsocks = 0;
+static int	maxsocks = 0;
+static bool wes_dirty = true;
+static TimestampTz curl_deadline = 0;	/* 0 = no timer */
+
+/*
+ * kw_register_worker: registers the worker with the postmaster (called
+ * from _PG_init while shared_preload_libraries is processed).  Restarted 5
+ * seconds after it exits abnormally.
+ */
+void
+kw_register_worker(void)
+{
+	BackgroundWorker bgw;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = 5;
+	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "kwatch");
+	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "kwatch_worker_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "kwatch worker");
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "kwatch worker");
+	RegisterBackgroundWorker(&bgw);
+}
+
+/* ---------------------------------------------------------------------
+ * libcurl multi callbacks
+ * ---------------------------------------------------------------------
+ */
+
+static int
+socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+	int			i;
+
+	for (i = 0; i < nsocks; i++)
+		if (socks[i].fd == fd)
+			break;
+	if (what == CURL_POLL_REMOVE)
+	{
+		if (i < nsocks)
+			socks[i] = socks[--nsocks];
+	}
+	else
+	{
+		if (i == nsocks)
+		{
+			if (nsocks == maxsocks)
+			{
+				maxsocks = Max(16, maxsocks * 2);
+				socks = socks ? repalloc(socks, sizeof(SockEntry) * maxsocks)
+					: MemoryContextAlloc(worker_cxt, sizeof(SockEntry) * maxsocks);
+			}
+			socks[nsocks].fd = fd;
+			nsocks++;
+		}
+		socks[i].what = what;
+	}
+	wes_dirty = true;
+	return 0;
+}
+
+static int
+timer_cb(CURLM *m, long timeout_ms, void *userp)
+{
+	if (timeout_ms < 0)
+		curl_deadline = 0;
+	else
+		curl_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	return 0;
+}
+
+/* process_completed: hands every finished transfer to its watch. */
+static void
+process_completed(void)
+{
+	CURLMsg    *msg;
+	int			left;
+
+	while ((msg = curl_multi_info_read(multi, &left)) != NULL)
+	{
+		KwWatch    *w = NULL;
+
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **) &w);
+		if (w)
+			kw_watch_transfer_done(w, (int) msg->data.result);
+	}
+}
+
+static void
+socket_action(curl_socket_t fd, int flags)
+{
+	int			running;
+
+	curl_multi_socket_action(multi, fd, flags, &running);
+	process_completed();
+}
+
+/* ---------------------------------------------------------------------
+ * registrations
+ * ---------------------------------------------------------------------
+ */
+
+typedef struct ReadArgs
+{
+	List	   *regs;			/* KwRegistration *, in reload_cxt */
+	bool		installed;
+	MemoryContext cxt;
+} ReadArgs;
+
+static char *
+getstr(HeapTuple tup, TupleDesc desc, int col, MemoryContext cxt)
+{
+	char	   *v = SPI_getvalue(tup, desc, col);
+
+	return v ? MemoryContextStrdup(cxt, v) : NULL;
+}
+
+static void
+read_registrations_body(void *arg)
+{
+	ReadArgs   *a = (ReadArgs *) arg;
+	int			rc;
+
+	rc = SPI_execute("SELECT 1 FROM pg_extension WHERE extname = 'kwatch'", true, 1);
+	if (rc != SPI_OK_SELECT || SPI_processed == 0)
+		return;
+	a->installed = true;
+	rc = SPI_execute("SELECT id, server, api_group, api_version, plural, kind, namespaced,"
+					 " namespace, label_selector, field_selector, table_name, channel,"
+					 " notify, owner, resource_version"
+					 " FROM kwatch.registrations ORDER BY id", true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read kwatch.registrations: %s", SPI_result_code_string(rc));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	d = SPI_tuptable->tupdesc;
+		KwRegistration *r = MemoryContextAllocZero(a->cxt, sizeof(KwRegistration));
+		bool		isnull;
+
+		r->id = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
+		r->server = getstr(t, d, 2, a->cxt);
+		r->api_group = getstr(t, d, 3, a->cxt);
+		r->api_version = getstr(t, d, 4, a->cxt);
+		r->plural = getstr(t, d, 5, a->cxt);
+		r->kind = getstr(t, d, 6, a->cxt);
+		r->namespaced = DatumGetBool(SPI_getbinval(t, d, 7, &isnull));
+		r->namespace = getstr(t, d, 8, a->cxt);
+		r->label_selector = getstr(t, d, 9, a->cxt);
+		r->field_selector = getstr(t, d, 10, a->cxt);
+		r->table_name = getstr(t, d, 11, a->cxt);
+		r->channel = getstr(t, d, 12, a->cxt);
+		r->notify = DatumGetBool(SPI_getbinval(t, d, 13, &isnull));
+		r->owner = DatumGetObjectId(SPI_getbinval(t, d, 14, &isnull));
+		r->resource_version = getstr(t, d, 15, a->cxt);
+		a->regs = lappend(a->regs, r);
+	}
+}
+
+/*
+ * reload_watches: brings the running watches in line with
+ * kwatch.registrations: stops removed or changed ones, starts new ones.
+ */
+static void
+reload_watches(void)
+{
+	MemoryContext reload_cxt = AllocSetContextCreate(worker_cxt, "kwatch reload",
+													 ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(reload_cxt);
+	ReadArgs	a;
+	char	   *err = NULL;
+	List	   *keep = NIL;
+	ListCell   *lc;
+
+	memset(&a, 0, sizeof(a));
+	a.cxt = reload_cxt;
+	if (!kw_sync_in_transaction(read_registrations_body, &a, &err, NULL))
+	{
+		ereport(LOG, (errmsg("kwatch: could not read registrations: %s", err)));
+		MemoryContextSwitchTo(old);
+		MemoryContextDelete(reload_cxt);
+		return;
+	}
+
+	foreach(lc, watches)
+	{
+		KwWatch    *w = (KwWatch *) lfirst(lc);
+		bool		wanted = false;
+		ListCell   *rc;
+
+		foreach(rc, a.regs)
+		{
+			if (kw_watch_same_registration(w, (KwRegistration *) lfirst(rc)))
+			{
+				wanted = true;
+				break;
+			}
+		}
+		if (wanted)
+			keep = lappend(keep, w);
+		else
+		{
+			ereport(LOG, (errmsg("kwatch: stopping watch %d", kw_watch_id(w))));
+			kw_watch_destroy(w);
+		}
+	}
+
+	foreach(lc, a.regs)
+	{
+		KwRegistration *r = (KwRegistration *) lfirst(lc);
+		bool		running = false;
+		ListCell   *wc;
+
+		foreach(wc, keep)
+		{
+			if (kw_watch_id((KwWatch *) lfirst(wc)) == r->id)
+			{
+				running = true;
+				break;
+			}
+		}
+		if (!running)
+		{
+			ereport(LOG,
+					(errmsg("kwatch: starting watch %d: %s%s%s on server \"%s\"%s",
+							r->id, r->plural, r->api_group[0] ? "." : "", r->api_group,
+							r->server, r->resource_version ? " (resuming)" : "")));
+			MemoryContextSwitchTo(worker_cxt);
+			keep = lappend(keep, kw_watch_create(r, multi, worker_cxt));
+			MemoryContextSwitchTo(reload_cxt);
+		}
+	}
+
+	MemoryContextSwitchTo(worker_cxt);
+	list_free(watches);
+	watches = list_copy(keep);
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(reload_cxt);
+}
+
+/* ---------------------------------------------------------------------
+ * main loop
+ * ---------------------------------------------------------------------
+ */
+
+static void
+worker_shutdown(int code, Datum arg)
+{
+	if (kw_shared == NULL)
+		return;
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	kw_shared->worker_pid = 0;
+	kw_shared->worker_latch = NULL;
+	for (int i = 0; i < kw_shared->nslots; i++)
+		kw_shared->slots[i].watch_id = 0;
+	LWLockRelease(kw_shared->lock);
+}
+
+static WaitEventSet *
+build_wait_set(WaitEventSet *old)
+{
+	WaitEventSet *wes;
+
+	if (old)
+		FreeWaitEventSet(old);
+	wes = CreateWaitEventSet(worker_cxt, 2 + nsocks);
+	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	for (int i = 0; i < nsocks; i++)
+	{
+		uint32		ev = 0;
+
+		if (socks[i].what == CURL_POLL_IN || socks[i].what == CURL_POLL_INOUT)
+			ev |= WL_SOCKET_READABLE;
+		if (socks[i].what == CURL_POLL_OUT || socks[i].what == CURL_POLL_INOUT)
+			ev |= WL_SOCKET_WRITEABLE;
+		if (ev)
+			AddWaitEventToSet(wes, ev, socks[i].fd, NULL, NULL);
+	}
+	wes_dirty = false;
+	return wes;
+}
+
+/*
+ * kwatch_worker_main: the worker's entry point (bgw_function_name).
+ * Connects to kwatch.database as the bootstrap superuser and runs the loop
+ * until SIGTERM or postmaster death.
+ */
+void
+kwatch_worker_main(Datum main_arg)
+{
+	WaitEventSet *wes = NULL;
+	WaitEvent	events[KW_MAX_WAIT_EVENTS];
+	uint64		seen_generation = 0;
+	TimestampTz next_reload = 0;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	BackgroundWorkerInitializeConnection(kw_database, NULL, 0);
+	pgstat_report_appname("kwatch worker");
+
+	worker_cxt = AllocSetContextCreate(TopMemoryContext, "kwatch worker",
+									   ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(worker_cxt);
+
+	before_shmem_exit(worker_shutdown, (Datum) 0);
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	kw_shared->worker_pid = MyProcPid;
+	kw_shared->worker_latch = MyLatch;
+	for (int i = 0; i < kw_shared->nslots; i++)
+		kw_shared->slots[i].watch_id = 0;
+	LWLockRelease(kw_shared->lock);
+
+	kw_http_global_init();
+	multi = curl_multi_init();
+	if (multi == NULL)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
+						errmsg("could not create a libcurl multi handle")));
+	curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+	curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+	/* PROTOCOL 36: share connections; HTTP/2 multiplexes watches */
+	curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long) CURLPIPE_MULTIPLEX);
+
+	ereport(LOG, (errmsg("kwatch worker started in database \"%s\"", kw_database)));
+
+	for (;;)
+	{
+		TimestampTz now;
+		long		timeout = KW_RELOAD_INTERVAL_MS;
+		uint64		gen;
+		int			n;
+		ListCell   *lc;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		now = GetCurrentTimestamp();
+		gen = pg_atomic_read_u64(&kw_shared->generation);
+		if (gen != seen_generation || now >= next_reload)
+		{
+			seen_generation = gen;
+			next_reload = TimestampTzPlusMilliseconds(now, KW_RELOAD_INTERVAL_MS);
+			reload_watches();
+		}
+
+		if (curl_deadline != 0 && GetCurrentTimestamp() >= curl_deadline)
+		{
+			curl_deadline = 0;
+			socket_action(CURL_SOCKET_TIMEOUT, 0);
+		}
+
+		/* apply what the streams delivered, one transaction per watch */
+		foreach(lc, watches)
+		{
+			KwWatch    *w = (KwWatch *) lfirst(lc);
+
+			if (kw_watch_has_pending(w))
+				kw_watch_flush(w);
+			CHECK_FOR_INTERRUPTS();
+		}
+
+		now = GetCurrentTimestamp();
+		foreach(lc, watches)
+			timeout = Min(timeout, kw_watch_tick((KwWatch *) lfirst(lc), now));
+		if (curl_deadline != 0)
+			timeout = Min(timeout, Max(0, (long) ((curl_deadline - now) / 1000)));
+		timeout = Min(timeout, Max(0, (long) ((next_reload - now) / 1000)));
+
+		if (wes == NULL || wes_dirty)
+			wes = build_wait_set(wes);
+		n = WaitEventSetWait(wes, timeout, events, KW_MAX_WAIT_EVENTS, PG_WAIT_EXTENSION);
+		for (int i = 0; i < n; i++)
+		{
+			WaitEvent  *ev = &events[i];
+
+			if (ev->events & WL_LATCH_SET)
+			{
+				ResetLatch(MyLatch);
+				continue;
+			}
+			if (ev->events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
+			{
+				int			flags = 0;
+
+				if (ev->events & WL_SOCKET_READABLE)
+					flags |= CURL_CSELECT_IN;
+				if (ev->events & WL_SOCKET_WRITEABLE)
+					flags |= CURL_CSELECT_OUT;
+				socket_action(ev->fd, flags);
+			}
+		}
+	}
+}
