@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# test/pg.sh: a throwaway PostgreSQL 15 with kwatch preloaded, for the demo
+# and the integration tests.
+#
+#   test/pg.sh start DIR PORT DBNAME   initdb (once), start, create DBNAME
+#   test/pg.sh stop DIR                stop (fast)
+#   test/pg.sh restart DIR             restart (keeps data)
+#   test/pg.sh kill DIR                SIGKILL the postmaster (crash test)
+#
+# PostgreSQL refuses to run as root: when root, the server runs as the
+# `postgres` system user (created by Debian's postgresql packages) and DIR
+# is handed to it.  The socket lives in DIR; PGHOST=DIR works.
+set -euo pipefail
+cmd=${1:?usage: pg.sh start|stop|restart|kill DIR [PORT DB]}
+dir=$(realpath -m "${2:?state directory}")
+bindir=$(pg_config --bindir)
+
+as_pg() {
+  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+case "$cmd" in
+start)
+  port=${3:?port}; db=${4:?database}
+  mkdir -p "$dir"
+  if [ "$(id -u)" -eq 0 ]; then chown postgres: "$dir"; fi
+  if [ ! -f "$dir/data/PG_VERSION" ]; then
+    as_pg "$bindir/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 ||
+      { cat "$dir/initdb.log"; exit 1; }
+    cat >>"$dir/data/postgresql.conf" <<CONF
+port = $port
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$dir'
+shared_preload_libraries = 'kwatch'
+kwatch.database = '$db'
+kwatch.backoff_initial = '200ms'
+kwatch.backoff_max = '5s'
+logging_collector = off
+log_min_messages = info
+log_line_prefix = '%m [%p] %b '
+fsync = off
+max_connections = 50
+CONF
+  fi
+  if ! as_pg "$bindir/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+    as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start >/dev/null ||
+      { tail -30 "$dir/postgres.log"; exit 1; }
+  fi
+  as_pg "$bindir/psql" -h "$dir" -p "$port" -U postgres -d postgres -Atqc \
+    "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 ||
+    as_pg "$bindir/createdb" -h "$dir" -p "$port" -U postgres "$db"
+  ;;
+stop)
+  [ -f "$dir/data/postmaster.pid" ] && as_pg "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null || true
+  ;;
+restart)
+  as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -m fast -w -t 60 restart >/dev/null
+  ;;
+kill)
+  pid=$(head -1 "$dir/data/postmaster.pid")
+  kill -9 "$pid"
+  ;;
+*)
+  echo "unknown command $cmd" >&2; exit 2 ;;
+esac
