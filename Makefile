@@ -45,7 +45,10 @@ all install installcheck:
 	@echo "kwatch: PostgreSQL server headers are missing; run 'make deps' first" >&2; exit 1
 endif
 
-.PHONY: deps test demo demo-stop bench
+.PHONY: deps test demo demo-stop bench print-regress
+
+print-regress:
+	@echo $(REGRESS)
 
 # Installs build and test dependencies from Debian's archive when missing.
 deps:
@@ -57,8 +60,10 @@ test:
 	@bash test/run.sh
 
 # The demo (README): a throwaway PostgreSQL + control plane, left running.
+# `make demo KUBECONFIG=~/.kube/config` mirrors your cluster instead of a
+# local one; a KUBECONFIG merely present in the environment is not used.
 demo:
-	@bash test/demo.sh start
+	@KWATCH_DEMO_KUBECONFIG='$(if $(filter command line,$(origin KUBECONFIG)),$(KUBECONFIG))' bash test/demo.sh start
 
 demo-stop:
 	@bash test/demo.sh stop

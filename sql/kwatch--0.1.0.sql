@@ -133,7 +133,9 @@ DECLARE
   extra text := '';
   c text;
 BEGIN
-  CREATE SCHEMA IF NOT EXISTS k8s;
+  IF to_regnamespace('k8s') IS NULL THEN
+    CREATE SCHEMA k8s;
+  END IF;
   IF to_regclass(format('k8s.%I', table_name)) IS NOT NULL THEN
     RETURN format('k8s.%I', table_name)::regclass;
   END IF;
@@ -253,6 +255,12 @@ BEGIN
   label_selector := NULLIF(btrim(label_selector), '');
   field_selector := NULLIF(btrim(field_selector), '');
   namespace := NULLIF(btrim(namespace), '');
+
+  IF namespace IS NOT NULL AND namespace !~ '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$' THEN
+    RAISE EXCEPTION 'invalid namespace name "%"', namespace
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Namespace names are DNS labels: lower-case letters, digits and "-".';
+  END IF;
 
   d := kwatch._discover(srv, resource);
   IF NOT (d.verbs @> ARRAY['list', 'watch']) THEN

@@ -532,7 +532,8 @@ start_list_page(KwWatch *w)
 		w->list_items = 0;
 		w->list_rv = NULL;
 		w->continue_token = NULL;
-		if (w->first_list_done)
+		/* a LIST after any earlier sync (even before a restart) is a relist */
+		if (w->first_list_done || w->resume_rv)
 			COUNT(w, relists, 1);
 	}
 
