@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# test/demo.sh start|stop -- what `make demo` and `make demo-stop` run.
+#
+# start: installs what is missing, builds and installs kwatch, starts a
+# throwaway PostgreSQL with kwatch preloaded and a local Kubernetes control
+# plane (or uses $KWATCH_DEMO_KUBECONFIG, set by `make demo KUBECONFIG=...`),
+# creates a small workload, watches pods, replicasets, deployments and
+# namespaces, shows live queries and notifications, and leaves it all
+# running.  Writes .demo/env so that `. .demo/env; psql` and `kubectl get
+# pods -A` work.
+#
+# Server state lives in $KWATCH_DEMO_DIR (default /var/tmp/kwatch-demo): the
+# PostgreSQL server runs as the postgres user, which must be able to reach it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+top=$(pwd)
+state=${KWATCH_DEMO_DIR:-/var/tmp/kwatch-demo}
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+free_port() {
+  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+stop() {
+  [ -d "$state/pg" ] && bash test/pg.sh stop "$state/pg" && echo "PostgreSQL stopped"
+  [ -d "$state/k8s" ] && bash test/k8s/cluster.sh stop "$state/k8s" >/dev/null 2>&1 && echo "control plane stopped"
+  rm -f .demo/env
+  true
+}
+
+start() {
+  say "1/7 dependencies"
+  bash test/install-deps.sh
+
+  say "2/7 build and install kwatch"
+  make -s
+  $SUDO make -s install >/dev/null
+  echo "installed into $(pg_config --pkglibdir)"
+
+  mkdir -p "$state" .demo
+  chmod 755 "$state"
+  if [ -n "${KWATCH_DEMO_KUBECONFIG:-}" ]; then
+    say "3/7 using your cluster: $KWATCH_DEMO_KUBECONFIG"
+    kubeconfig=$(realpath "$KWATCH_DEMO_KUBECONFIG")
+    kubectl --kubeconfig "$kubeconfig" version >/dev/null
+    local_cluster=0
+  else
+    say "3/7 local Kubernetes control plane (etcd + kube-apiserver + controller-manager 1.20)"
+    $SUDO bash test/k8s/build.sh
+    bash test/k8s/cluster.sh start "$state/k8s"
+    chmod -R a+rX "$state/k8s"
+    kubeconfig="$state/k8s/kubeconfig"
+    local_cluster=1
+  fi
+  export KUBECONFIG=$kubeconfig
+
+  say "4/7 PostgreSQL with kwatch preloaded"
+  port=$(cat "$state/pgport" 2>/dev/null || free_port)
+  echo "$port" >"$state/pgport"
+  bash test/pg.sh start "$state/pg" "$port" app
+  export PGHOST="$state/pg" PGPORT=$port PGDATABASE=app PGUSER=postgres
+  cat >.demo/env <<ENV
+export PGHOST='$PGHOST'
+export PGPORT=$PGPORT
+export PGDATABASE=app
+export PGUSER=postgres
+export KUBECONFIG='$kubeconfig'
+ENV
+  echo "PostgreSQL on port $port (socket $PGHOST), database app"
+
+  if [ "$local_cluster" = 1 ]; then
+    say "5/7 a small workload: namespaces shop, billing, monitoring"
+    for ns in shop billing monitoring; do
+      kubectl get ns "$ns" >/dev/null 2>&1 || kubectl create namespace "$ns" >/dev/null
+    done
+    mkdep() {
+      kubectl -n "$1" get deployment "$2" >/dev/null 2>&1 ||
+        kubectl -n "$1" create deployment "$2" --image="$3" --replicas="$4" >/dev/null
+      kubectl -n "$1" label deployment "$2" tier="$5" --overwrite >/dev/null
+    }
+    mkdep shop web nginx:1.25 3 web
+    mkdep shop api ghcr.io/example/api:2.1 2 backend
+    mkdep shop cart ghcr.io/example/cart:0.9 2 backend
+    mkdep billing invoicer ghcr.io/example/invoicer:1.4 2 backend
+    mkdep monitoring exporter prom/node-exporter:1.7 1 ops
+    kubectl get deployments -A
+  else
+    say "5/7 workload: using what your cluster runs (nothing is created)"
+  fi
+
+  say "6/7 watching pods, replicasets, deployments, namespaces"
+  psql -X -q -v ON_ERROR_STOP=1 <<SQL
+CREATE EXTENSION IF NOT EXISTS kwatch;
+DO \$\$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_foreign_server WHERE srvname = 'demo') THEN
+    EXECUTE format('CREATE SERVER demo FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig %L)', '$kubeconfig');
+  END IF;
+END \$\$;
+SELECT kwatch.watch('pods', server => 'demo');
+SELECT kwatch.watch('replicasets', server => 'demo');
+SELECT kwatch.watch('deployments.apps', server => 'demo');
+SELECT kwatch.watch('namespaces', server => 'demo');
+SQL
+  printf 'waiting for the initial sync'
+  for _ in $(seq 1 100); do
+    ready=$(psql -XAtc "SELECT count(*) FILTER (WHERE healthy) = count(*) AND count(*) = 4 FROM kwatch.watches")
+    [ "$ready" = t ] && break
+    printf '.'; sleep 0.2
+  done
+  echo
+  psql -X -c "SELECT server, resource, table_name, channel, state, objects, resource_version FROM kwatch.watches"
+  echo "-- pods per namespace and phase (from k8s.pods; no API call):"
+  psql -X -c "SELECT namespace, phase, count(*) FROM k8s.pods GROUP BY 1, 2 ORDER BY 1, 2"
+  psql -X -c "SELECT d.namespace, d.name, d.replicas, d.labels->>'tier' AS tier, count(p.*) AS pods
+              FROM k8s.deployments d
+              LEFT JOIN k8s.replicasets r ON r.cluster = d.cluster AND r.owner_references @> jsonb_build_array(jsonb_build_object('uid', d.uid))
+              LEFT JOIN k8s.pods p ON p.cluster = r.cluster AND p.owner_references @> jsonb_build_array(jsonb_build_object('uid', r.uid))
+              GROUP BY 1, 2, 3, 4 ORDER BY 1, 2"
+  echo "k8s.pods: $(psql -XAtc 'SELECT count(*) FROM k8s.pods') rows;  kubectl get pods -A: $(kubectl get pods -A --no-headers 2>/dev/null | wc -l) pods"
+
+  if [ "$local_cluster" = 1 ]; then
+    say "7/7 LISTEN kwatch_pods while shop/web scales 3 -> 5 -> 3"
+    /usr/bin/python3 test/listen.py kwatch_pods 6 &
+    lpid=$!
+    sleep 1
+    kubectl -n shop scale deployment web --replicas=5 >/dev/null
+    sleep 2
+    kubectl -n shop scale deployment web --replicas=3 >/dev/null
+    wait $lpid || true
+  fi
+
+  cat <<EOF
+
+Everything is running.
+  . .demo/env; psql            # e.g. SELECT name, phase FROM k8s.pods WHERE labels->>'app' = 'web';
+  . .demo/env; kubectl get pods -A
+  make demo-stop               # stop PostgreSQL and the control plane
+EOF
+}
+
+case "${1:-start}" in
+start) start ;;
+stop) stop ;;
+*) echo "usage: $0 start|stop" >&2; exit 2 ;;
+esac
