@@ -150,6 +150,39 @@ set_blob(CURL *easy, CURLoption opt, const char *pem)
 }
 
 /*
+ * set_tls_server_name: makes libcurl send `name` as SNI and verify the
+ * certificate against it while still connecting to the host of `url`
+ * (kubeconfig tls-server-name): the request goes to https://name:port/...
+ * and CURLOPT_CONNECT_TO maps name:port to the real host:port.
+ */
+static void
+set_tls_server_name(KwHttpHandle *h, const char *url, const char *name)
+{
+	CURLU	   *u = curl_url();
+	char	   *host = NULL,
+			   *port = NULL,
+			   *rewritten = NULL;
+
+	if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK &&
+		curl_url_set(u, CURLUPART_HOST, name, 0) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_URL, &rewritten, 0) == CURLUE_OK)
+	{
+		char	   *map = psprintf("%s:%s:%s:%s", name, port, host, port);
+
+		h->connect_to = curl_slist_append(NULL, map);
+		curl_easy_setopt((CURL *) h->easy, CURLOPT_URL, rewritten);
+		curl_easy_setopt((CURL *) h->easy, CURLOPT_CONNECT_TO, h->connect_to);
+		pfree(map);
+	}
+	curl_free(host);
+	curl_free(port);
+	curl_free(rewritten);
+	curl_url_cleanup(u);
+}
+
+/*
  * kw_http_handle_create: a configured easy handle for GET `url` on the
  * cluster `cfg`.  `stream` handles (LIST pages and WATCH) have no overall
  * timeout; the caller sets the write callback.  The handle is palloc'd in
@@ -210,11 +243,7 @@ kw_http_handle_create(KwClusterConfig *cfg, const char *url, bool stream)
 	else if (cfg->client_key_file)
 		curl_easy_setopt(easy, CURLOPT_SSLKEY, cfg->client_key_file);
 	if (cfg->tls_server_name)
-	{
-		/* No SNI override in libcurl: verify the name instead via CONNECT_TO. */
-		curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST,
-						 cfg->insecure_skip_tls_verify ? 0L : 2L);
-	}
+		set_tls_server_name(h, url, cfg->tls_server_name);
 
 	h->headers = curl_slist_append(NULL, "Accept: application/json");
 	if (token)
@@ -243,6 +272,8 @@ kw_http_handle_destroy(KwHttpHandle *h)
 		curl_easy_cleanup((CURL *) h->easy);
 	if (h->headers)
 		curl_slist_free_all(h->headers);
+	if (h->connect_to)
+		curl_slist_free_all(h->connect_to);
 	pfree(h);
 }
 

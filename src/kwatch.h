@@ -118,6 +118,7 @@ typedef struct KwHttpHandle
 {
 	void	   *easy;
 	struct curl_slist *headers;
+	struct curl_slist *connect_to;	/* tls_server_name mapping, or NULL */
 	char		errbuf[256];	/* CURL_ERROR_SIZE */
 } KwHttpHandle;
 
