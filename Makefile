@@ -69,4 +69,4 @@ demo-stop:
 	@bash test/demo.sh stop
 
 bench:
-	@bash test/bench/run.sh
+	@PODS=$(PODS) bash test/bench/run.sh
