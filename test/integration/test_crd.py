@@ -1,0 +1,72 @@
+"""A CustomResourceDefinition created after the worker started, then watched."""
+import json
+
+import psycopg2
+import pytest
+
+from conftest import (assert_table_matches_server, kubectl, row_uids, server_uids, wait_until,
+                      wait_watching, watch)
+
+
+def crd_manifest(group):
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "crontabs." + group},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab",
+                      "shortNames": ["ct"]},
+            "versions": [{
+                "name": "v1", "served": True, "storage": True,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {
+                        "cronSpec": {"type": "string"},
+                        "image": {"type": "string"},
+                        "replicas": {"type": "integer"}}}}}},
+            }],
+        },
+    }
+
+
+def crontab(group, name, spec, labels=None):
+    return {"apiVersion": group + "/v1", "kind": "CronTab",
+            "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
+
+
+def test_crd_created_after_worker_start(ctx):
+    ns = ctx.namespace()
+    srv = ctx.server()
+    # a group of this run only: a kept cluster may hold earlier runs' CRDs
+    group = "%s.example.com" % ctx.base
+    resource = "crontabs." + group
+
+    # unknown before the CRD exists (and this backend has used discovery)
+    with pytest.raises(psycopg2.Error) as e:
+        watch(resource, srv, namespace=ns)
+    assert e.value.pgcode == "42704", e.value.pgerror
+
+    ctx.crds.append(resource)
+    kubectl("apply", "-f", "-", input=json.dumps(crd_manifest(group)))
+    kubectl("wait", "--for", "condition=established", "--timeout=60s", "crd/" + resource)
+    # the API server publishes the new group in discovery shortly after
+    wait_until(lambda: kubectl("get", "--raw", "/apis/%s/v1" % group, check=False).strip(),
+               30, "discovery of " + group)
+    for name, spec, labels in (("every-minute", {"cronSpec": "* * * * *", "image": "a:1"}, {"k": "1"}),
+                               ("hourly", {"cronSpec": "0 * * * *", "replicas": 2}, {})):
+        kubectl("create", "-n", ns, "-f", "-", input=json.dumps(crontab(group, name, spec, labels)))
+
+    table = watch(resource, srv, namespace=ns)
+    assert table == "k8s.crontabs"
+    st = wait_watching(srv, resource)
+    assert st["resource"] == resource
+    get = [resource, "-n", ns]
+    assert_table_matches_server(table, srv, get)
+    assert len(row_uids(table, srv)) == 2
+
+    kubectl("create", "-n", ns, "-f", "-",
+            input=json.dumps(crontab(group, "daily", {"cronSpec": "0 0 * * *"}, {"k": "3"})))
+    wait_until(lambda: len(row_uids(table, srv)) == 3, 20, "the third CronTab row")
+    assert_table_matches_server(table, srv, get)
+    assert row_uids(table, srv) == server_uids(*get)
