@@ -1,0 +1,1130 @@
+/*-------------------------------------------------------------------------
+ *
+ * kubeconfig.c
+ *		Connection settings of a cluster from a kubeconfig file, or from the
+ *		environment of a pod (in-cluster configuration).
+ *
+ * A kubeconfig (PROTOCOL 32; client-go tools/clientcmd/api/v1/types.go) is a
+ * YAML or JSON document:
+ *
+ *	 current-context: dev
+ *	 clusters: [{name: c1, cluster: {server: .., certificate-authority(-data):
+ *				 .., insecure-skip-tls-verify: .., tls-server-name: ..}}]
+ *	 users:    [{name: u1, user: {token: .., tokenFile: .., client-certificate
+ *				 (-data): .., client-key(-data): .., exec: .., auth-provider: ..}}]
+ *	 contexts: [{name: dev, context: {cluster: c1, user: u1, namespace: ..}}]
+ *
+ * libyaml loads each file into a node tree (YAML is a superset of JSON, so
+ * JSON kubeconfigs need nothing special).  We copy the scalar fields of every
+ * named entry into palloc'd lists, free the libyaml tree, and then resolve
+ * the selected context into a KwClusterConfig.  Merging of several files
+ * (a $KUBECONFIG-style colon list) follows client-go's loader.go: the first
+ * file to define a name wins the whole entry, and the first file to set
+ * current-context wins it.
+ *
+ * Everything the parse allocates lives in a private memory context that is
+ * deleted before we return (or on error); libyaml's own malloc'd structures
+ * are freed in PG_CATCH blocks before the error propagates, so a bad file can
+ * neither leak nor crash.  (PG_CATCH + PG_RE_THROW rather than PG_FINALLY:
+ * the latter trips gcc's -Wclobbered, which -Wextra -Werror turns fatal.)
+ * Only the resulting KwClusterConfig is allocated in the caller's context.
+ *
+ * Secrets (tokens, keys) never appear in messages: errors name the file,
+ * entry and field, never a value.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <yaml.h>
+
+#include "common/base64.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "kwatch.h"
+
+/* A kubeconfig larger than this is certainly not one (real ones are KBs). */
+#define KC_MAX_FILE_SIZE	(16 * 1024 * 1024)
+
+/*
+ * Deepest nesting of mappings and lists accepted.  A real kubeconfig's
+ * deepest path (users[].user.exec.env[].name) is 7 levels; the bound keeps
+ * libyaml's per-token cost, which grows with depth, small.
+ */
+#define KC_MAX_DEPTH		64
+
+/* Where a pod finds its service account (PROTOCOL 34). */
+#define KC_SA_DIR			"/var/run/secrets/kubernetes.io/serviceaccount"
+#define KC_SA_TOKEN_FILE	KC_SA_DIR "/token"
+#define KC_SA_CA_FILE		KC_SA_DIR "/ca.crt"
+#define KC_SA_NS_FILE		KC_SA_DIR "/namespace"
+
+/* One key of an entry's inner mapping ("server: ...", "exec: {...}"). */
+typedef struct KcField
+{
+	char	   *key;
+	char	   *value;			/* NULL for null scalars and non-scalars */
+	bool		present;		/* false for explicit nulls */
+} KcField;
+
+/* One named entry of clusters[], users[] or contexts[]. */
+typedef struct KcEntry
+{
+	char	   *name;
+	char	   *file;			/* kubeconfig file that defined it */
+	char	   *dir;			/* that file's directory, for relative paths */
+	List	   *fields;			/* of KcField */
+} KcEntry;
+
+/* The merged content of all files of one kubeconfig list. */
+typedef struct KcConfig
+{
+	List	   *clusters;		/* of KcEntry */
+	List	   *users;
+	List	   *contexts;
+	char	   *current_context;
+	int			nfiles;			/* files actually read */
+} KcConfig;
+
+static char *kc_read_file(const char *path, bool missing_ok);
+static void kc_parse_file(const char *path, const char *text, KcConfig *kc);
+static void kc_syntax_error(const char *path, yaml_parser_t *parser)
+			pg_attribute_noreturn();
+static void kc_walk_document(const char *path, yaml_document_t *doc,
+							 KcConfig *kc);
+static char *kc_scalar(const char *path, yaml_node_t *node, const char *what);
+static List *kc_collect_entries(const char *path, const char *dir,
+								yaml_document_t *doc, yaml_node_t *seq,
+								const char *listname, const char *innername);
+static List *kc_merge_entries(List *acc, List *add);
+static KcEntry *kc_find_entry(List *entries, const char *name);
+static char *kc_entry_names(List *entries);
+static KcField *kc_field(KcEntry *e, const char *key);
+static char *kc_string(KcEntry *e, const char *key);
+static char *kc_path(KcEntry *e, const char *key);
+static char *kc_base64_pem(KcEntry *e, const char *key, const char *kind);
+static bool kc_bool(KcEntry *e, const char *key, const char *kind);
+static void kc_check_header_safe(KcEntry *e, const char *key,
+								 const char *value, const char *kind);
+static char *kc_copy(const char *s);
+
+/*
+ * kw_kubeconfig_load
+ *		Resolve one context of a kubeconfig into connection settings.
+ *
+ * path is a file name or a colon-separated list of them, as in $KUBECONFIG;
+ * context names the context to use, or is NULL/"" for the current-context.
+ * Returns a KwClusterConfig palloc'd in CurrentMemoryContext (server_name is
+ * left NULL for the caller).
+ *
+ * Rules (PROTOCOL 32; client-go tools/clientcmd/loader.go and
+ * client_config.go): in a list, missing files are skipped, but at least one
+ * must exist; a single file must exist.  The first file defining a cluster,
+ * user or context name wins the whole entry; current-context comes from the
+ * first file that sets one.  *-data fields (base64) win over the matching
+ * path, and relative paths resolve against the directory of the file that
+ * defined the entry.  A context without a user means no credentials.  The
+ * server loses trailing slashes; one without a scheme gets https when TLS
+ * settings are present, else http (client-go rest/url_utils.go).
+ *
+ * Errors: unreadable file (errcode_for_file_access, so a missing file is
+ * ERRCODE_UNDEFINED_FILE); YAML syntax or structure errors
+ * (ERRCODE_CONFIG_FILE_ERROR); unknown context/cluster/user
+ * (ERRCODE_UNDEFINED_OBJECT, naming the defined ones); bad base64
+ * (ERRCODE_INVALID_PARAMETER_VALUE); exec, auth-provider, impersonation,
+ * basic auth and proxy-url (ERRCODE_FEATURE_NOT_SUPPORTED).
+ */
+KwClusterConfig *
+kw_kubeconfig_load(const char *path, const char *context)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	MemoryContext tmpcxt;
+	KwClusterConfig *volatile result = NULL;
+
+	if (path == NULL || path[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("kubeconfig path must not be empty")));
+
+	tmpcxt = AllocSetContextCreate(oldcxt, "kwatch kubeconfig",
+								   ALLOCSET_SMALL_SIZES);
+
+	PG_TRY();
+	{
+		KcConfig	kc;
+		List	   *files;
+		ListCell   *lc;
+		bool		single;
+		const char *ctxname;
+		KcEntry    *ctx;
+		KcEntry    *cluster;
+		KcEntry    *user = NULL;
+		char	   *cluster_name;
+		char	   *user_name;
+		KwClusterConfig cfg;
+		char	   *s;
+
+		MemoryContextSwitchTo(tmpcxt);
+		memset(&kc, 0, sizeof(kc));
+		memset(&cfg, 0, sizeof(cfg));
+
+		/* Split the list; empty elements are skipped, as filepath.SplitList. */
+		files = NIL;
+		{
+			char	   *copy = pstrdup(path);
+			char	   *p = copy;
+
+			for (;;)
+			{
+				char	   *colon = strchr(p, ':');
+
+				if (colon)
+					*colon = '\0';
+				if (*p != '\0')
+					files = lappend(files, p);
+				if (!colon)
+					break;
+				p = colon + 1;
+			}
+		}
+		if (files == NIL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("kubeconfig path \"%s\" names no file", path)));
+		single = (list_length(files) == 1);
+
+		foreach(lc, files)
+		{
+			char	   *file = (char *) lfirst(lc);
+			char	   *abs;
+			char	   *text;
+
+			/* Absolute, so that entries' relative paths become absolute. */
+			abs = make_absolute_path(file);
+			file = pstrdup(abs);
+			free(abs);
+
+			text = kc_read_file(file, !single);
+			if (text == NULL)
+				continue;		/* missing list member: skipped */
+			kc.nfiles++;
+			kc_parse_file(file, text, &kc);
+		}
+		if (kc.nfiles == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_FILE),
+					 errmsg("none of the kubeconfig files \"%s\" exists",
+							path)));
+
+		/* Pick the context. */
+		if (context != NULL && context[0] != '\0')
+			ctxname = context;
+		else if (kc.current_context != NULL)
+			ctxname = kc.current_context;
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("kubeconfig \"%s\" sets no current-context", path),
+					 errdetail("Available contexts: %s.",
+							   kc_entry_names(kc.contexts)),
+					 errhint("Set the server option \"context\".")));
+
+		ctx = kc_find_entry(kc.contexts, ctxname);
+		if (ctx == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("context \"%s\" not found in kubeconfig \"%s\"",
+							ctxname, path),
+					 errdetail("Available contexts: %s.",
+							   kc_entry_names(kc.contexts))));
+
+		/* The context's cluster: required. */
+		cluster_name = kc_string(ctx, "cluster");
+		if (cluster_name == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("context \"%s\" in kubeconfig file \"%s\" names no cluster",
+							ctx->name, ctx->file)));
+		cluster = kc_find_entry(kc.clusters, cluster_name);
+		if (cluster == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("cluster \"%s\" of context \"%s\" not found in kubeconfig \"%s\"",
+							cluster_name, ctx->name, path),
+					 errdetail("Available clusters: %s.",
+							   kc_entry_names(kc.clusters))));
+
+		/* The context's user: optional (no credentials at all). */
+		user_name = kc_string(ctx, "user");
+		if (user_name != NULL)
+		{
+			user = kc_find_entry(kc.users, user_name);
+			if (user == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_OBJECT),
+						 errmsg("user \"%s\" of context \"%s\" not found in kubeconfig \"%s\"",
+								user_name, ctx->name, path),
+						 errdetail("Available users: %s.",
+								   kc_entry_names(kc.users))));
+		}
+
+		cfg.default_namespace = kc_string(ctx, "namespace");
+
+		/* clusters[].cluster */
+		s = kc_string(cluster, "server");
+		if (s == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("cluster \"%s\" in kubeconfig file \"%s\" has no server",
+							cluster->name, cluster->file)));
+		/* Strip trailing slashes: we append "/api/..." to it. */
+		{
+			size_t		len = strlen(s);
+
+			while (len > 0 && s[len - 1] == '/')
+				s[--len] = '\0';
+		}
+		kc_check_header_safe(cluster, "server", s, "cluster");
+		cfg.api_server = s;
+
+		if (kc_string(cluster, "proxy-url") != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cluster \"%s\" in kubeconfig file \"%s\" uses proxy-url, which is not supported yet",
+							cluster->name, cluster->file)));
+
+		cfg.ca_data = kc_base64_pem(cluster, "certificate-authority-data",
+									"cluster");
+		if (cfg.ca_data == NULL)
+			cfg.ca_file = kc_path(cluster, "certificate-authority");
+		cfg.insecure_skip_tls_verify =
+			kc_bool(cluster, "insecure-skip-tls-verify", "cluster");
+		cfg.tls_server_name = kc_string(cluster, "tls-server-name");
+
+		/* users[].user */
+		if (user != NULL)
+		{
+			KcField    *f;
+
+			f = kc_field(user, "exec");
+			if (f != NULL && f->present)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("exec credential plugins are not supported yet"),
+						 errdetail("User \"%s\" in kubeconfig file \"%s\" authenticates with an exec plugin.",
+								   user->name, user->file),
+						 errhint("Use a bearer token instead: a user with \"token\" or \"tokenFile\" in the kubeconfig, or the \"token\" option of a user mapping.")));
+			f = kc_field(user, "auth-provider");
+			if (f != NULL && f->present)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("auth-provider credential plugins are not supported"),
+						 errdetail("User \"%s\" in kubeconfig file \"%s\" authenticates with an auth-provider.",
+								   user->name, user->file),
+						 errhint("Use a bearer token instead: a user with \"token\" or \"tokenFile\" in the kubeconfig, or the \"token\" option of a user mapping.")));
+
+			/*
+			 * Ignoring impersonation would send requests with the
+			 * impersonator's (usually larger) rights, and ignoring basic auth
+			 * would silently connect anonymously: refuse both.
+			 */
+			if (kc_string(user, "as") != NULL ||
+				kc_string(user, "as-uid") != NULL ||
+				kc_field(user, "as-groups") != NULL ||
+				kc_field(user, "as-user-extra") != NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("impersonation is not supported"),
+						 errdetail("User \"%s\" in kubeconfig file \"%s\" sets \"as\", \"as-uid\", \"as-groups\" or \"as-user-extra\".",
+								   user->name, user->file)));
+			if (kc_string(user, "password") != NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("basic authentication is not supported"),
+						 errdetail("User \"%s\" in kubeconfig file \"%s\" sets a password.",
+								   user->name, user->file),
+						 errhint("Use a bearer token or a client certificate instead.")));
+
+			cfg.token = kc_string(user, "token");
+			if (cfg.token != NULL)
+				kc_check_header_safe(user, "token", cfg.token, "user");
+			cfg.token_file = kc_path(user, "tokenFile");
+
+			cfg.client_cert_data = kc_base64_pem(user, "client-certificate-data",
+												 "user");
+			if (cfg.client_cert_data == NULL)
+				cfg.client_cert_file = kc_path(user, "client-certificate");
+			cfg.client_key_data = kc_base64_pem(user, "client-key-data", "user");
+			if (cfg.client_key_data == NULL)
+				cfg.client_key_file = kc_path(user, "client-key");
+		}
+
+		/*
+		 * A server without a scheme gets one as in client-go's
+		 * DefaultServerURL (rest/url_utils.go): https when any TLS setting
+		 * is present, else http.  Other schemes are errors.
+		 */
+		if (strstr(cfg.api_server, "://") == NULL)
+		{
+			bool		tls = cfg.ca_data || cfg.ca_file ||
+				cfg.client_cert_data || cfg.client_cert_file ||
+				cfg.insecure_skip_tls_verify;
+
+			cfg.api_server = psprintf("%s://%s", tls ? "https" : "http",
+									  cfg.api_server);
+		}
+		else if (pg_strncasecmp(cfg.api_server, "https://", 8) != 0 &&
+				 pg_strncasecmp(cfg.api_server, "http://", 7) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("server of cluster \"%s\" in kubeconfig file \"%s\" is not an http or https URL",
+							cluster->name, cluster->file)));
+
+		/* Copy the result out of the temporary context. */
+		MemoryContextSwitchTo(oldcxt);
+		{
+			KwClusterConfig *r = palloc0(sizeof(KwClusterConfig));
+
+			r->api_server = kc_copy(cfg.api_server);
+			r->ca_file = kc_copy(cfg.ca_file);
+			r->ca_data = kc_copy(cfg.ca_data);
+			r->client_cert_file = kc_copy(cfg.client_cert_file);
+			r->client_cert_data = kc_copy(cfg.client_cert_data);
+			r->client_key_file = kc_copy(cfg.client_key_file);
+			r->client_key_data = kc_copy(cfg.client_key_data);
+			r->token = kc_copy(cfg.token);
+			r->token_file = kc_copy(cfg.token_file);
+			r->tls_server_name = kc_copy(cfg.tls_server_name);
+			r->default_namespace = kc_copy(cfg.default_namespace);
+			r->insecure_skip_tls_verify = cfg.insecure_skip_tls_verify;
+			result = r;
+		}
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(oldcxt);
+		MemoryContextDelete(tmpcxt);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	MemoryContextDelete(tmpcxt);
+
+	return result;
+}
+
+/*
+ * kw_in_cluster_config
+ *		Connection settings of a pod's own cluster (PROTOCOL 34).
+ *
+ * Follows client-go rest.InClusterConfig (rest/config.go): the API server is
+ * https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT (an IPv6 host in
+ * brackets, as net.JoinHostPort), the bearer token is the service account's
+ * token file (set as token_file: it rotates and is re-read, PROTOCOL 33), and
+ * the CA is ca.crt when it can be read (client-go skips an unreadable one).
+ * The namespace file, when readable, gives default_namespace.
+ *
+ * Returns a KwClusterConfig palloc'd in CurrentMemoryContext.  Errors with
+ * ERRCODE_CONFIG_FILE_ERROR when the environment variables are missing.
+ */
+KwClusterConfig *
+kw_in_cluster_config(void)
+{
+	const char *host = getenv("KUBERNETES_SERVICE_HOST");
+	const char *port = getenv("KUBERNETES_SERVICE_PORT");
+	KwClusterConfig *cfg;
+
+	if (host == NULL || host[0] == '\0' || port == NULL || port[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("not running inside a Kubernetes pod"),
+				 errdetail("The environment variables KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT of the PostgreSQL server are not both set."),
+				 errhint("Use the server option \"kubeconfig\" or \"api_server\" instead of \"in_cluster\".")));
+
+	cfg = palloc0(sizeof(KwClusterConfig));
+	if (strchr(host, ':') != NULL && host[0] != '[')
+		cfg->api_server = psprintf("https://[%s]:%s", host, port);
+	else
+		cfg->api_server = psprintf("https://%s:%s", host, port);
+	cfg->token_file = pstrdup(KC_SA_TOKEN_FILE);
+	if (access(KC_SA_CA_FILE, R_OK) == 0)
+		cfg->ca_file = pstrdup(KC_SA_CA_FILE);
+
+	/* The namespace is informational: any problem just leaves it unset. */
+	if (access(KC_SA_NS_FILE, R_OK) == 0)
+	{
+		FILE	   *f = AllocateFile(KC_SA_NS_FILE, "r");
+
+		if (f != NULL)
+		{
+			char		buf[256];
+			size_t		n = fread(buf, 1, sizeof(buf) - 1, f);
+
+			FreeFile(f);
+			buf[n] = '\0';
+			while (n > 0 && isspace((unsigned char) buf[n - 1]))
+				buf[--n] = '\0';
+			if (n > 0)
+				cfg->default_namespace = pstrdup(buf);
+		}
+	}
+
+	return cfg;
+}
+
+/*
+ * kc_read_file
+ *		Read a whole kubeconfig file into a palloc'd NUL-terminated string.
+ *
+ * Returns NULL when the file does not exist and missing_ok (a member of a
+ * $KUBECONFIG list: client-go loader.go skips those).  Other failures raise
+ * errcode_for_file_access(); files over KC_MAX_FILE_SIZE, or containing NUL
+ * bytes, raise ERRCODE_CONFIG_FILE_ERROR.
+ */
+static char *
+kc_read_file(const char *path, bool missing_ok)
+{
+	FILE	   *f;
+	StringInfoData buf;
+	char		chunk[8192];
+	size_t		n;
+
+	f = AllocateFile(path, "r");
+	if (f == NULL)
+	{
+		if (missing_ok && errno == ENOENT)
+			return NULL;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open kubeconfig file \"%s\": %m", path)));
+	}
+
+	initStringInfo(&buf);
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+	{
+		if (buf.len + n > KC_MAX_FILE_SIZE)
+		{
+			FreeFile(f);
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("kubeconfig file \"%s\" is larger than %d bytes",
+							path, KC_MAX_FILE_SIZE)));
+		}
+		appendBinaryStringInfo(&buf, chunk, n);
+	}
+	if (ferror(f))
+	{
+		int			save_errno = errno;
+
+		FreeFile(f);
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read kubeconfig file \"%s\": %m", path)));
+	}
+	FreeFile(f);
+
+	if (memchr(buf.data, '\0', buf.len) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("kubeconfig file \"%s\" contains a NUL byte", path)));
+	return buf.data;
+}
+
+/*
+ * kc_parse_file
+ *		Load one file's YAML document and merge its entries into kc.
+ *
+ * Two passes over the text.  The first walks libyaml's event stream only to
+ * bound nesting (KC_MAX_DEPTH) and to stay cancellable: libyaml's scanner
+ * costs O(depth) per token, so a file of 200,000 nested "[" keeps
+ * yaml_parser_load busy for minutes, uninterruptibly.  The second loads the
+ * node tree for kc_walk_document.  Only the first document of a stream is
+ * read, as yaml_parser_load does.  An empty file is an empty kubeconfig.
+ *
+ * libyaml's parser, event and document are malloc'd by libyaml: they are
+ * freed also when an error propagates (PG_CATCH), so nothing leaks.  Syntax
+ * errors raise ERRCODE_CONFIG_FILE_ERROR with libyaml's problem and its
+ * 1-based line and column; too deep nesting raises it as well.
+ */
+static void
+kc_parse_file(const char *path, const char *text, KcConfig *kc)
+{
+	yaml_parser_t parser;
+	yaml_event_t event;
+	yaml_document_t doc;
+	volatile bool parser_ok = false;
+	volatile bool event_ok = false;
+	volatile bool doc_ok = false;
+
+	PG_TRY();
+	{
+		int			depth = 0;
+		bool		done = false;
+
+		/* Pass 1: events, to bound the nesting depth. */
+		if (!yaml_parser_initialize(&parser))
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory"),
+					 errdetail("Could not initialize the YAML parser.")));
+		parser_ok = true;
+		yaml_parser_set_input_string(&parser, (const unsigned char *) text,
+									 strlen(text));
+		while (!done)
+		{
+			yaml_event_type_t type;
+
+			CHECK_FOR_INTERRUPTS();
+			if (!yaml_parser_parse(&parser, &event))
+				kc_syntax_error(path, &parser);
+			event_ok = true;
+			type = event.type;
+			yaml_event_delete(&event);
+			event_ok = false;
+
+			switch (type)
+			{
+				case YAML_SEQUENCE_START_EVENT:
+				case YAML_MAPPING_START_EVENT:
+					if (++depth > KC_MAX_DEPTH)
+						ereport(ERROR,
+								(errcode(ERRCODE_CONFIG_FILE_ERROR),
+								 errmsg("kubeconfig file \"%s\" is nested more than %d levels deep",
+										path, KC_MAX_DEPTH)));
+					break;
+				case YAML_SEQUENCE_END_EVENT:
+				case YAML_MAPPING_END_EVENT:
+					depth--;
+					break;
+				case YAML_DOCUMENT_END_EVENT:
+				case YAML_STREAM_END_EVENT:
+					done = true;
+					break;
+				default:
+					break;
+			}
+		}
+		yaml_parser_delete(&parser);
+		parser_ok = false;
+
+		/* Pass 2: the node tree. */
+		if (!yaml_parser_initialize(&parser))
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory"),
+					 errdetail("Could not initialize the YAML parser.")));
+		parser_ok = true;
+		yaml_parser_set_input_string(&parser, (const unsigned char *) text,
+									 strlen(text));
+		if (!yaml_parser_load(&parser, &doc))
+			kc_syntax_error(path, &parser);	/* the partial document is
+											 * already freed */
+		doc_ok = true;
+
+		kc_walk_document(path, &doc, kc);
+	}
+	PG_CATCH();
+	{
+		if (event_ok)
+			yaml_event_delete(&event);
+		if (doc_ok)
+			yaml_document_delete(&doc);
+		if (parser_ok)
+			yaml_parser_delete(&parser);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	yaml_document_delete(&doc);
+	yaml_parser_delete(&parser);
+}
+
+/*
+ * kc_syntax_error
+ *		Raise the error of a failed yaml_parser_parse/yaml_parser_load:
+ *		ERRCODE_OUT_OF_MEMORY for libyaml's allocation failures, else
+ *		ERRCODE_CONFIG_FILE_ERROR with libyaml's problem, 1-based position
+ *		and context.  Does not return.
+ */
+static void
+kc_syntax_error(const char *path, yaml_parser_t *parser)
+{
+	if (parser->error == YAML_MEMORY_ERROR)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory while parsing kubeconfig file \"%s\"",
+						path)));
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIG_FILE_ERROR),
+			 errmsg("syntax error in kubeconfig file \"%s\" at line %lu, column %lu: %s",
+					path,
+					(unsigned long) parser->problem_mark.line + 1,
+					(unsigned long) parser->problem_mark.column + 1,
+					parser->problem ? parser->problem : "unknown error"),
+			 parser->context ?
+			 errdetail("The error occurred %s, which started at line %lu, column %lu.",
+					   parser->context,
+					   (unsigned long) parser->context_mark.line + 1,
+					   (unsigned long) parser->context_mark.column + 1) : 0));
+}
+
+/*
+ * kc_walk_document
+ *		Copy the kubeconfig's entries out of a libyaml document into kc.
+ *
+ * Unknown top-level keys (apiVersion, kind, preferences, extensions) are
+ * ignored, as client-go does.  Entries whose name an earlier file already
+ * defined are dropped (first definition wins, loader.go).  Structure errors
+ * raise ERRCODE_CONFIG_FILE_ERROR.
+ */
+static void
+kc_walk_document(const char *path, yaml_document_t *doc, KcConfig *kc)
+{
+	yaml_node_t *root = yaml_document_get_root_node(doc);
+	yaml_node_pair_t *pair;
+	char	   *dir;
+
+	if (root == NULL)
+		return;					/* empty file: empty config */
+	if (root->type == YAML_SCALAR_NODE &&
+		kc_scalar(path, root, "document") == NULL)
+		return;					/* "null" or "~": empty config as well */
+	if (root->type != YAML_MAPPING_NODE)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("kubeconfig file \"%s\" is not a mapping", path),
+				 errdetail("A kubeconfig has keys such as \"clusters\", \"users\" and \"contexts\" at its top level.")));
+
+	dir = pstrdup(path);
+	get_parent_directory(dir);
+
+	for (pair = root->data.mapping.pairs.start;
+		 pair < root->data.mapping.pairs.top; pair++)
+	{
+		yaml_node_t *k = yaml_document_get_node(doc, pair->key);
+		yaml_node_t *v = yaml_document_get_node(doc, pair->value);
+		char	   *key;
+
+		if (k == NULL || v == NULL || k->type != YAML_SCALAR_NODE)
+			continue;
+		key = kc_scalar(path, k, "key");
+		if (key == NULL)
+			continue;
+
+		if (strcmp(key, "clusters") == 0)
+			kc->clusters = kc_merge_entries(kc->clusters,
+											kc_collect_entries(path, dir, doc, v,
+															   "clusters",
+															   "cluster"));
+		else if (strcmp(key, "users") == 0)
+			kc->users = kc_merge_entries(kc->users,
+										 kc_collect_entries(path, dir, doc, v,
+															"users", "user"));
+		else if (strcmp(key, "contexts") == 0)
+			kc->contexts = kc_merge_entries(kc->contexts,
+											kc_collect_entries(path, dir, doc, v,
+															   "contexts",
+															   "context"));
+		else if (strcmp(key, "current-context") == 0)
+		{
+			char	   *cur = kc_scalar(path, v, "current-context");
+
+			if (cur != NULL && kc->current_context == NULL)
+				kc->current_context = cur;
+		}
+	}
+}
+
+/*
+ * kc_scalar
+ *		The text of a scalar node, palloc'd; NULL for YAML nulls.
+ *
+ * Plain (unquoted) "", "~" and "null"/"Null"/"NULL" are nulls (YAML core
+ * schema, which sigs.k8s.io/yaml follows); an empty string counts as unset,
+ * as client-go treats "" fields.  A non-scalar raises
+ * ERRCODE_CONFIG_FILE_ERROR naming "what" and the line.
+ */
+static char *
+kc_scalar(const char *path, yaml_node_t *node, const char *what)
+{
+	const char *v;
+	size_t		len;
+
+	if (node->type != YAML_SCALAR_NODE)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("%s in kubeconfig file \"%s\" at line %lu must be a single value",
+						what, path,
+						(unsigned long) node->start_mark.line + 1)));
+
+	v = (const char *) node->data.scalar.value;
+	len = node->data.scalar.length;
+	if (len == 0)
+		return NULL;
+	if (node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+		((len == 1 && v[0] == '~') ||
+		 (len == 4 && (strncmp(v, "null", 4) == 0 ||
+					   strncmp(v, "Null", 4) == 0 ||
+					   strncmp(v, "NULL", 4) == 0))))
+		return NULL;
+	if (memchr(v, '\0', len) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("%s in kubeconfig file \"%s\" at line %lu contains a NUL character",
+						what, path,
+						(unsigned long) node->start_mark.line + 1)));
+	return pnstrdup(v, len);
+}
+
+/*
+ * kc_collect_entries
+ *		Copy one file's clusters[], users[] or contexts[] list.
+ *
+ * seq must be a sequence (or null) of mappings {name: .., <innername>: {..}}.
+ * Every key of the inner mapping becomes a KcField: scalars with their text,
+ * other nodes (exec: {...}, as-groups: [...]) as present without a value.
+ * A name defined twice in one file is an error, as in client-go's v1
+ * conversion (Convert_Slice_v1_NamedCluster_To_Map_string_To_Pointer_api_Cluster).
+ * Returns a List of KcEntry in file order.
+ */
+static List *
+kc_collect_entries(const char *path, const char *dir, yaml_document_t *doc,
+				   yaml_node_t *seq, const char *listname,
+				   const char *innername)
+{
+	List	   *result = NIL;
+	yaml_node_item_t *item;
+
+	if (seq->type == YAML_SCALAR_NODE && kc_scalar(path, seq, listname) == NULL)
+		return NIL;				/* "users: null" */
+	if (seq->type != YAML_SEQUENCE_NODE)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("\"%s\" in kubeconfig file \"%s\" at line %lu must be a list",
+						listname, path,
+						(unsigned long) seq->start_mark.line + 1)));
+
+	for (item = seq->data.sequence.items.start;
+		 item < seq->data.sequence.items.top; item++)
+	{
+		yaml_node_t *n = yaml_document_get_node(doc, *item);
+		yaml_node_pair_t *pair;
+		KcEntry    *e;
+		yaml_node_t *inner = NULL;
+
+		if (n == NULL || n->type != YAML_MAPPING_NODE)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("entry of \"%s\" in kubeconfig file \"%s\" at line %lu must be a mapping",
+							listname, path,
+							(unsigned long) (n ? n->start_mark.line + 1 : 0))));
+
+		e = palloc0(sizeof(KcEntry));
+		e->file = pstrdup(path);
+		e->dir = pstrdup(dir);
+
+		for (pair = n->data.mapping.pairs.start;
+			 pair < n->data.mapping.pairs.top; pair++)
+		{
+			yaml_node_t *k = yaml_document_get_node(doc, pair->key);
+			yaml_node_t *v = yaml_document_get_node(doc, pair->value);
+			char	   *key;
+
+			if (k == NULL || v == NULL || k->type != YAML_SCALAR_NODE)
+				continue;
+			key = kc_scalar(path, k, "key");
+			if (key == NULL)
+				continue;
+			if (strcmp(key, "name") == 0)
+				e->name = kc_scalar(path, v, "name");
+			else if (strcmp(key, innername) == 0)
+				inner = v;
+		}
+
+		if (e->name == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("entry of \"%s\" in kubeconfig file \"%s\" at line %lu has no name",
+							listname, path,
+							(unsigned long) n->start_mark.line + 1)));
+		if (kc_find_entry(result, e->name) != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("duplicate name \"%s\" in \"%s\" of kubeconfig file \"%s\"",
+							e->name, listname, path)));
+
+		if (inner != NULL &&
+			!(inner->type == YAML_SCALAR_NODE &&
+			  kc_scalar(path, inner, innername) == NULL))
+		{
+			if (inner->type != YAML_MAPPING_NODE)
+				ereport(ERROR,
+						(errcode(ERRCODE_CONFIG_FILE_ERROR),
+						 errmsg("\"%s\" of %s \"%s\" in kubeconfig file \"%s\" must be a mapping",
+								innername, innername, e->name, path)));
+			for (pair = inner->data.mapping.pairs.start;
+				 pair < inner->data.mapping.pairs.top; pair++)
+			{
+				yaml_node_t *k = yaml_document_get_node(doc, pair->key);
+				yaml_node_t *v = yaml_document_get_node(doc, pair->value);
+				KcField    *f;
+
+				if (k == NULL || v == NULL || k->type != YAML_SCALAR_NODE)
+					continue;
+				f = palloc0(sizeof(KcField));
+				f->key = kc_scalar(path, k, "key");
+				if (f->key == NULL)
+					continue;
+				if (v->type == YAML_SCALAR_NODE)
+				{
+					f->value = kc_scalar(path, v, f->key);
+					f->present = (f->value != NULL);
+				}
+				else
+					f->present = true;
+				e->fields = lappend(e->fields, f);
+			}
+		}
+
+		result = lappend(result, e);
+	}
+
+	return result;
+}
+
+/*
+ * kc_merge_entries
+ *		Append the entries of "add" whose names "acc" does not hold yet.
+ *
+ * First definition wins (client-go loader.go: "the first file to set a
+ * particular map key wins and map key's value is never changed").
+ * Returns the extended list.
+ */
+static List *
+kc_merge_entries(List *acc, List *add)
+{
+	ListCell   *lc;
+
+	foreach(lc, add)
+	{
+		KcEntry    *e = (KcEntry *) lfirst(lc);
+
+		if (kc_find_entry(acc, e->name) == NULL)
+			acc = lappend(acc, e);
+	}
+	return acc;
+}
+
+/*
+ * kc_find_entry
+ *		The entry called name, or NULL.
+ */
+static KcEntry *
+kc_find_entry(List *entries, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, entries)
+	{
+		KcEntry    *e = (KcEntry *) lfirst(lc);
+
+		if (strcmp(e->name, name) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+/*
+ * kc_entry_names
+ *		Comma-separated quoted names of entries, for errdetail; "none" if
+ *		there are none.  palloc'd.
+ */
+static char *
+kc_entry_names(List *entries)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	if (entries == NIL)
+		return pstrdup("none");
+	initStringInfo(&buf);
+	foreach(lc, entries)
+	{
+		KcEntry    *e = (KcEntry *) lfirst(lc);
+
+		appendStringInfo(&buf, "%s\"%s\"", buf.len > 0 ? ", " : "", e->name);
+	}
+	return buf.data;
+}
+
+/*
+ * kc_field
+ *		The field "key" of an entry's inner mapping, or NULL if absent.
+ */
+static KcField *
+kc_field(KcEntry *e, const char *key)
+{
+	ListCell   *lc;
+
+	foreach(lc, e->fields)
+	{
+		KcField    *f = (KcField *) lfirst(lc);
+
+		if (strcmp(f->key, key) == 0)
+			return f;
+	}
+	return NULL;
+}
+
+/*
+ * kc_string
+ *		The scalar text of field "key", or NULL if absent, null or empty.
+ *
+ * A non-scalar value where a string belongs raises
+ * ERRCODE_CONFIG_FILE_ERROR.
+ */
+static char *
+kc_string(KcEntry *e, const char *key)
+{
+	KcField    *f = kc_field(e, key);
+
+	if (f == NULL || !f->present)
+		return NULL;
+	if (f->value == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("field \"%s\" of \"%s\" in kubeconfig file \"%s\" must be a single value",
+						key, e->name, e->file)));
+	return f->value;
+}
+
+/*
+ * kc_path
+ *		Field "key" as a file path, relative paths made relative to the
+ *		directory of the kubeconfig that defined the entry (client-go
+ *		loader.go ResolvePaths).  palloc'd, or NULL if unset.
+ */
+static char *
+kc_path(KcEntry *e, const char *key)
+{
+	char	   *p = kc_string(e, key);
+	char		buf[MAXPGPATH];
+
+	if (p == NULL || is_absolute_path(p))
+		return p;
+	if (strlen(e->dir) + strlen(p) + 2 > MAXPGPATH)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("path in field \"%s\" of \"%s\" in kubeconfig file \"%s\" is too long",
+						key, e->name, e->file)));
+	join_path_components(buf, e->dir, p);
+	canonicalize_path(buf);
+	return pstrdup(buf);
+}
+
+/*
+ * kc_base64_pem
+ *		Field "key" (certificate-authority-data, client-certificate-data,
+ *		client-key-data) decoded from base64 into PEM text.
+ *
+ * Whitespace inside the value is ignored (block scalars wrap long values).
+ * Returns palloc'd NUL-terminated text, or NULL if unset.  Invalid base64, or
+ * data that decodes to something with NUL bytes, raises
+ * ERRCODE_INVALID_PARAMETER_VALUE; the value itself is never shown.
+ */
+static char *
+kc_base64_pem(KcEntry *e, const char *key, const char *kind)
+{
+	char	   *v = kc_string(e, key);
+	char	   *clean;
+	char	   *out;
+	int			len = 0;
+	int			outlen;
+	const char *p;
+
+	if (v == NULL)
+		return NULL;
+
+	clean = palloc(strlen(v) + 1);
+	for (p = v; *p; p++)
+		if (!isspace((unsigned char) *p))
+			clean[len++] = *p;
+	clean[len] = '\0';
+
+	out = palloc(pg_b64_dec_len(len) + 1);
+	outlen = pg_b64_decode(clean, len, out, pg_b64_dec_len(len));
+	if (outlen < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("field \"%s\" of %s \"%s\" in kubeconfig file \"%s\" is not valid base64",
+						key, kind, e->name, e->file)));
+	out[outlen] = '\0';
+	if (outlen == 0 || strlen(out) != (size_t) outlen)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("field \"%s\" of %s \"%s\" in kubeconfig file \"%s\" does not decode to PEM text",
+						key, kind, e->name, e->file)));
+	return out;
+}
+
+/*
+ * kc_bool
+ *		Field "key" as a boolean; false if unset.
+ *
+ * Accepts what parse_bool accepts (true/false, yes/no, on/off, 1/0), a
+ * superset of YAML 1.1 booleans as sigs.k8s.io/yaml reads them.  Anything
+ * else raises ERRCODE_CONFIG_FILE_ERROR.
+ */
+static bool
+kc_bool(KcEntry *e, const char *key, const char *kind)
+{
+	char	   *v = kc_string(e, key);
+	bool		result;
+
+	if (v == NULL)
+		return false;
+	if (!parse_bool(v, &result))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("field \"%s\" of %s \"%s\" in kubeconfig file \"%s\" must be true or false",
+						key, kind, e->name, e->file)));
+	return result;
+}
+
+/*
+ * kc_check_header_safe
+ *		Refuse control characters and spaces in a value that goes into an
+ *		HTTP request line or header (server URL, bearer token): a newline
+ *		there would inject headers.  Raises ERRCODE_CONFIG_FILE_ERROR without
+ *		showing the value.
+ */
+static void
+kc_check_header_safe(KcEntry *e, const char *key, const char *value,
+					 const char *kind)
+{
+	const unsigned char *p;
+
+	for (p = (const unsigned char *) value; *p; p++)
+		if (*p <= ' ' || *p == 0x7f)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("field \"%s\" of %s \"%s\" in kubeconfig file \"%s\" contains whitespace or control characters",
+							key, kind, e->name, e->file)));
+}
+
+/*
+ * kc_copy
+ *		pstrdup in CurrentMemoryContext that passes NULL through.
+ */
+static char *
+kc_copy(const char *s)
+{
+	return s ? pstrdup(s) : NULL;
+}
