@@ -1,0 +1,756 @@
+/*-------------------------------------------------------------------------
+ *
+ * fdw_option.c
+ *		Options of the kwatch foreign-data wrapper: validation, and turning a
+ *		foreign server (plus the user's mapping) into connection settings.
+ *
+ * A kwatch SERVER says where a cluster is, in exactly one of three ways:
+ *
+ *	 kubeconfig  'path[:path...]' [context 'name']   a kubeconfig file (list)
+ *	 in_cluster  'true'                              the pod's service account
+ *	 api_server  'https://host:port'                 explicit, with the options
+ *													 below
+ *
+ * and may override TLS settings (certificate_authority, tls_server_name,
+ * insecure_skip_tls_verify) and credentials (token_file, client_certificate,
+ * client_key).  A USER MAPPING carries a user's own credentials: token,
+ * token_file, client certificate and key as paths or as PEM text.  Secrets
+ * (token, client_key_data) are accepted only on user mappings, whose options
+ * only their owner and superusers can read; servers' options are public.
+ *
+ * Options that make the PostgreSQL server read a file of its choosing (every
+ * path, and in_cluster, which reads the pod's service-account token) may only
+ * be set by roles with the privileges of pg_read_server_files, as file_fdw's
+ * "filename": otherwise any user could send the contents of a server file as
+ * a bearer token to an API server of their own.
+ *
+ * Layering, applied by kw_cluster_config_for_server: the source (kubeconfig,
+ * in-cluster or api_server) first, then the server's overrides, then the
+ * user mapping.  Credentials are replaced as a whole by each layer that has
+ * any: a client certificate left over from the kubeconfig would otherwise
+ * win over a user mapping's token, since kube-apiserver tries x509
+ * authentication before bearer tokens (pkg/kubeapiserver/authenticator).
+ *
+ * The validator follows contrib/postgres_fdw/option.c: a table of options
+ * per catalog, typed values (defGetBoolean), a closest-match hint for typos
+ * (PostgreSQL 16's getClosestMatch, rebuilt here on
+ * varstr_levenshtein_less_equal because 15 lacks it).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/reloptions.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_foreign_data_wrapper.h"
+#include "catalog/pg_foreign_server.h"
+#include "catalog/pg_foreign_table.h"
+#include "catalog/pg_user_mapping.h"
+#include "commands/defrem.h"
+#include "foreign/foreign.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/hsearch.h"
+#include "utils/json.h"
+#include "utils/syscache.h"
+#include "utils/varlena.h"
+
+#include "kwatch.h"
+
+/* Name of our foreign-data wrapper, as created by the extension script. */
+#define KW_FDW_NAME "kwatch"
+
+/* What an option's value is, and who may set it. */
+#define KW_OPT_BOOL		0x01	/* boolean (defGetBoolean) */
+#define KW_OPT_FILES	0x02	/* makes the server read a file: privileged */
+#define KW_OPT_SECRET	0x04	/* secret: user mappings only */
+#define KW_OPT_PEM		0x08	/* PEM text */
+#define KW_OPT_URL		0x10	/* http(s) URL */
+#define KW_OPT_HEADER	0x20	/* goes into a URL or header: no spaces */
+
+/*
+ * Describes one valid option of one kind of object, as PgFdwOption in
+ * contrib/postgres_fdw/option.c.
+ */
+typedef struct KwFdwOption
+{
+	const char *keyword;
+	Oid			optcontext;		/* catalog of the object it may appear on */
+	int			flags;			/* KW_OPT_* */
+} KwFdwOption;
+
+static const KwFdwOption kw_fdw_options[] = {
+	/* SERVER: where the cluster is (exactly one of the first three) */
+	{"kubeconfig", ForeignServerRelationId, KW_OPT_FILES},
+	{"api_server", ForeignServerRelationId, KW_OPT_URL | KW_OPT_HEADER},
+	{"in_cluster", ForeignServerRelationId, KW_OPT_BOOL | KW_OPT_FILES},
+	{"context", ForeignServerRelationId, 0},
+	/* SERVER: TLS and credential overrides */
+	{"certificate_authority", ForeignServerRelationId, KW_OPT_FILES},
+	{"client_certificate", ForeignServerRelationId, KW_OPT_FILES},
+	{"client_key", ForeignServerRelationId, KW_OPT_FILES},
+	{"token_file", ForeignServerRelationId, KW_OPT_FILES},
+	{"tls_server_name", ForeignServerRelationId, KW_OPT_HEADER},
+	{"insecure_skip_tls_verify", ForeignServerRelationId, KW_OPT_BOOL},
+
+	/* USER MAPPING: the user's own credentials */
+	{"token", UserMappingRelationId, KW_OPT_SECRET | KW_OPT_HEADER},
+	{"token_file", UserMappingRelationId, KW_OPT_FILES},
+	{"client_certificate", UserMappingRelationId, KW_OPT_FILES},
+	{"client_key", UserMappingRelationId, KW_OPT_FILES},
+	{"client_certificate_data", UserMappingRelationId, KW_OPT_PEM},
+	{"client_key_data", UserMappingRelationId, KW_OPT_PEM | KW_OPT_SECRET},
+
+	/* FOREIGN TABLE (the scan comes later) */
+	{"resource", ForeignTableRelationId, 0},
+	{"namespace", ForeignTableRelationId, 0},
+
+	{NULL, InvalidOid, 0}
+};
+
+/* Options that carry credentials (replaced as a whole by each layer). */
+static const char *const kw_credential_options[] = {
+	"token", "token_file", "client_certificate", "client_key",
+	"client_certificate_data", "client_key_data", NULL
+};
+
+static const KwFdwOption *kw_find_option(const char *keyword, Oid catalog);
+static const char *kw_catalog_name(Oid catalog);
+static void kw_report_invalid_option(const char *keyword, Oid catalog)
+			pg_attribute_noreturn();
+static const char *kw_closest_option(const char *keyword, Oid catalog);
+static void kw_check_value(DefElem *def, const KwFdwOption *opt);
+static void kw_check_server_options(List *options);
+static void kw_check_user_mapping_options(List *options);
+static void kw_check_conflict(List *options, const char *a, const char *b);
+static DefElem *kw_get_option(List *options, const char *name);
+static char *kw_option_string(List *options, const char *name);
+static List *kw_user_mapping_options(Oid userid, Oid serverid);
+static void kw_apply_options(KwClusterConfig *cfg, List *options);
+static char *kw_strip_slashes(const char *url);
+static void kw_json_string(StringInfo buf, const char *key, const char *value);
+static void kw_json_bytes(StringInfo buf, const char *key, const char *data);
+
+PG_FUNCTION_INFO_V1(kwatch_fdw_validator);
+PG_FUNCTION_INFO_V1(kwatch_server_config);
+
+/*
+ * kwatch_fdw_validator
+ *		Validate the options of a FOREIGN DATA WRAPPER, SERVER, USER MAPPING
+ *		or FOREIGN TABLE of kwatch (SQL: kwatch_fdw_validator(text[], oid)).
+ *
+ * Called by CREATE/ALTER with the complete resulting option list (also when
+ * it is empty), so cross-option rules are checked here too.  Returns void;
+ * raises:
+ *	 ERRCODE_FDW_INVALID_OPTION_NAME  unknown option (with a closest-match or
+ *									  list hint), or a secret on a server
+ *	 ERRCODE_INSUFFICIENT_PRIVILEGE   file options without the privileges of
+ *									  pg_read_server_files (file_fdw's rule)
+ *	 ERRCODE_INVALID_PARAMETER_VALUE  malformed values
+ *	 ERRCODE_SYNTAX_ERROR			  conflicting options (as file_fdw)
+ *	 ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED  a server without a source,
+ *									  context without kubeconfig, half a
+ *									  certificate/key pair
+ * Values of secret options never appear in messages.
+ */
+Datum
+kwatch_fdw_validator(PG_FUNCTION_ARGS)
+{
+	List	   *options = untransformRelOptions(PG_GETARG_DATUM(0));
+	Oid			catalog = PG_GETARG_OID(1);
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *def = (DefElem *) lfirst(lc);
+		const KwFdwOption *opt = kw_find_option(def->defname, catalog);
+
+		if (opt == NULL)
+			kw_report_invalid_option(def->defname, catalog);
+		kw_check_value(def, opt);
+	}
+
+	if (catalog == ForeignServerRelationId)
+		kw_check_server_options(options);
+	else if (catalog == UserMappingRelationId)
+		kw_check_user_mapping_options(options);
+
+	PG_RETURN_VOID();
+}
+
+/*
+ * kw_find_option
+ *		The table entry for keyword on objects of catalog, or NULL.
+ */
+static const KwFdwOption *
+kw_find_option(const char *keyword, Oid catalog)
+{
+	const KwFdwOption *opt;
+
+	for (opt = kw_fdw_options; opt->keyword; opt++)
+		if (opt->optcontext == catalog && strcmp(opt->keyword, keyword) == 0)
+			return opt;
+	return NULL;
+}
+
+/*
+ * kw_catalog_name
+ *		The SQL name of the kind of object stored in catalog, for messages.
+ */
+static const char *
+kw_catalog_name(Oid catalog)
+{
+	switch (catalog)
+	{
+		case ForeignDataWrapperRelationId:
+			return "foreign-data wrapper";
+		case ForeignServerRelationId:
+			return "server";
+		case UserMappingRelationId:
+			return "user mapping";
+		case ForeignTableRelationId:
+			return "foreign table";
+		default:
+			return "column";
+	}
+}
+
+/*
+ * kw_report_invalid_option
+ *		Raise the error for an option not valid on objects of catalog.
+ *
+ * A secret given to a server gets its own message pointing at user mappings.
+ * Otherwise ERRCODE_FDW_INVALID_OPTION_NAME with, in order of preference, a
+ * "Perhaps you meant" hint for a near miss (PostgreSQL 16 postgres_fdw), a
+ * note where the option does belong, or the list of valid options
+ * (PostgreSQL 15 postgres_fdw).
+ */
+static void
+kw_report_invalid_option(const char *keyword, Oid catalog)
+{
+	const KwFdwOption *opt;
+	const char *closest;
+	StringInfoData valid;
+	StringInfoData elsewhere;
+
+	if (catalog == ForeignServerRelationId)
+	{
+		opt = kw_find_option(keyword, UserMappingRelationId);
+		if (opt != NULL && (opt->flags & KW_OPT_SECRET))
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+					 errmsg("option \"%s\" is only allowed on a user mapping",
+							keyword),
+					 errdetail("Server options can be read by every user; user mapping options only by their user and superusers."),
+					 errhint("Use CREATE USER MAPPING FOR ... SERVER ... OPTIONS (%s '...').",
+							 keyword)));
+	}
+
+	initStringInfo(&valid);
+	initStringInfo(&elsewhere);
+	for (opt = kw_fdw_options; opt->keyword; opt++)
+	{
+		if (opt->optcontext == catalog)
+			appendStringInfo(&valid, "%s%s", valid.len > 0 ? ", " : "",
+							 opt->keyword);
+		else if (strcmp(opt->keyword, keyword) == 0)
+			appendStringInfo(&elsewhere, "%s%s",
+							 elsewhere.len > 0 ? " or a " : "",
+							 kw_catalog_name(opt->optcontext));
+	}
+
+	closest = kw_closest_option(keyword, catalog);
+	if (closest != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+				 errmsg("invalid option \"%s\"", keyword),
+				 errhint("Perhaps you meant the option \"%s\".", closest)));
+	if (elsewhere.len > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+				 errmsg("invalid option \"%s\"", keyword),
+				 errdetail("Option \"%s\" is valid on a %s, not on a %s.",
+						   keyword, elsewhere.data, kw_catalog_name(catalog)),
+				 valid.len > 0
+				 ? errhint("Valid options in this context are: %s", valid.data)
+				 : errhint("There are no valid options in this context.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+			 errmsg("invalid option \"%s\"", keyword),
+			 valid.len > 0
+			 ? errhint("Valid options in this context are: %s", valid.data)
+			 : errhint("There are no valid options in this context.")));
+}
+
+/*
+ * kw_closest_option
+ *		The valid option of catalog nearest to keyword, if near enough.
+ *
+ * As PostgreSQL 16's getClosestMatch (utils/adt/varlena.c) with the
+ * max_d = 4 that postgres_fdw passes: Levenshtein distance at most 4 and at
+ * most half of keyword's length; ties go to the first in the table.
+ * Returns NULL when nothing qualifies.
+ */
+static const char *
+kw_closest_option(const char *keyword, Oid catalog)
+{
+	const int	max_d = 4;
+	int			klen = strlen(keyword);
+	int			best_d = -1;
+	const char *best = NULL;
+	const KwFdwOption *opt;
+
+	/* varstr_levenshtein's own limit (MAX_LEVENSHTEIN_STRLEN, not exported) */
+	if (klen > 255)
+		return NULL;
+
+	for (opt = kw_fdw_options; opt->keyword; opt++)
+	{
+		int			d;
+
+		if (opt->optcontext != catalog)
+			continue;
+		d = varstr_levenshtein_less_equal(keyword, klen,
+										  opt->keyword, strlen(opt->keyword),
+										  1, 1, 1, max_d + 1, true);
+		if (d <= max_d && d <= klen / 2 && (best_d < 0 || d < best_d))
+		{
+			best_d = d;
+			best = opt->keyword;
+		}
+	}
+	return best;
+}
+
+/*
+ * kw_check_value
+ *		Check one option's value by its type, and the caller's right to set
+ *		it.  Raises ERRCODE_INVALID_PARAMETER_VALUE (bad values; secret values
+ *		are never echoed) or ERRCODE_INSUFFICIENT_PRIVILEGE.
+ */
+static void
+kw_check_value(DefElem *def, const KwFdwOption *opt)
+{
+	const char *value;
+
+	if (opt->flags & KW_OPT_BOOL)
+	{
+		bool		b = defGetBoolean(def);
+
+		/* in_cluster 'false' reads nothing: no privilege needed. */
+		if (!b)
+			return;
+	}
+	else
+	{
+		value = defGetString(def);
+		if (value[0] == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"%s\" must not be empty", def->defname)));
+
+		if (opt->flags & KW_OPT_HEADER)
+		{
+			const unsigned char *p;
+
+			for (p = (const unsigned char *) value; *p; p++)
+				if (*p <= ' ' || *p == 0x7f)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("option \"%s\" must not contain whitespace or control characters",
+									def->defname)));
+		}
+
+		if ((opt->flags & KW_OPT_URL) &&
+			!((pg_strncasecmp(value, "https://", 8) == 0 && value[8] != '\0') ||
+			  (pg_strncasecmp(value, "http://", 7) == 0 && value[7] != '\0')))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for option \"%s\": \"%s\"",
+							def->defname, value),
+					 errhint("The API server's URL starts with \"https://\" (or \"http://\"), like \"https://127.0.0.1:6443\".")));
+
+		if ((opt->flags & KW_OPT_PEM) && strstr(value, "-----BEGIN ") == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"%s\" must be PEM text", def->defname),
+					 errhint("PEM text starts with \"-----BEGIN\". A kubeconfig's *-data fields hold it base64-encoded: decode them first (base64 -d).")));
+	}
+
+	/*
+	 * file_fdw's rule for "filename": only roles with the privileges of
+	 * pg_read_server_files (superusers have them all) may make the server
+	 * read a file of their choice.
+	 */
+	if ((opt->flags & KW_OPT_FILES) &&
+		!has_privs_of_role(GetUserId(), ROLE_PG_READ_SERVER_FILES))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to set option \"%s\"", def->defname),
+				 errdetail("Only superusers and roles with privileges of the \"%s\" role may set options that make the server read files.",
+						   "pg_read_server_files"),
+				 errhint("Ask a superuser to set it, or pass credentials as the \"token\" or \"client_certificate_data\" and \"client_key_data\" options of a user mapping.")));
+}
+
+/*
+ * kw_check_server_options
+ *		Cross-option rules of a server's complete option list: exactly one
+ *		source among kubeconfig, api_server and in_cluster 'true'; context
+ *		only with kubeconfig; client_certificate and client_key together.
+ *		Raises ERRCODE_SYNTAX_ERROR (conflicts) or
+ *		ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED (missing options).
+ */
+static void
+kw_check_server_options(List *options)
+{
+	DefElem    *in_cluster = kw_get_option(options, "in_cluster");
+	bool		has_in_cluster = (in_cluster != NULL && defGetBoolean(in_cluster));
+	bool		has_kubeconfig = (kw_get_option(options, "kubeconfig") != NULL);
+	bool		has_api_server = (kw_get_option(options, "api_server") != NULL);
+
+	if (has_in_cluster)
+	{
+		kw_check_conflict(options, "in_cluster", "kubeconfig");
+		kw_check_conflict(options, "in_cluster", "api_server");
+	}
+	kw_check_conflict(options, "kubeconfig", "api_server");
+
+	if (!has_in_cluster && !has_kubeconfig && !has_api_server)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED),
+				 errmsg("a kwatch server needs one of the options \"kubeconfig\", \"api_server\" or \"in_cluster\""),
+				 errhint("For example: CREATE SERVER k8s FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig '/etc/kubernetes/admin.conf').")));
+
+	if (kw_get_option(options, "context") != NULL && !has_kubeconfig)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED),
+				 errmsg("option \"context\" requires option \"kubeconfig\"")));
+
+	if ((kw_get_option(options, "client_certificate") != NULL) !=
+		(kw_get_option(options, "client_key") != NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED),
+				 errmsg("options \"client_certificate\" and \"client_key\" must be set together")));
+}
+
+/*
+ * kw_check_user_mapping_options
+ *		Cross-option rules of a user mapping: a path and a PEM value of the
+ *		same thing, or token and token_file, exclude each other; a client
+ *		certificate needs its key and the other way round.  Raises
+ *		ERRCODE_SYNTAX_ERROR or ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED.
+ */
+static void
+kw_check_user_mapping_options(List *options)
+{
+	bool		has_cert;
+	bool		has_key;
+
+	kw_check_conflict(options, "token", "token_file");
+	kw_check_conflict(options, "client_certificate", "client_certificate_data");
+	kw_check_conflict(options, "client_key", "client_key_data");
+
+	has_cert = kw_get_option(options, "client_certificate") != NULL ||
+		kw_get_option(options, "client_certificate_data") != NULL;
+	has_key = kw_get_option(options, "client_key") != NULL ||
+		kw_get_option(options, "client_key_data") != NULL;
+	if (has_cert != has_key)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED),
+				 errmsg("a client certificate and its key must be set together"),
+				 errhint("Set \"client_certificate\" or \"client_certificate_data\" together with \"client_key\" or \"client_key_data\".")));
+}
+
+/*
+ * kw_check_conflict
+ *		Raise ERRCODE_SYNTAX_ERROR if options a and b are both present
+ *		(file_fdw reports "filename" with "program" the same way).
+ */
+static void
+kw_check_conflict(List *options, const char *a, const char *b)
+{
+	if (kw_get_option(options, a) != NULL && kw_get_option(options, b) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYNTAX_ERROR),
+				 errmsg("conflicting options \"%s\" and \"%s\"", a, b),
+				 errdetail("Only one of them may be set.")));
+}
+
+/*
+ * kw_get_option
+ *		The DefElem called name in options, or NULL.
+ */
+static DefElem *
+kw_get_option(List *options, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *def = (DefElem *) lfirst(lc);
+
+		if (strcmp(def->defname, name) == 0)
+			return def;
+	}
+	return NULL;
+}
+
+/*
+ * kw_option_string
+ *		The value of option name as a string (owned by the list), or NULL.
+ */
+static char *
+kw_option_string(List *options, const char *name)
+{
+	DefElem    *def = kw_get_option(options, name);
+
+	return def ? defGetString(def) : NULL;
+}
+
+/*
+ * kw_cluster_config_for_server
+ *		Connection settings of the kwatch server server_name, for userid.
+ *
+ * Builds the source (kubeconfig + context, in_cluster, or api_server), lays
+ * the server's overrides over it, then the options of userid's user mapping
+ * (or the PUBLIC one; having none is fine).  Credentials are replaced as a
+ * whole by any layer that has some (see the file header).  Must run inside a
+ * transaction.  Returns a KwClusterConfig palloc'd in CurrentMemoryContext,
+ * with server_name set.
+ *
+ * Errors: ERRCODE_UNDEFINED_OBJECT if the server does not exist,
+ * ERRCODE_WRONG_OBJECT_TYPE if it belongs to another foreign-data wrapper,
+ * ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED if it names no source, and
+ * whatever kw_kubeconfig_load / kw_in_cluster_config raise.
+ */
+KwClusterConfig *
+kw_cluster_config_for_server(const char *server_name, Oid userid)
+{
+	ForeignServer *server;
+	ForeignDataWrapper *fdw;
+	KwClusterConfig *cfg;
+	List	   *opts;
+	char	   *kubeconfig;
+	char	   *api_server;
+	DefElem    *in_cluster;
+
+	server = GetForeignServerByName(server_name, true);
+	if (server == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("server \"%s\" does not exist", server_name),
+				 errhint("Create it with CREATE SERVER %s FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig '...').",
+						 quote_identifier(server_name))));
+
+	fdw = GetForeignDataWrapper(server->fdwid);
+	if (strcmp(fdw->fdwname, KW_FDW_NAME) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("server \"%s\" is not a kwatch server", server_name),
+				 errdetail("It uses the foreign-data wrapper \"%s\".",
+						   fdw->fdwname)));
+
+	opts = server->options;
+	kubeconfig = kw_option_string(opts, "kubeconfig");
+	api_server = kw_option_string(opts, "api_server");
+	in_cluster = kw_get_option(opts, "in_cluster");
+
+	if (kubeconfig != NULL)
+		cfg = kw_kubeconfig_load(kubeconfig, kw_option_string(opts, "context"));
+	else if (in_cluster != NULL && defGetBoolean(in_cluster))
+		cfg = kw_in_cluster_config();
+	else if (api_server != NULL)
+	{
+		cfg = palloc0(sizeof(KwClusterConfig));
+		cfg->api_server = kw_strip_slashes(api_server);
+	}
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED),
+				 errmsg("server \"%s\" names no cluster", server_name),
+				 errhint("Set one of the options \"kubeconfig\", \"api_server\" or \"in_cluster\" with ALTER SERVER.")));
+
+	kw_apply_options(cfg, opts);
+	kw_apply_options(cfg, kw_user_mapping_options(userid, server->serverid));
+
+	cfg->server_name = pstrdup(server->servername);
+	return cfg;
+}
+
+/*
+ * kw_user_mapping_options
+ *		The options of userid's mapping for serverid, else of the PUBLIC
+ *		mapping, else NIL.
+ *
+ * GetUserMapping (foreign/foreign.c) does the same two syscache lookups but
+ * raises an error when there is no mapping; kwatch allows none.  Returns a
+ * list of DefElem palloc'd in CurrentMemoryContext.
+ */
+static List *
+kw_user_mapping_options(Oid userid, Oid serverid)
+{
+	HeapTuple	tp;
+	Datum		datum;
+	bool		isnull;
+	List	   *options = NIL;
+
+	tp = SearchSysCache2(USERMAPPINGUSERSERVER,
+						 ObjectIdGetDatum(userid),
+						 ObjectIdGetDatum(serverid));
+	if (!HeapTupleIsValid(tp))
+		tp = SearchSysCache2(USERMAPPINGUSERSERVER,
+							 ObjectIdGetDatum(InvalidOid),
+							 ObjectIdGetDatum(serverid));
+	if (!HeapTupleIsValid(tp))
+		return NIL;
+
+	datum = SysCacheGetAttr(USERMAPPINGUSERSERVER, tp,
+							Anum_pg_user_mapping_umoptions, &isnull);
+	if (!isnull)
+		options = untransformRelOptions(datum);
+	ReleaseSysCache(tp);
+
+	return options;
+}
+
+/*
+ * kw_apply_options
+ *		Lay a server's or user mapping's options over cfg.
+ *
+ * TLS settings replace field by field; a path replaces the matching *-data
+ * too (certificate_authority clears ca_data), since *-data would win.  If
+ * options hold any credential, all earlier credentials are dropped first.
+ * Strings are copied into CurrentMemoryContext.
+ */
+static void
+kw_apply_options(KwClusterConfig *cfg, List *options)
+{
+	const char *const *cred;
+	char	   *v;
+	DefElem    *def;
+
+	for (cred = kw_credential_options; *cred; cred++)
+	{
+		if (kw_get_option(options, *cred) != NULL)
+		{
+			cfg->token = NULL;
+			cfg->token_file = NULL;
+			cfg->client_cert_file = NULL;
+			cfg->client_cert_data = NULL;
+			cfg->client_key_file = NULL;
+			cfg->client_key_data = NULL;
+			break;
+		}
+	}
+
+	if ((v = kw_option_string(options, "certificate_authority")) != NULL)
+	{
+		cfg->ca_file = pstrdup(v);
+		cfg->ca_data = NULL;
+	}
+	if ((v = kw_option_string(options, "tls_server_name")) != NULL)
+		cfg->tls_server_name = pstrdup(v);
+	if ((def = kw_get_option(options, "insecure_skip_tls_verify")) != NULL)
+		cfg->insecure_skip_tls_verify = defGetBoolean(def);
+
+	if ((v = kw_option_string(options, "token")) != NULL)
+		cfg->token = pstrdup(v);
+	if ((v = kw_option_string(options, "token_file")) != NULL)
+		cfg->token_file = pstrdup(v);
+	if ((v = kw_option_string(options, "client_certificate")) != NULL)
+		cfg->client_cert_file = pstrdup(v);
+	if ((v = kw_option_string(options, "client_certificate_data")) != NULL)
+		cfg->client_cert_data = pstrdup(v);
+	if ((v = kw_option_string(options, "client_key")) != NULL)
+		cfg->client_key_file = pstrdup(v);
+	if ((v = kw_option_string(options, "client_key_data")) != NULL)
+		cfg->client_key_data = pstrdup(v);
+}
+
+/*
+ * kw_strip_slashes
+ *		palloc'd copy of url without trailing slashes (we append "/api/...").
+ */
+static char *
+kw_strip_slashes(const char *url)
+{
+	char	   *s = pstrdup(url);
+	size_t		len = strlen(s);
+
+	while (len > 0 && s[len - 1] == '/')
+		s[--len] = '\0';
+	return s;
+}
+
+/*
+ * kwatch_server_config
+ *		SQL kwatch.server_config(server text) RETURNS jsonb: the resolved
+ *		connection settings of a kwatch server for the current user, secrets
+ *		redacted, for debugging a configuration.
+ *
+ * token shows as "<redacted>", *_data fields as "<N bytes>", unset fields as
+ * null.  Errors are those of kw_cluster_config_for_server.  The extension
+ * script revokes EXECUTE from PUBLIC: it shows file paths and reads files
+ * named by servers.
+ */
+Datum
+kwatch_server_config(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	KwClusterConfig *cfg = kw_cluster_config_for_server(name, GetUserId());
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	kw_json_string(&buf, "server", cfg->server_name);
+	kw_json_string(&buf, "api_server", cfg->api_server);
+	kw_json_string(&buf, "ca_file", cfg->ca_file);
+	kw_json_bytes(&buf, "ca_data", cfg->ca_data);
+	kw_json_string(&buf, "client_certificate", cfg->client_cert_file);
+	kw_json_bytes(&buf, "client_certificate_data", cfg->client_cert_data);
+	kw_json_string(&buf, "client_key", cfg->client_key_file);
+	kw_json_bytes(&buf, "client_key_data", cfg->client_key_data);
+	kw_json_string(&buf, "token", cfg->token ? "<redacted>" : NULL);
+	kw_json_string(&buf, "token_file", cfg->token_file);
+	kw_json_string(&buf, "tls_server_name", cfg->tls_server_name);
+	appendStringInfo(&buf, ", \"insecure_skip_tls_verify\": %s",
+					 cfg->insecure_skip_tls_verify ? "true" : "false");
+	kw_json_string(&buf, "namespace", cfg->default_namespace);
+	appendStringInfoChar(&buf, '}');
+
+	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
+}
+
+/*
+ * kw_json_string
+ *		Append "key": "value" (or null) to a JSON object being built in buf.
+ */
+static void
+kw_json_string(StringInfo buf, const char *key, const char *value)
+{
+	if (buf->len > 1)
+		appendStringInfoString(buf, ", ");
+	escape_json(buf, key);
+	appendStringInfoString(buf, ": ");
+	if (value != NULL)
+		escape_json(buf, value);
+	else
+		appendStringInfoString(buf, "null");
+}
+
+/*
+ * kw_json_bytes
+ *		Append "key": "<N bytes>" (or null): the size of a PEM value, never
+ *		its content.
+ */
+static void
+kw_json_bytes(StringInfo buf, const char *key, const char *data)
+{
+	char	   *v = data ? psprintf("<%zu bytes>", strlen(data)) : NULL;
+
+	kw_json_string(buf, key, v);
+}
