@@ -96,6 +96,7 @@ typedef struct KcConfig
 
 static char *kc_read_file(const char *path, bool missing_ok);
 static void kc_parse_file(const char *path, const char *text, KcConfig *kc);
+static void kc_parser_start(yaml_parser_t *parser, const char *text);
 static void kc_syntax_error(const char *path, yaml_parser_t *parser)
 			pg_attribute_noreturn();
 static void kc_walk_document(const char *path, yaml_document_t *doc,
@@ -549,7 +550,7 @@ kc_read_file(const char *path, bool missing_ok)
  * node tree for kc_walk_document.  Only the first document of a stream is
  * read, as yaml_parser_load does.  An empty file is an empty kubeconfig.
  *
- * libyaml's parser, event and document are malloc'd by libyaml: they are
+ * libyaml's parser and document are malloc'd by libyaml: they are
  * freed also when an error propagates (PG_CATCH), so nothing leaks.  Syntax
  * errors raise ERRCODE_CONFIG_FILE_ERROR with libyaml's problem and its
  * 1-based line and column; too deep nesting raises it as well.
@@ -561,7 +562,6 @@ kc_parse_file(const char *path, const char *text, KcConfig *kc)
 	yaml_event_t event;
 	yaml_document_t doc;
 	volatile bool parser_ok = false;
-	volatile bool event_ok = false;
 	volatile bool doc_ok = false;
 
 	PG_TRY();
@@ -570,14 +570,8 @@ kc_parse_file(const char *path, const char *text, KcConfig *kc)
 		bool		done = false;
 
 		/* Pass 1: events, to bound the nesting depth. */
-		if (!yaml_parser_initialize(&parser))
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("out of memory"),
-					 errdetail("Could not initialize the YAML parser.")));
+		kc_parser_start(&parser, text);
 		parser_ok = true;
-		yaml_parser_set_input_string(&parser, (const unsigned char *) text,
-									 strlen(text));
 		while (!done)
 		{
 			yaml_event_type_t type;
@@ -585,10 +579,8 @@ kc_parse_file(const char *path, const char *text, KcConfig *kc)
 			CHECK_FOR_INTERRUPTS();
 			if (!yaml_parser_parse(&parser, &event))
 				kc_syntax_error(path, &parser);
-			event_ok = true;
 			type = event.type;
-			yaml_event_delete(&event);
-			event_ok = false;
+			yaml_event_delete(&event);	/* nothing can throw in between */
 
 			switch (type)
 			{
@@ -616,14 +608,8 @@ kc_parse_file(const char *path, const char *text, KcConfig *kc)
 		parser_ok = false;
 
 		/* Pass 2: the node tree. */
-		if (!yaml_parser_initialize(&parser))
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("out of memory"),
-					 errdetail("Could not initialize the YAML parser.")));
+		kc_parser_start(&parser, text);
 		parser_ok = true;
-		yaml_parser_set_input_string(&parser, (const unsigned char *) text,
-									 strlen(text));
 		if (!yaml_parser_load(&parser, &doc))
 			kc_syntax_error(path, &parser);	/* the partial document is
 											 * already freed */
@@ -633,8 +619,6 @@ kc_parse_file(const char *path, const char *text, KcConfig *kc)
 	}
 	PG_CATCH();
 	{
-		if (event_ok)
-			yaml_event_delete(&event);
 		if (doc_ok)
 			yaml_document_delete(&doc);
 		if (parser_ok)
@@ -644,6 +628,24 @@ kc_parse_file(const char *path, const char *text, KcConfig *kc)
 	PG_END_TRY();
 	yaml_document_delete(&doc);
 	yaml_parser_delete(&parser);
+}
+
+/*
+ * kc_parser_start
+ *		Initialize a libyaml parser reading the NUL-terminated text.  On
+ *		success the caller owns the parser (yaml_parser_delete); on failure
+ *		raises ERRCODE_OUT_OF_MEMORY with nothing to free.
+ */
+static void
+kc_parser_start(yaml_parser_t *parser, const char *text)
+{
+	if (!yaml_parser_initialize(parser))
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory"),
+				 errdetail("Could not initialize the YAML parser.")));
+	yaml_parser_set_input_string(parser, (const unsigned char *) text,
+								 strlen(text));
 }
 
 /*
