@@ -124,18 +124,17 @@ read_token_file(const char *path, bool force)
 
 /*
  * kw_http_bearer_token: the bearer token to send for `cfg`, or NULL when it
- * authenticates otherwise.  A token file is re-read when it changed, or
- * always with force_reread (after a 401, PROTOCOL 33).  The result belongs
- * to a cache: copy it if it must outlive the next call.
+ * authenticates otherwise.  A token file wins over a static token (client-go
+ * rest.Config.BearerTokenFile) and is re-read when it changed, or always
+ * with force_reread (after a 401, PROTOCOL 33).  The result belongs to a
+ * cache: copy it if it must outlive the next call.
  */
 char *
 kw_http_bearer_token(KwClusterConfig *cfg, bool force_reread)
 {
-	if (cfg->token)
-		return cfg->token;
 	if (cfg->token_file)
 		return read_token_file(cfg->token_file, force_reread);
-	return NULL;
+	return cfg->token;
 }
 
 static void
