@@ -545,6 +545,26 @@ def ctx(request):
     c.cleanup()
 
 
+@pytest.fixture
+def settings():
+    """set(**gucs): ALTER SYSTEM SET kwatch.<name> and reload; reset at teardown."""
+    changed = []
+
+    def set_(**gucs):
+        for name, value in gucs.items():
+            sql("ALTER SYSTEM SET kwatch.%s = %%s" % name, (str(value),))
+            changed.append(name)
+        sql("SELECT pg_reload_conf()")
+        time.sleep(1)  # let the worker process the SIGHUP before the next step
+    yield set_
+    if changed:
+        if not PG.running():  # a test that failed while PostgreSQL was down
+            PG.start()
+        for name in changed:
+            sql("ALTER SYSTEM RESET kwatch.%s" % name)
+        sql("SELECT pg_reload_conf()")
+
+
 def watch(resource, server, **kw):
     """kwatch.watch(resource, server => ..., **kw); returns the table name (text)."""
     args = [pgsql.SQL("{} => %s").format(pgsql.Identifier(k)) for k in kw]

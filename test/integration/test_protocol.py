@@ -4,27 +4,8 @@ import json
 import time
 from collections import Counter
 
-import pytest
-
 from conftest import (assert_table_matches_server, create_pods, kubectl, server_uids,
                       sql, wait_until, wait_watching, watch, watch_status)
-
-
-@pytest.fixture
-def settings():
-    """set(**gucs): ALTER SYSTEM SET kwatch.<name> and reload; reset at teardown."""
-    changed = []
-
-    def set_(**gucs):
-        for name, value in gucs.items():
-            sql("ALTER SYSTEM SET kwatch.%s = %%s" % name, (str(value),))
-            changed.append(name)
-        sql("SELECT pg_reload_conf()")
-        time.sleep(1)  # let the worker process the SIGHUP before the next step
-    yield set_
-    for name in changed:
-        sql("ALTER SYSTEM RESET kwatch.%s" % name)
-    sql("SELECT pg_reload_conf()")
 
 
 def test_paged_list_and_small_batches(ctx, settings):

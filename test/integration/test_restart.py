@@ -1,10 +1,12 @@
 """PostgreSQL restarts: resume from the checkpoint, or relist after a 410."""
 import os
 import shutil
+import threading
+import time
 
 import conftest
 from conftest import (assert_table_matches_server, create_pods, kubectl, kubectl_json, row_uids,
-                      sql_one, wait_until, wait_watching, watch)
+                      sql_one, wait_until, wait_watching, watch, watch_status)
 
 
 def checkpoint(server, resource="pods"):
@@ -12,8 +14,48 @@ def checkpoint(server, resource="pods"):
                    " WHERE server = %s AND resource = %s", (server, resource))
 
 
-def test_relist_after_410_removes_objects_deleted_in_the_gap(ctx):
+class RowSetReader(threading.Thread):
+    """Reads the uid set of one cluster's rows in a loop, in its own
+    connection, collecting every distinct set it sees (PROTOCOL 23: a relist
+    must never show a reader a half-replaced table)."""
+
+    def __init__(self, table, cluster):
+        super().__init__(daemon=True)
+        self.table, self.cluster = table, cluster
+        self.conn = conftest.PG.connect()
+        self.seen = []
+        self.stop = threading.Event()
+        self.error = None
+        self.read()  # the state before the thread runs
+
+    def read(self):
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT uid FROM %s WHERE cluster = %%s" % self.table, (self.cluster,))
+            rows = frozenset(r[0] for r in cur.fetchall())
+        if not self.seen or self.seen[-1] != rows:
+            self.seen.append(rows)
+
+    def run(self):
+        try:
+            while not self.stop.is_set():
+                self.read()
+                time.sleep(0.005)
+        except Exception as e:  # reported by finish()
+            self.error = e
+
+    def finish(self):
+        self.stop.set()
+        self.join(10)
+        self.conn.close()
+        assert self.error is None, self.error
+        return self.seen
+
+
+def test_relist_after_410_removes_objects_deleted_in_the_gap(ctx, settings):
     pg, cluster = conftest.PG, conftest.CLUSTER
+    # small pages and one object per transaction: the relist takes many
+    # requests and transactions, and readers must still see it at once
+    settings(list_page_size=2, batch_size=1)
     ns = ctx.namespace()
     # A kubeconfig of this server only: made unreadable while PostgreSQL
     # starts, so that the worker cannot relist before our listener listens
@@ -23,7 +65,7 @@ def test_relist_after_410_removes_objects_deleted_in_the_gap(ctx):
     os.chmod(kc, 0o644)
     srv = ctx.server(kubeconfig=str(kc))
     pods = ["pods", "-n", ns]
-    uids = create_pods(ns, {"keep-1": {}, "keep-2": {}, "gone-1": {}, "gone-2": {}})
+    uids = create_pods(ns, {"keep-1": {}, "keep-2": {}, "gone-1": {}, "gone-2": {}, "again": {}})
     table = watch("pods", srv, namespace=ns)
     wait_watching(srv, "pods")
     assert_table_matches_server(table, srv, pods)
@@ -31,8 +73,9 @@ def test_relist_after_410_removes_objects_deleted_in_the_gap(ctx):
 
     pg.stop()
     try:
-        kubectl("delete", "pod", "gone-1", "gone-2", "-n", ns, "--wait=false")
-        new = create_pods(ns, {"new-1": {}, "new-2": {}})
+        kubectl("delete", "pod", "gone-1", "gone-2", "again", "-n", ns, "--wait=false")
+        # "again" comes back under the same name with a new uid (PROTOCOL 24)
+        new = create_pods(ns, {"new-1": {}, "new-2": {}, "again": {"v": "2"}})
         kubectl("label", "pod", "keep-1", "-n", ns, "changed=yes")
         cluster.compact()
         # a fresh watch cache: the old resourceVersion is really gone
@@ -45,30 +88,60 @@ def test_relist_after_410_removes_objects_deleted_in_the_gap(ctx):
             os.chmod(kc, 0o644)
             pg.start()
     lst = ctx.listener("kwatch_pods", table)
+    reader = RowSetReader(table, srv)
+    reader.start()
     os.chmod(kc, 0o644)
 
     assert_table_matches_server(table, srv, pods, timeout=60)
-    assert row_uids(table, srv) == {uids["keep-1"], uids["keep-2"], new["new-1"], new["new-2"]}
-    gone = {uids["gone-1"], uids["gone-2"]}
+    final = {uids["keep-1"], uids["keep-2"], new["new-1"], new["new-2"], new["again"]}
+    assert row_uids(table, srv) == final
+    gone = {uids["gone-1"], uids["gone-2"], uids["again"]}
     wait_until(lambda: {p["uid"] for p in lst.payloads(cluster=srv, type="DELETED")} == gone,
                20, "DELETED notifications for the pods deleted while PostgreSQL was down")
     wait_until(lambda: {p["uid"] for p in lst.payloads(cluster=srv, type="ADDED")}
-               == {new["new-1"], new["new-2"]},
+               == {new["new-1"], new["new-2"], new["again"]},
                20, "ADDED notifications for the pods created while PostgreSQL was down")
     keep1 = kubectl_json("get", "pod", "keep-1", "-n", ns)["metadata"]["resourceVersion"]
     assert [p["resource_version"] for p in lst.payloads(cluster=srv, type="MODIFIED",
                                                          uid=uids["keep-1"])] == [keep1]
     assert lst.payloads(cluster=srv, uid=uids["keep-2"]) == [], "keep-2 did not change"
     assert lst.visibility_problems(srv) == []
+    seen = reader.finish()
+    before = frozenset(uids.values())
+    assert [s for s in seen if s not in (before, frozenset(final))] == [], \
+        "a reader saw a half-replaced table: %s" % seen
 
     st = wait_watching(srv, "pods")
     log = pg.log_since(log_from)
-    assert st["list_calls"] >= 1 and st["relists"] >= 1, st
+    assert st["list_calls"] >= 3 and st["relists"] >= 1, st  # 5 objects in pages of 2
     assert st["http_errors"] >= 1, st
+    assert st["objects"] == 5, st
     mine = [line for line in log.splitlines() if srv in line]
     assert any("410" in line or "too old" in line for line in mine), \
         "no 410 logged for %s; its log lines: %s" % (srv, mine)
-    assert int(checkpoint(srv)) > int(old_rv)
+    assert checkpoint(srv) != old_rv
+
+
+def test_apiserver_restart_while_watching(ctx):
+    cluster = conftest.CLUSTER
+    ns = ctx.namespace()
+    srv = ctx.server()
+    pods = ["pods", "-n", ns]
+    create_pods(ns, {"a": {}})
+    table = watch("pods", srv, namespace=ns)
+    wait_watching(srv, "pods")
+    assert_table_matches_server(table, srv, pods)
+    errors_before = watch_status(srv, "pods")["http_errors"]
+
+    cluster.restart_apiserver()
+    create_pods(ns, {"b": {}})
+    kubectl("label", "pod", "a", "-n", ns, "after=restart")
+    kubectl("delete", "pod", "b", "-n", ns, "--wait=false")
+    create_pods(ns, {"c": {}})
+    assert_table_matches_server(table, srv, pods, timeout=60)
+    st = wait_watching(srv, "pods", timeout=60)
+    assert st["http_errors"] > errors_before, ("the outage went unnoticed", st)
+    assert st["objects"] == 2, st
 
 
 def test_restart_resumes_from_checkpoint_without_list(ctx):
