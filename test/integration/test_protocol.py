@@ -4,6 +4,8 @@ import json
 import time
 from collections import Counter
 
+import pytest
+
 from conftest import (assert_table_matches_server, create_pods, kubectl, server_uids,
                       sql, wait_until, wait_watching, watch, watch_status)
 
@@ -66,7 +68,10 @@ def test_watch_resumes_after_server_closes_it(ctx, settings):
     assert Counter(p["type"] for p in mine)["ADDED"] == 4, mine
 
 
-def test_large_objects(ctx):
+@pytest.mark.parametrize("compression", ["off", "on"])
+def test_large_objects(ctx, settings, compression):
+    # with compression the API server gzips responses above 128 KiB (PROTOCOL 11)
+    settings(http_compression=compression)
     ns = ctx.namespace()
     srv = ctx.server()
     cms = ["configmaps", "-n", ns]

@@ -37,6 +37,13 @@ def test_errors_leave_nothing_behind(ctx):
     assert "nosuchfield" in e.diag.message_primary, e.pgerror
     assert sql_one("SELECT to_regclass('k8s.endpoints')") is None
 
+    # a namespace for a cluster-scoped resource; a name that is no DNS label
+    e = watch_error("namespaces", srv, namespace=ns)
+    assert e.pgcode == "22023", e.pgerror
+    assert "cluster-scoped" in e.diag.message_primary, e.pgerror
+    e = watch_error("pods", srv, namespace="Not_A/Namespace")
+    assert e.pgcode == "22023", e.pgerror
+
     e = watch_error("pods", ctx.base + "-missing")
     assert e.pgcode == "42704", e.pgerror
     assert "does not exist" in e.diag.message_primary

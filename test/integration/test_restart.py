@@ -171,3 +171,50 @@ def test_restart_resumes_from_checkpoint_without_list(ctx):
     assert st["list_calls"] == 0, ("resumed with a LIST", st, pg.log_since(log_from)[-3000:])
     assert st["watch_calls"] >= 1 and st["relists"] == 0, st
     assert st["added"] >= 1 and st["modified"] >= 1, st
+
+
+def process_gone(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def test_crash_recovery_resumes_from_checkpoint(ctx):
+    pg = conftest.PG
+    ns = ctx.namespace()
+    srv = ctx.server()
+    pods = ["pods", "-n", ns]
+    create_pods(ns, {"a": {}})
+    table = watch("pods", srv, namespace=ns)
+    wait_watching(srv, "pods")
+    kubectl("label", "pod", "a", "-n", ns, "step=1")
+    assert_table_matches_server(table, srv, pods)
+    rv = kubectl_json("get", "pod", "a", "-n", ns)["metadata"]["resourceVersion"]
+    wait_until(lambda: checkpoint(srv) == rv, 10, "the checkpoint to reach the last event's RV")
+    worker = sql_one("SELECT kwatch.worker_pid()")
+
+    pg.close()
+    conftest.run(["bash", conftest.PG_SH, "kill", pg.dir])  # SIGKILL the postmaster
+    # the worker must notice that the postmaster died and exit (an orphan
+    # attached to the old shared memory would keep PostgreSQL from starting)
+    wait_until(lambda: process_gone(worker), 30, "the worker (pid %d) to exit" % worker)
+    # This machine's init may never reap the dead postmaster: its zombie
+    # still "exists" for kill(pid, 0), so PostgreSQL would take the stale
+    # lock files for a running server's.  After a real crash the process is
+    # gone; remove them.
+    lock = pg.dir / "data" / "postmaster.pid"
+    postmaster = int(lock.read_text().split()[0])
+    wait_until(lambda: process_gone(postmaster), 10, "the postmaster to die")
+    for f in (lock, pg.dir / (".s.PGSQL.%d.lock" % pg.port), pg.dir / (".s.PGSQL.%d" % pg.port)):
+        f.unlink(missing_ok=True)
+    pg.start()
+    wait_until(lambda: sql_one("SELECT kwatch.worker_pid()"), 20, "the worker after the crash")
+
+    b = create_pods(ns, {"b": {}})["b"]
+    kubectl("label", "pod", "a", "-n", ns, "step=2", "--overwrite")
+    assert_table_matches_server(table, srv, pods)
+    assert b in row_uids(table, srv)
+    st = wait_watching(srv, "pods")
+    assert st["list_calls"] == 0 and st["relists"] == 0, ("resumed with a LIST", st)

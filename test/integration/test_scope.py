@@ -1,6 +1,6 @@
 """Watches scoped by namespace and by label selector."""
 from conftest import (assert_table_matches_server, create_pods, kubectl, row_uids, sql,
-                      wait_watching, watch)
+                      wait_until, wait_watching, watch)
 
 
 def test_namespace_and_label_selector_scopes(ctx):
@@ -55,3 +55,37 @@ def test_namespace_and_label_selector_scopes(ctx):
     assert lst.payloads(cluster=by_ns, uid=b["b1"]) == []
     assert lst.payloads(cluster=by_label, uid=a3) == []
     assert lst.visibility_problems(by_ns) == [] and lst.visibility_problems(by_label) == []
+    # objects counts follow objects leaving and entering the selector
+    assert wait_watching(by_ns, "pods")["objects"] == 3
+    assert wait_watching(by_label, "pods")["objects"] == 4
+
+
+def test_field_selector(ctx):
+    ns_a, ns_b = ctx.namespace("-a"), ctx.namespace("-b")
+    srv = ctx.server()
+    selector = "metadata.namespace=%s,metadata.name!=b2" % ns_b
+    create_pods(ns_a, {"a1": {}})
+    create_pods(ns_b, {"b1": {}, "b2": {}})
+    watch("pods", srv, field_selector=selector)
+    wait_watching(srv, "pods")
+    get = ["pods", "-A", "--field-selector", selector]
+    assert_table_matches_server("k8s.pods", srv, get)
+    assert {r[0] for r in sql("SELECT name FROM k8s.pods WHERE cluster = %s", (srv,))} == {"b1"}
+    create_pods(ns_b, {"b3": {}})
+    create_pods(ns_a, {"a2": {}})
+    wait_until(lambda: len(row_uids("k8s.pods", srv)) == 2, 20, "b3's row")
+    assert_table_matches_server("k8s.pods", srv, get)
+
+
+def test_namespace_created_after_the_watch(ctx):
+    srv = ctx.server()
+    ns = ctx.base + "-later"
+    # a namespace that does not exist yet lists as empty
+    watch("pods", srv, namespace=ns)
+    st = wait_watching(srv, "pods")
+    assert st["objects"] == 0
+    ctx.namespaces.append(ns)
+    kubectl("create", "namespace", ns)
+    uids = create_pods(ns, {"p1": {}, "p2": {}})
+    wait_until(lambda: row_uids("k8s.pods", srv) == set(uids.values()), 20, "the new namespace's pods")
+    assert_table_matches_server("k8s.pods", srv, ["pods", "-n", ns])

@@ -70,3 +70,41 @@ def test_unwatch_drop_table(ctx):
     errors = [line for line in conftest.PG.log_since(log_from).splitlines()
               if "ERROR" in line and "configmaps" in line]
     assert errors == []
+
+
+def test_unwatch_then_watch_again(ctx):
+    ns = ctx.namespace()
+    srv = ctx.server()
+    pods = ["pods", "-n", ns]
+    create_pods(ns, {"p1": {"tier": "web"}, "p2": {"tier": "db"}})
+    watch("pods", srv, namespace=ns)
+    first = wait_watching(srv, "pods")
+    assert_table_matches_server("k8s.pods", srv, pods)
+
+    # in two transactions, back to back: the rows unwatch deleted must come back
+    assert sql_one("SELECT kwatch.unwatch('pods', server => %s)", (srv,)) is True
+    watch("pods", srv, namespace=ns)
+    second = wait_watching(srv, "pods")
+    assert second["id"] != first["id"]
+    assert_table_matches_server("k8s.pods", srv, pods)
+    p3 = create_pods(ns, {"p3": {"tier": "web"}})["p3"]
+    wait_until(lambda: p3 in row_uids("k8s.pods", srv), 20, "the new pod")
+
+    # in one transaction, with another selector: the table follows the new one
+    conn = conftest.PG.connect(autocommit=False)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT kwatch.unwatch('pods', server => %s)", (srv,))
+            cur.execute("SELECT kwatch.watch('pods', server => %s, namespace => %s,"
+                        " label_selector => 'tier=web')", (srv, ns))
+        conn.commit()
+    finally:
+        conn.close()
+    third = wait_watching(srv, "pods")
+    assert third["id"] != second["id"] and third["label_selector"] == "tier=web"
+    assert_table_matches_server("k8s.pods", srv, pods + ["-l", "tier=web"])
+    p4 = create_pods(ns, {"p4": {"tier": "web"}, "p5": {"tier": "db"}})
+    wait_until(lambda: p4["p4"] in row_uids("k8s.pods", srv), 20, "the new web pod")
+    assert_table_matches_server("k8s.pods", srv, pods + ["-l", "tier=web"])
+    st = wait_watching(srv, "pods")
+    assert st["objects"] == 3, st
