@@ -527,8 +527,11 @@ class TestContext:
             if not PG.running():
                 PG.start()
             for s in self.servers:
-                sql("SELECT kwatch.unwatch(resource, server => server) FROM kwatch.registrations"
-                    " WHERE server = %s", (s,))
+                # one statement per watch, group-qualified names first: a bare
+                # plural ("events") may also match another group's watch
+                for (res,) in sql("SELECT resource FROM kwatch.registrations WHERE server = %s"
+                                  " ORDER BY api_group = '', id", (s,)):
+                    sql("SELECT kwatch.unwatch(%s, server => %s)", (res, s))
                 sql(pgsql.SQL("DROP SERVER IF EXISTS {} CASCADE").format(pgsql.Identifier(s)))
         except Exception as e:  # never hide the test's own outcome
             warnings.warn("cleanup of servers %s failed: %s" % (self.servers, e))
