@@ -153,6 +153,34 @@ repair_utf8(const char *s, int len, int *newlen)
 }
 
 /*
+ * kw_sanitize_json: makes object text storable as jsonb: \u0000 escapes
+ * written out literally and invalid UTF-8 replaced by U+FFFD (see README
+ * "Objects PostgreSQL cannot store").  Returns true when it changed the
+ * text, replacing *json (palloc'd) and *len.
+ */
+bool
+kw_sanitize_json(char **json, int *len)
+{
+	char	   *fixed;
+	int			fixedlen;
+	bool		changed = false;
+
+	if ((fixed = escape_nul(*json, *len, &fixedlen)) != NULL)
+	{
+		*json = fixed;
+		*len = fixedlen;
+		changed = true;
+	}
+	if ((fixed = repair_utf8(*json, *len, &fixedlen)) != NULL)
+	{
+		*json = fixed;
+		*len = fixedlen;
+		changed = true;
+	}
+	return changed;
+}
+
+/*
  * kw_decode_object: fills `out` (palloc'd strings) from a json-c object
  * `jobj` (a json_object *).  Removes metadata.managedFields from jobj.
  * Returns KW_DECODE_OK; KW_DECODE_SANITIZED when \u0000 escapes or invalid
@@ -171,8 +199,6 @@ kw_decode_object(void *jobj, KwObject *out, char **why)
 			   *rv;
 	const char *text;
 	size_t		textlen;
-	char	   *fixed;
-	int			fixedlen;
 	KwDecodeResult result = KW_DECODE_OK;
 
 	memset(out, 0, sizeof(*out));
@@ -206,21 +232,8 @@ kw_decode_object(void *jobj, KwObject *out, char **why)
 											 &textlen);
 	out->json = pnstrdup(text, textlen);
 	out->json_len = (int) textlen;
-
-	if ((fixed = escape_nul(out->json, out->json_len, &fixedlen)) != NULL)
-	{
-		pfree(out->json);
-		out->json = fixed;
-		out->json_len = fixedlen;
+	if (kw_sanitize_json(&out->json, &out->json_len))
 		result = KW_DECODE_SANITIZED;
-	}
-	if ((fixed = repair_utf8(out->json, out->json_len, &fixedlen)) != NULL)
-	{
-		pfree(out->json);
-		out->json = fixed;
-		out->json_len = fixedlen;
-		result = KW_DECODE_SANITIZED;
-	}
 	return result;
 }
 
@@ -376,24 +389,45 @@ kw_watch_decoder_feed(KwWatchDecoder *dec, const char *data, size_t len,
 
 /* ---------------------------------------------------------------------
  * LIST response
+ *
+ * A byte-level scanner over {"kind":..,"metadata":{..},"items":[{..},..]}.
+ * It tracks nesting and strings only; each item's bytes are copied in runs
+ * (not byte by byte) into `capture`, with the item's metadata.managedFields
+ * member cut out on the way, and the item's identity (metadata.uid, name,
+ * namespace, resourceVersion) picked up as it passes.  No JSON tree is ever
+ * built for an item: PostgreSQL's jsonb input parses the text once, and
+ * rejects what it cannot store (the caller handles that per item).
+ *
+ * Depths: 1 = the list object, 2 = the items array, 3 = an item,
+ * 4 = the item's metadata object.
  * ---------------------------------------------------------------------
  */
+#define KW_KEY_MAX 64
+
 struct KwListDecoder
 {
-	int			depth;			/* nesting depth before the current byte */
+	int			depth;			/* nesting depth after the current byte */
 	bool		in_string;
 	bool		escape;
-	bool		expect_key;		/* at depth 1: next string is a key */
-	bool		in_items;		/* inside the top-level "items" array */
-	StringInfoData key;			/* last depth-1 key */
-	StringInfoData str;			/* depth-1 string being read */
-	bool		capture_str;
-	StringInfoData capture;		/* current item or metadata value */
-	bool		capturing;
-	bool		capturing_meta;
-	StringInfoData meta;		/* the top-level "metadata" object */
+	bool		is_obj[KW_MAX_DEPTH + 2];	/* container at depth is an object */
+	bool		expect_key[KW_MAX_DEPTH + 2];
+	char		key1[KW_KEY_MAX];	/* last key at depth 1 */
+	char		key3[KW_KEY_MAX];	/* last key in the item */
+	char		key4[KW_KEY_MAX];	/* last key in the item's metadata */
+	StringInfoData str;			/* string being collected (keys, ids) */
+	int			str_depth;		/* depth of that string; 0 = not collecting */
+	bool		str_is_key;
+	bool		in_items;
+	bool		capturing;		/* inside an item */
+	bool		capturing_meta; /* inside the list's metadata */
+	bool		skipping;		/* inside metadata.managedFields */
+	int			member_start;	/* capture length at the current depth-4 member */
+	StringInfoData capture;
+	StringInfoData meta;
 	StringInfoData kind;
-	json_tokener *tok;
+	/* the current item's identity; owned here, since an item may span chunks */
+	StringInfoData id[4];		/* uid, name, namespace, resourceVersion */
+	bool		has_id[4];
 	int64		items;
 };
 
@@ -406,14 +440,12 @@ kw_list_decoder_create(void)
 {
 	KwListDecoder *dec = palloc0(sizeof(KwListDecoder));
 
-	initStringInfo(&dec->key);
 	initStringInfo(&dec->str);
 	initStringInfo(&dec->capture);
 	initStringInfo(&dec->meta);
 	initStringInfo(&dec->kind);
-	dec->tok = json_tokener_new_ex(KW_MAX_DEPTH);
-	if (dec->tok == NULL)
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	for (int i = 0; i < 4; i++)
+		initStringInfo(&dec->id[i]);
 	return dec;
 }
 
@@ -425,63 +457,95 @@ kw_list_decoder_free(KwListDecoder *dec)
 {
 	if (dec == NULL)
 		return;
-	json_tokener_free(dec->tok);
-	pfree(dec->key.data);
 	pfree(dec->str.data);
 	pfree(dec->capture.data);
 	pfree(dec->meta.data);
 	pfree(dec->kind.data);
+	for (int i = 0; i < 4; i++)
+		pfree(dec->id[i].data);
 	pfree(dec);
 }
 
-static bool
-emit_item(KwListDecoder *dec, KwListItemCallback cb, void *arg, char **error)
+/* string_done: a string at str_depth ended; file it as a key or a value. */
+static void
+string_done(KwListDecoder *dec)
 {
-	json_object *obj;
-	enum json_tokener_error jerr;
+	const char *s = dec->str.data;
+	int			d = dec->str_depth;
 
-	json_tokener_reset(dec->tok);
-	obj = json_tokener_parse_ex(dec->tok, dec->capture.data, dec->capture.len);
-	jerr = json_tokener_get_error(dec->tok);
-	if (obj == NULL || jerr != json_tokener_success)
+	if (dec->str_is_key)
 	{
-		if (obj)
-			json_object_put(obj);
-		*error = psprintf("malformed list item %lld: %s", (long long) dec->items,
-						  json_tokener_error_desc(jerr == json_tokener_success ?
-												  json_tokener_error_parse_eof : jerr));
-		return false;
+		char	   *dst = d == 1 ? dec->key1 : d == 3 ? dec->key3 : d == 4 ? dec->key4 : NULL;
+
+		if (dst)
+			strlcpy(dst, s, KW_KEY_MAX);
+		return;
 	}
+	if (d == 1 && strcmp(dec->key1, "kind") == 0)
+	{
+		resetStringInfo(&dec->kind);
+		appendStringInfoString(&dec->kind, s);
+	}
+	else if (d == 4 && dec->capturing && strcmp(dec->key3, "metadata") == 0)
+	{
+		static const char *const names[4] = {"uid", "name", "namespace", "resourceVersion"};
+
+		for (int k = 0; k < 4; k++)
+		{
+			if (strcmp(dec->key4, names[k]) == 0)
+			{
+				resetStringInfo(&dec->id[k]);
+				appendStringInfoString(&dec->id[k], s);
+				dec->has_id[k] = true;
+			}
+		}
+	}
+}
+
+/* emit_item: hands the captured item to cb; pointers valid during the call. */
+static bool
+emit_item(KwListDecoder *dec, KwListItemCallback cb, void *arg)
+{
+	KwListItem	item;
+
 	dec->items++;
-	PG_TRY();
-	{
-		cb(arg, obj);
-	}
-	PG_FINALLY();
-	{
-		json_object_put(obj);
-	}
-	PG_END_TRY();
+	item.uid = dec->has_id[0] ? dec->id[0].data : NULL;
+	item.name = dec->has_id[1] ? dec->id[1].data : NULL;
+	item.namespace = dec->has_id[2] && dec->id[2].len > 0 ? dec->id[2].data : NULL;
+	item.resource_version = dec->has_id[3] ? dec->id[3].data : NULL;
+	item.json = dec->capture.data;
+	item.json_len = dec->capture.len;
+	cb(arg, &item);
 	resetStringInfo(&dec->capture);
 	return true;
 }
 
 /*
  * kw_list_decoder_feed: scans the next `len` bytes of a LIST body, calling
- * cb(arg, item) for each complete element of "items" (a json_object *,
- * valid during the call).  Returns false with a palloc'd *error when the
- * body is not a JSON object or an item is malformed or over the limits.
+ * cb(arg, item) for each complete element of "items" (text and identity
+ * valid during the call only).  Returns false with a palloc'd *error when
+ * the body is not a JSON object, an item is not an object, or limits are
+ * exceeded.
  */
 bool
 kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 					 KwListItemCallback cb, void *arg, char **error)
 {
+	size_t		run = 0;		/* start of the bytes not yet copied */
+
+#define FLUSH_RUN(upto) \
+	do { \
+		if (dec->capturing && !dec->skipping && (upto) > run) \
+			appendBinaryStringInfo(&dec->capture, data + run, (upto) - run); \
+		else if (dec->capturing_meta && (upto) > run) \
+			appendBinaryStringInfo(&dec->meta, data + run, (upto) - run); \
+		run = (upto); \
+	} while (0)
+
 	for (size_t i = 0; i < len; i++)
 	{
 		char		c = data[i];
-
-		if (dec->capturing)
-			appendStringInfoChar(&dec->capture, c);
+		int			d = dec->depth;
 
 		if (dec->in_string)
 		{
@@ -492,23 +556,24 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 			else if (c == '"')
 			{
 				dec->in_string = false;
-				if (dec->capture_str)
+				if (dec->str_depth)
 				{
-					dec->capture_str = false;
-					if (dec->expect_key)
+					string_done(dec);
+					dec->str_depth = 0;
+					/* the key of the managedFields member: cut it out */
+					if (dec->str_is_key && d == 4 && dec->capturing &&
+						strcmp(dec->key3, "metadata") == 0 &&
+						strcmp(dec->key4, "managedFields") == 0)
 					{
-						resetStringInfo(&dec->key);
-						appendBinaryStringInfo(&dec->key, dec->str.data, dec->str.len);
-					}
-					else if (strcmp(dec->key.data, "kind") == 0)
-					{
-						resetStringInfo(&dec->kind);
-						appendBinaryStringInfo(&dec->kind, dec->str.data, dec->str.len);
+						FLUSH_RUN(i + 1);
+						dec->capture.len = dec->member_start;
+						dec->capture.data[dec->capture.len] = '\0';
+						dec->skipping = true;
 					}
 				}
 				continue;
 			}
-			if (dec->capture_str && dec->str.len < 256)
+			if (dec->str_depth && dec->str.len < KW_KEY_MAX * 4)
 				appendStringInfoChar(&dec->str, c);
 			continue;
 		}
@@ -517,81 +582,111 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 		{
 			case '"':
 				dec->in_string = true;
-				if (dec->depth == 1)
+				dec->str_is_key = dec->is_obj[d] && dec->expect_key[d];
+				/* collect keys at depths 1/3/4 and values at 1 and 4 */
+				if (d == 1 || (dec->capturing && d == 3 && dec->str_is_key) ||
+					(dec->capturing && d == 4 && strcmp(dec->key3, "metadata") == 0))
 				{
-					dec->capture_str = true;
+					dec->str_depth = d;
 					resetStringInfo(&dec->str);
 				}
 				break;
 			case '{':
 			case '[':
-				if (dec->depth == 0 && c != '{')
+				if (d == 0 && c != '{')
 				{
 					*error = pstrdup("list response is not a JSON object");
 					return false;
 				}
-				if (dec->depth == 0)
-					dec->expect_key = true;
-				else if (dec->depth == 1 && c == '[' &&
-						 strcmp(dec->key.data, "items") == 0)
-					dec->in_items = true;
-				else if (dec->depth == 1 && c == '{' &&
-						 strcmp(dec->key.data, "metadata") == 0)
+				if (d >= KW_MAX_DEPTH)
 				{
-					dec->capturing = dec->capturing_meta = true;
-					resetStringInfo(&dec->capture);
-					appendStringInfoChar(&dec->capture, c);
+					*error = psprintf("list response nested deeper than %d levels",
+									  KW_MAX_DEPTH);
+					return false;
 				}
-				else if (dec->depth == 2 && dec->in_items)
+				if (d == 1 && c == '[' && strcmp(dec->key1, "items") == 0)
+					dec->in_items = true;
+				else if (d == 1 && c == '{' && strcmp(dec->key1, "metadata") == 0)
+				{
+					FLUSH_RUN(i);
+					dec->capturing_meta = true;
+					resetStringInfo(&dec->meta);
+				}
+				else if (d == 2 && dec->in_items)
 				{
 					if (c != '{')
 					{
 						*error = pstrdup("list item is not a JSON object");
 						return false;
 					}
+					FLUSH_RUN(i);
 					dec->capturing = true;
 					resetStringInfo(&dec->capture);
-					appendStringInfoChar(&dec->capture, c);
+					memset(dec->has_id, 0, sizeof(dec->has_id));
+					dec->key3[0] = '\0';
 				}
-				dec->depth++;
-				if (dec->depth > KW_MAX_DEPTH)
+				dec->depth = d + 1;
+				dec->is_obj[d + 1] = (c == '{');
+				dec->expect_key[d + 1] = (c == '{');
+				if (d + 1 == 4 && dec->capturing && strcmp(dec->key3, "metadata") == 0)
 				{
-					*error = psprintf("list response nested deeper than %d levels",
-									  KW_MAX_DEPTH);
-					return false;
+					FLUSH_RUN(i + 1);
+					dec->member_start = dec->capture.len;
+					dec->key4[0] = '\0';
 				}
 				break;
 			case '}':
 			case ']':
-				dec->depth--;
-				if (dec->depth < 0)
+				if (d <= 0)
 				{
 					*error = pstrdup("unbalanced list response");
 					return false;
 				}
-				if (dec->depth == 2 && dec->capturing && !dec->capturing_meta)
+				if (d == 4 && dec->skipping)
 				{
+					/* managedFields was the last member: drop its comma */
+					dec->skipping = false;
+					run = i;
+					if (dec->capture.len > 0 &&
+						dec->capture.data[dec->capture.len - 1] == ',')
+						dec->capture.data[--dec->capture.len] = '\0';
+				}
+				dec->depth = d - 1;
+				if (d == 3 && dec->capturing)
+				{
+					FLUSH_RUN(i + 1);
 					dec->capturing = false;
-					if (!emit_item(dec, cb, arg, error))
+					if (!emit_item(dec, cb, arg))
 						return false;
 				}
-				else if (dec->depth == 1 && dec->capturing_meta)
+				else if (d == 2 && dec->capturing_meta)
 				{
-					dec->capturing = dec->capturing_meta = false;
-					resetStringInfo(&dec->meta);
-					appendBinaryStringInfo(&dec->meta, dec->capture.data, dec->capture.len);
-					resetStringInfo(&dec->capture);
+					FLUSH_RUN(i + 1);
+					dec->capturing_meta = false;
 				}
-				else if (dec->depth == 1 && dec->in_items)
+				else if (d == 2 && dec->in_items)
 					dec->in_items = false;
 				break;
 			case ':':
-				if (dec->depth == 1)
-					dec->expect_key = false;
+				dec->expect_key[d] = false;
 				break;
 			case ',':
-				if (dec->depth == 1)
-					dec->expect_key = true;
+				if (dec->is_obj[d])
+					dec->expect_key[d] = true;
+				if (d == 4 && dec->capturing && strcmp(dec->key3, "metadata") == 0)
+				{
+					if (dec->skipping)
+					{
+						/* end of managedFields: resume after its comma */
+						dec->skipping = false;
+						run = i + 1;
+					}
+					else
+					{
+						FLUSH_RUN(i + 1);
+						dec->member_start = dec->capture.len;
+					}
+				}
 				break;
 			default:
 				break;
@@ -603,6 +698,8 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 			return false;
 		}
 	}
+	FLUSH_RUN(len);
+#undef FLUSH_RUN
 	return true;
 }
 

@@ -183,9 +183,23 @@ extern bool kw_watch_decoder_feed(KwWatchDecoder *dec, const char *data,
 								  size_t len, KwWatchEventCallback cb,
 								  void *arg, char **error);
 
+extern bool kw_sanitize_json(char **json, int *len);
+
 /* Paged LIST decoder (PROTOCOL 5, 6). */
 typedef struct KwListDecoder KwListDecoder;
-typedef void (*KwListItemCallback) (void *arg, void *jobj);
+
+/* One LIST item as the framer saw it: raw text, managedFields cut out. */
+typedef struct KwListItem
+{
+	char	   *uid;			/* NULL when absent */
+	char	   *namespace;
+	char	   *name;
+	char	   *resource_version;
+	char	   *json;			/* valid during the callback only */
+	int			json_len;
+} KwListItem;
+
+typedef void (*KwListItemCallback) (void *arg, KwListItem *item);
 
 extern KwListDecoder *kw_list_decoder_create(void);
 extern void kw_list_decoder_free(KwListDecoder *dec);
@@ -284,6 +298,7 @@ typedef struct KwRegistration
 	bool		notify;
 	Oid			owner;
 	char	   *resource_version;	/* checkpoint: resume point */
+	char	   *created_at;		/* with id, tells a re-created registration apart */
 } KwRegistration;
 
 typedef struct KwWatch KwWatch;
@@ -294,7 +309,7 @@ extern void kw_watch_destroy(KwWatch *w);
 extern bool kw_watch_same_registration(KwWatch *w, KwRegistration *reg);
 extern int32 kw_watch_id(KwWatch *w);
 extern void kw_watch_transfer_done(KwWatch *w, int curlcode);
-extern long kw_watch_tick(KwWatch *w, TimestampTz now);
+extern long kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at);
 extern bool kw_watch_has_pending(KwWatch *w);
 extern void kw_watch_flush(KwWatch *w);
 
@@ -333,7 +348,7 @@ extern int64 kw_sync_count_rows(KwRegistration *reg);
 extern struct HTAB *kw_sync_relist_begin(KwSyncPlans *plans,
 										 KwRegistration *reg,
 										 MemoryContext cxt);
-extern void kw_sync_relist_stage(KwSyncPlans *plans, KwRegistration *reg,
+extern int	kw_sync_relist_stage(KwSyncPlans *plans, KwRegistration *reg,
 								 KwObject *objs, int nobjs);
 extern int64 kw_sync_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
 								   const char *list_rv, KwApplyCounts *counts);

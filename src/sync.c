@@ -29,6 +29,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "utils/resowner.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -308,13 +309,28 @@ kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
 	Datum		arg = CStringGetTextDatum(reg->server);
 	Oid			type = TEXTOID;
 	int			rc;
+	bool		isnull;
 
-	if (SPI_execute(psprintf("CREATE TEMP TABLE IF NOT EXISTS %s "
-							 "(uid text, resource_version text, object text)",
-							 quote_identifier(p->stage_table)), false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "could not create staging table");
-	if (SPI_execute(psprintf("TRUNCATE pg_temp.%s", quote_identifier(p->stage_table)),
-					false, 0) != SPI_OK_UTILITY)
+	/*
+	 * The staging table holds jsonb stored inline and uncompressed (STORAGE
+	 * EXTERNAL, largest toast_tuple_target): it is read once, by the merge,
+	 * and compressing it would only cost CPU.
+	 */
+	rc = SPI_execute(psprintf("SELECT to_regclass('pg_temp.%s') IS NULL",
+							  quote_identifier(p->stage_table)), true, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not look up staging table");
+	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+	{
+		if (SPI_execute(psprintf("CREATE TEMP TABLE %s (uid text, resource_version text, object jsonb) "
+								 "WITH (toast_tuple_target = 8160)",
+								 quote_identifier(p->stage_table)), false, 0) != SPI_OK_UTILITY ||
+			SPI_execute(psprintf("ALTER TABLE pg_temp.%s ALTER COLUMN object SET STORAGE EXTERNAL",
+								 quote_identifier(p->stage_table)), false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "could not create staging table");
+	}
+	else if (SPI_execute(psprintf("TRUNCATE pg_temp.%s", quote_identifier(p->stage_table)),
+						 false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not empty staging table");
 
 	memset(&ctl, 0, sizeof(ctl));
@@ -359,53 +375,119 @@ kw_sync_known_rv(HTAB *known, const char *uid)
 	return e ? e->rv : NULL;
 }
 
+static Datum
+text_array(KwObject *objs, int n, int field)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * n);
+	bool	   *nulls = palloc(sizeof(bool) * n);
+	int			dims[1] = {n};
+	int			lbs[1] = {1};
+
+	for (int i = 0; i < n; i++)
+	{
+		const char *v = field == 0 ? objs[i].uid :
+		field == 1 ? objs[i].resource_version : objs[i].json;
+
+		nulls[i] = (v == NULL);
+		if (v == NULL)
+			elems[i] = (Datum) 0;
+		else if (field == 2)
+			elems[i] = PointerGetDatum(cstring_to_text_with_len(v, objs[i].json_len));
+		else
+			elems[i] = CStringGetTextDatum(v);
+	}
+	return PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs,
+											  TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/*
+ * stage_try: inserts objs[0..n) into the staging table inside a
+ * subtransaction.  Returns NULL on success, else the error message (the
+ * subtransaction rolled back, the outer transaction usable).
+ */
+static char *
+stage_try(KwSyncPlans *p, KwObject *objs, int n)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	char	   *volatile err = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	PG_TRY();
+	{
+		Datum		values[3];
+		int			rc;
+
+		values[0] = text_array(objs, n, 0);
+		values[1] = text_array(objs, n, 1);
+		values[2] = text_array(objs, n, 2);
+		rc = SPI_execute_plan(p->stage, values, NULL, false, 0);
+		if (rc != SPI_OK_INSERT)
+			elog(ERROR, "staging failed: %s", SPI_result_code_string(rc));
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *ed;
+
+		MemoryContextSwitchTo(oldcxt);
+		ed = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		err = pstrdup(ed->message);
+		FreeErrorData(ed);
+	}
+	PG_END_TRY();
+	return err;
+}
+
 /*
  * kw_sync_relist_stage: appends `nobjs` listed objects to the staging
  * table; objects with json == NULL are unchanged ones (kept, not
- * rewritten).  One statement per call, whatever the count.
+ * rewritten).  One statement for the batch; if PostgreSQL rejects it (an
+ * object jsonb cannot store), the objects are staged one by one and the
+ * rejected ones skipped, logged with their identity and returned in the
+ * count.  Returns the number of objects skipped.
  */
-void
+int
 kw_sync_relist_stage(KwSyncPlans *p, KwRegistration *reg, KwObject *objs,
 					 int nobjs)
 {
-	Datum	   *uids,
-			   *rvs,
-			   *jsons;
-	bool	   *jnulls;
-	Datum		values[3];
-	int			dims[1];
-	int			lbs[1] = {1};
-	int			rc;
+	int			skipped = 0;
 
 	if (nobjs == 0)
-		return;
+		return 0;
 	if (p->stage == NULL)
 	{
 		Oid			types[3] = {TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
 
 		p->stage = prepare(psprintf("INSERT INTO pg_temp.%s (uid, resource_version, object) "
-									"SELECT * FROM unnest($1::text[], $2::text[], $3::text[])",
+									"SELECT u, r, o::jsonb FROM unnest($1::text[], $2::text[], $3::text[]) AS t(u, r, o)",
 									quote_identifier(p->stage_table)), 3, types);
 	}
-	uids = palloc(sizeof(Datum) * nobjs);
-	rvs = palloc(sizeof(Datum) * nobjs);
-	jsons = palloc(sizeof(Datum) * nobjs);
-	jnulls = palloc(sizeof(bool) * nobjs);
+	if (stage_try(p, objs, nobjs) == NULL)
+		return 0;
 	for (int i = 0; i < nobjs; i++)
 	{
-		uids[i] = CStringGetTextDatum(objs[i].uid);
-		rvs[i] = CStringGetTextDatum(objs[i].resource_version);
-		jnulls[i] = (objs[i].json == NULL);
-		jsons[i] = jnulls[i] ? (Datum) 0 :
-			PointerGetDatum(cstring_to_text_with_len(objs[i].json, objs[i].json_len));
+		char	   *err = stage_try(p, &objs[i], 1);
+
+		if (err)
+		{
+			skipped++;
+			ereport(WARNING,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("kwatch: skipped object %s%s%s (uid %s) of %s from server \"%s\": %s",
+							objs[i].namespace ? objs[i].namespace : "",
+							objs[i].namespace ? "/" : "", objs[i].name,
+							objs[i].uid, reg->plural, reg->server, err)));
+		}
 	}
-	dims[0] = nobjs;
-	values[0] = PointerGetDatum(construct_md_array(uids, NULL, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
-	values[1] = PointerGetDatum(construct_md_array(rvs, NULL, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
-	values[2] = PointerGetDatum(construct_md_array(jsons, jnulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
-	rc = SPI_execute_plan(p->stage, values, NULL, false, 0);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "staging failed: %s", SPI_result_code_string(rc));
+	return skipped;
 }
 
 static void
@@ -474,7 +556,7 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 
 		p->merge = prepare(psprintf(
 									"INSERT INTO %s AS t (cluster, uid, resource_version, object) "
-									"SELECT $1, s.uid, s.resource_version, s.object::jsonb "
+									"SELECT $1, s.uid, s.resource_version, s.object "
 									"FROM pg_temp.%s s WHERE s.object IS NOT NULL "
 									"ON CONFLICT (cluster, uid) DO UPDATE "
 									"SET resource_version = EXCLUDED.resource_version, object = EXCLUDED.object "

@@ -50,6 +50,8 @@
 #define KW_SHORT_WATCH_LIMIT 3
 /* A watch streaming this long is healthy again: backoff resets. */
 #define KW_HEALTHY_RESET_MS 10000
+/* Delay before retrying a batch that hit lock_timeout. */
+#define KW_LOCK_RETRY_MS 1000
 
 typedef enum KwXfer
 {
@@ -110,10 +112,23 @@ struct KwWatch
 	int			nitems;
 	int			maxitems;
 	char	   *pending_rv;		/* RV after the pending events */
+	TimestampTz flush_not_before;	/* batch kept after a lock timeout */
+	bool		keep_batch;
 };
 
 static void stop_transfer(KwWatch *w);
 static void restart_list(KwWatch *w, bool with_rv);
+
+/* set_str: replaces *field (in the watch's context) by a copy of value. */
+static void
+set_str(KwWatch *w, char **field, const char *value)
+{
+	char	   *old = *field;
+
+	*field = value ? MemoryContextStrdup(w->cxt, value) : NULL;
+	if (old)
+		pfree(old);
+}
 
 /* ---------------------------------------------------------------------
  * status
@@ -345,8 +360,10 @@ on_watch_event(void *arg, KwEventType t, void *jobj)
 
 		if (json_object_object_get_ex(o, "code", &code))
 			c = json_object_get_int(code);
-		w->abort_reason = psprintf("watch ERROR event (code %d): %s", c,
-								   msg ? msg : "(no message)");
+		/* in the watch's context: a flush may reset the batch before use */
+		w->abort_reason = MemoryContextStrdup(w->cxt,
+											  psprintf("watch ERROR event (code %d): %s", c,
+													   msg ? msg : "(no message)"));
 		w->abort_src = KW_ERRSRC_HTTP;
 		/* "Too large resource version": our RV is newer than the server's */
 		w->abort_relist_no_rv = (c == 504 ||
@@ -366,37 +383,42 @@ on_watch_event(void *arg, KwEventType t, void *jobj)
 	w->pending_rv = obj.resource_version;
 }
 
-/* on_list_item: one LIST item -> pending staging batch (unchanged: no body). */
+/*
+ * on_list_item: one LIST item -> pending staging batch.  An object whose
+ * resourceVersion equals the one the table holds is staged without its body
+ * (PROTOCOL 23: unchanged objects cost nothing).
+ */
 static void
-on_list_item(void *arg, void *jobj)
+on_list_item(void *arg, KwListItem *item)
 {
 	KwWatch    *w = (KwWatch *) arg;
-	json_object *o = (json_object *) jobj;
-	const char *uid = json_path_string(o, "metadata", "uid");
-	const char *rv = json_path_string(o, "metadata", "resourceVersion");
-	const char *known = uid ? kw_sync_known_rv(w->known, uid) : NULL;
+	const char *known;
 	KwObject	obj;
-	char	   *why = NULL;
-	KwDecodeResult r;
 
-	if (known && rv && strcmp(known, rv) == 0)
+	if (item->uid == NULL || item->name == NULL || item->resource_version == NULL)
 	{
-		/* PROTOCOL 23: unchanged objects cost nothing */
-		memset(&obj, 0, sizeof(obj));
-		obj.uid = pstrdup(uid);
-		obj.resource_version = pstrdup(rv);
-		push_item(w, &obj);
-		w->list_items++;
+		skip_object(w, psprintf("list item %s%s%s has no %s",
+								item->namespace ? item->namespace : "",
+								item->namespace ? "/" : "",
+								item->name ? item->name : "(unnamed)",
+								item->uid == NULL ? "metadata.uid" :
+								item->name == NULL ? "metadata.name" :
+								"metadata.resourceVersion"));
 		return;
 	}
-	r = kw_decode_object(o, &obj, &why);
-	if (r == KW_DECODE_SKIP)
+	memset(&obj, 0, sizeof(obj));
+	obj.uid = pstrdup(item->uid);
+	obj.namespace = item->namespace ? pstrdup(item->namespace) : NULL;
+	obj.name = pstrdup(item->name);
+	obj.resource_version = pstrdup(item->resource_version);
+	known = kw_sync_known_rv(w->known, item->uid);
+	if (known == NULL || strcmp(known, item->resource_version) != 0)
 	{
-		skip_object(w, why);
-		return;
+		obj.json = pnstrdup(item->json, item->json_len);
+		obj.json_len = item->json_len;
+		if (kw_sanitize_json(&obj.json, &obj.json_len))
+			note_sanitized(w, &obj);
 	}
-	if (r == KW_DECODE_SANITIZED)
-		note_sanitized(w, &obj);
 	push_item(w, &obj);
 	w->list_items++;
 }
@@ -584,8 +606,8 @@ restart_list(KwWatch *w, bool with_rv)
 	w->list_with_rv = with_rv && w->resume_rv != NULL;
 	w->list_started = false;
 	w->list_finish_pending = false;
-	w->continue_token = NULL;
-	w->list_rv = NULL;
+	set_str(w, &w->continue_token, NULL);
+	set_str(w, &w->list_rv, NULL);
 	w->nitems = 0;				/* staged rows are emptied by relist_begin */
 }
 
@@ -660,14 +682,10 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 		if (kind == XFER_LIST)
 		{
 			if (w->list_rv == NULL)
-				w->list_rv = MemoryContextStrdup(w->cxt, rv);
-			if (cont)
-				w->continue_token = MemoryContextStrdup(w->cxt, cont);
-			else
-			{
-				w->continue_token = NULL;
+				set_str(w, &w->list_rv, rv);
+			set_str(w, &w->continue_token, cont);
+			if (cont == NULL)
 				w->list_finish_pending = true;
-			}
 			retry_now(w);
 			return;
 		}
@@ -721,12 +739,15 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 		}
 		if (status == 401 && w->cfg->token_file && !w->retried_401)
 		{
+			MemoryContext cxt = CurrentMemoryContext;
+
 			PG_TRY();
 			{
 				(void) kw_http_bearer_token(w->cfg, true);
 			}
 			PG_CATCH();
 			{
+				MemoryContextSwitchTo(cxt);
 				FlushErrorState();
 			}
 			PG_END_TRY();
@@ -744,6 +765,8 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 		/* 401 after re-reading, 403, 404, 400...: retried slowly */
 		if (kind == XFER_LIST)
 			restart_list(w, true);
+		if (status == 401 || status == 403)
+			w->cfg = NULL;		/* re-read server, user mapping, kubeconfig */
 		w->backoff_ms = Max(w->backoff_ms, kw_backoff_max_ms / 2);
 		schedule_retry(w, 0, KW_STATE_FAILED);
 	}
@@ -759,6 +782,7 @@ typedef struct FlushArgs
 	KwWatch    *w;
 	KwApplyCounts counts;
 	int64		total;
+	int			skipped;
 } FlushArgs;
 
 static void
@@ -774,9 +798,10 @@ apply_events_body(void *arg)
 static void
 stage_items_body(void *arg)
 {
-	KwWatch    *w = ((FlushArgs *) arg)->w;
+	FlushArgs  *a = (FlushArgs *) arg;
+	KwWatch    *w = a->w;
 
-	kw_sync_relist_stage(w->plans, &w->reg, w->items, w->nitems);
+	a->skipped = kw_sync_relist_stage(w->plans, &w->reg, w->items, w->nitems);
 }
 
 static void
@@ -795,6 +820,8 @@ finish_list_body(void *arg)
 bool
 kw_watch_has_pending(KwWatch *w)
 {
+	if (w->flush_not_before && GetCurrentTimestamp() < w->flush_not_before)
+		return false;
 	return w->nevents > 0 || w->nitems > 0 ||
 		(w->list_finish_pending && w->xfer == XFER_NONE);
 }
@@ -805,9 +832,21 @@ kw_watch_has_pending(KwWatch *w)
  * last RV (PROTOCOL 22), after a backoff.
  */
 static void
-apply_failed(KwWatch *w, const char *err)
+apply_failed(KwWatch *w, const char *err, int sqlstate)
 {
 	record_error(w, KW_ERRSRC_DATABASE, err);
+	if (sqlstate == ERRCODE_LOCK_NOT_AVAILABLE)
+	{
+		/*
+		 * The mirror table (or the registration row) is locked by someone
+		 * else: keep the batch and try again shortly; the stream pauses
+		 * once the batch is full.  Other watches go on meanwhile.
+		 */
+		w->flush_not_before = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														  KW_LOCK_RETRY_MS);
+		w->keep_batch = true;
+		return;
+	}
 	stop_transfer(w);
 	restart_list(w, true);
 	schedule_retry(w, 0, KW_STATE_BACKOFF);
@@ -823,19 +862,22 @@ kw_watch_flush(KwWatch *w)
 {
 	FlushArgs	a;
 	char	   *err = NULL;
+	int			sqlstate = 0;
 
 	memset(&a, 0, sizeof(a));
 	a.w = w;
+	w->flush_not_before = 0;
+	w->keep_batch = false;
 
 	if (w->nevents > 0)
 	{
-		if (!kw_sync_in_transaction(apply_events_body, &a, &err, NULL))
-			apply_failed(w, err);
+		if (!kw_sync_in_transaction(apply_events_body, &a, &err, &sqlstate))
+			apply_failed(w, err, sqlstate);
 		else
 		{
 			w->objects += a.counts.added - a.counts.deleted;
 			count_apply(w, &a.counts, true);
-			w->resume_rv = MemoryContextStrdup(w->cxt, w->pending_rv);
+			set_str(w, &w->resume_rv, w->pending_rv);
 			publish_progress(w);
 			if (TimestampDifferenceExceeds(w->xfer_started, GetCurrentTimestamp(),
 										   KW_HEALTHY_RESET_MS))
@@ -844,17 +886,19 @@ kw_watch_flush(KwWatch *w)
 	}
 	else if (w->nitems > 0)
 	{
-		if (!kw_sync_in_transaction(stage_items_body, &a, &err, NULL))
-			apply_failed(w, err);
+		if (!kw_sync_in_transaction(stage_items_body, &a, &err, &sqlstate))
+			apply_failed(w, err, sqlstate);
+		else if (a.skipped > 0)
+			COUNT(w, skipped_objects, a.skipped);
 	}
 	else if (w->list_finish_pending && w->xfer == XFER_NONE)
 	{
-		if (!kw_sync_in_transaction(finish_list_body, &a, &err, NULL))
-			apply_failed(w, err);
+		if (!kw_sync_in_transaction(finish_list_body, &a, &err, &sqlstate))
+			apply_failed(w, err, sqlstate);
 		else
 		{
 			w->objects = a.total;
-			w->resume_rv = MemoryContextStrdup(w->cxt, w->list_rv);
+			set_str(w, &w->resume_rv, w->list_rv);
 			w->need_list = false;
 			w->list_started = false;
 			w->list_finish_pending = false;
@@ -871,6 +915,8 @@ kw_watch_flush(KwWatch *w)
 		}
 	}
 
+	if (w->keep_batch)
+		return;					/* retried after KW_LOCK_RETRY_MS */
 	w->nevents = w->nitems = 0;
 	w->events = NULL;
 	w->items = NULL;
@@ -911,25 +957,44 @@ load_config_body(void *arg)
  * kw_watch_tick: starts the next request when none is in flight and its
  * time has come, and aborts a watch that has been silent longer than
  * kwatch.inactivity_timeout (a half-open connection, PROTOCOL 26).
- * Returns how many milliseconds the worker may sleep before calling again.
+ * `polled_at` is when the worker last polled the sockets: silence is only
+ * believed once a poll after the deadline found nothing.  A LIST that stalls
+ * is started over.  Returns how many milliseconds the worker may sleep
+ * before calling again.
  */
 long
-kw_watch_tick(KwWatch *w, TimestampTz now)
+kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 {
 	char	   *err = NULL;
+	MemoryContext loopcxt = CurrentMemoryContext;
 
-	if (w->xfer == XFER_WATCH && !w->paused)
+	if (w->xfer != XFER_NONE && !w->paused)
 	{
 		TimestampTz deadline = TimestampTzPlusMilliseconds(w->last_data,
 														   (int64) kw_inactivity_timeout_s * 1000);
 
 		if (now < deadline)
 			return (long) ((deadline - now) / 1000) + 1;
-		record_error(w, KW_ERRSRC_HTTP,
-					 psprintf("watch received nothing for %d s; resuming from resourceVersion %s",
-							  kw_inactivity_timeout_s, w->resume_rv));
-		stop_transfer(w);
-		retry_now(w);
+		/* only a socket poll after the deadline proves the silence (the worker may have been busy) */
+		if (polled_at < deadline)
+			return 0;
+		if (w->xfer == XFER_WATCH)
+		{
+			record_error(w, KW_ERRSRC_HTTP,
+						 psprintf("watch received nothing for %d s; resuming from resourceVersion %s",
+								  kw_inactivity_timeout_s, w->resume_rv));
+			stop_transfer(w);
+			retry_now(w);
+		}
+		else
+		{
+			record_error(w, KW_ERRSRC_HTTP,
+						 psprintf("LIST received nothing for %d s; listing again",
+								  kw_inactivity_timeout_s));
+			stop_transfer(w);
+			restart_list(w, true);
+			schedule_retry(w, 0, KW_STATE_BACKOFF);
+		}
 	}
 	if (w->xfer != XFER_NONE)
 		return 1000;
@@ -963,7 +1028,7 @@ kw_watch_tick(KwWatch *w, TimestampTz now)
 	{
 		ErrorData  *ed;
 
-		MemoryContextSwitchTo(w->cxt);
+		MemoryContextSwitchTo(loopcxt);
 		ed = CopyErrorData();
 		FlushErrorState();
 		stop_transfer(w);
@@ -1009,6 +1074,7 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 	r->notify = reg->notify;
 	r->owner = reg->owner;
 	r->resource_version = NULL;
+	r->created_at = reg->created_at ? pstrdup(reg->created_at) : NULL;
 
 	w->plans = kw_sync_plans_create(r, cxt);
 	w->slot = kw_status_acquire(r->id);
@@ -1071,7 +1137,8 @@ kw_watch_same_registration(KwWatch *w, KwRegistration *reg)
 {
 	KwRegistration *r = &w->reg;
 
-	return r->id == reg->id && str_eq(r->server, reg->server) &&
+	return r->id == reg->id && str_eq(r->created_at, reg->created_at) &&
+		str_eq(r->server, reg->server) &&
 		str_eq(r->api_group, reg->api_group) &&
 		str_eq(r->api_version, reg->api_version) &&
 		str_eq(r->plural, reg->plural) &&

@@ -35,6 +35,7 @@
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -53,6 +54,7 @@ typedef struct SockEntry
 
 static CURLM *multi = NULL;
 static MemoryContext worker_cxt = NULL;
+static MemoryContext loop_cxt = NULL;	/* reset on every pass */
 static List *watches = NIL;		/* KwWatch * */
 static SockEntry *socks = NULL;
 static int	nsocks = 0;
@@ -188,7 +190,7 @@ read_registrations_body(void *arg)
 	a->installed = true;
 	rc = SPI_execute("SELECT id, server, api_group, api_version, plural, kind, namespaced,"
 					 " namespace, label_selector, field_selector, table_name, channel,"
-					 " notify, owner, resource_version"
+					 " notify, owner, resource_version, created_at"
 					 " FROM kwatch.registrations ORDER BY id", true, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read kwatch.registrations: %s", SPI_result_code_string(rc));
@@ -214,6 +216,7 @@ read_registrations_body(void *arg)
 		r->notify = DatumGetBool(SPI_getbinval(t, d, 13, &isnull));
 		r->owner = DatumGetObjectId(SPI_getbinval(t, d, 14, &isnull));
 		r->resource_version = getstr(t, d, 15, a->cxt);
+		r->created_at = getstr(t, d, 16, a->cxt);
 		a->regs = lappend(a->regs, r);
 	}
 }
@@ -354,6 +357,7 @@ kwatch_worker_main(Datum main_arg)
 	WaitEvent	events[KW_MAX_WAIT_EVENTS];
 	uint64		seen_generation = 0;
 	TimestampTz next_reload = 0;
+	TimestampTz polled_at = 0;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -364,7 +368,16 @@ kwatch_worker_main(Datum main_arg)
 
 	worker_cxt = AllocSetContextCreate(TopMemoryContext, "kwatch worker",
 									   ALLOCSET_DEFAULT_SIZES);
+	loop_cxt = AllocSetContextCreate(worker_cxt, "kwatch worker loop",
+									 ALLOCSET_DEFAULT_SIZES);
 	MemoryContextSwitchTo(worker_cxt);
+
+	/*
+	 * One process serves every watch: a lock held on a mirror table (an
+	 * ALTER TABLE, a long transaction) must not stall the others.  A batch
+	 * that hits the timeout is kept and retried (watch.c).
+	 */
+	SetConfigOption("lock_timeout", "2s", PGC_SUSET, PGC_S_OVERRIDE);
 
 	before_shmem_exit(worker_shutdown, (Datum) 0);
 	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
@@ -394,6 +407,9 @@ kwatch_worker_main(Datum main_arg)
 		int			n;
 		ListCell   *lc;
 
+		/* everything transient of one pass lives in loop_cxt */
+		MemoryContextReset(loop_cxt);
+		MemoryContextSwitchTo(loop_cxt);
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
@@ -428,14 +444,19 @@ kwatch_worker_main(Datum main_arg)
 
 		now = GetCurrentTimestamp();
 		foreach(lc, watches)
-			timeout = Min(timeout, kw_watch_tick((KwWatch *) lfirst(lc), now));
+			timeout = Min(timeout, kw_watch_tick((KwWatch *) lfirst(lc), now, polled_at));
 		if (curl_deadline != 0)
 			timeout = Min(timeout, Max(0, (long) ((curl_deadline - now) / 1000)));
 		timeout = Min(timeout, Max(0, (long) ((next_reload - now) / 1000)));
 
 		if (wes == NULL || wes_dirty)
+		{
+			MemoryContextSwitchTo(worker_cxt);
 			wes = build_wait_set(wes);
+			MemoryContextSwitchTo(loop_cxt);
+		}
 		n = WaitEventSetWait(wes, timeout, events, KW_MAX_WAIT_EVENTS, PG_WAIT_EXTENSION);
+		polled_at = GetCurrentTimestamp();
 		for (int i = 0; i < n; i++)
 		{
 			WaitEvent  *ev = &events[i];
