@@ -1,10 +1,11 @@
 """kwatch.watch: errors, transactions, resource names."""
 import psycopg2
 import pytest
+from psycopg2 import sql as pgsql
 
 import conftest
-from conftest import (assert_table_matches_server, create_pods, sql, sql_one, wait_watching,
-                      watch, watch_status)
+from conftest import (assert_table_matches_server, create_pods, free_port, sql, sql_one,
+                      wait_watching, watch, watch_status)
 
 
 def registrations(server):
@@ -47,6 +48,25 @@ def test_errors_leave_nothing_behind(ctx):
     e = watch_error("pods", ctx.base + "-missing")
     assert e.pgcode == "42704", e.pgerror
     assert "does not exist" in e.diag.message_primary
+
+    # an API server that refuses connections; a token it does not know
+    down = ctx.base + "-down"
+    sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
+                  " certificate_authority {})").format(
+        pgsql.Identifier(down), pgsql.Literal("https://127.0.0.1:%d" % free_port()),
+        pgsql.Literal(conftest.CLUSTER.ca)))
+    ctx.servers.append(down)
+    sql(pgsql.SQL("CREATE USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS (token 'x')")
+        .format(pgsql.Identifier(down)))
+    e = watch_error("pods", down)
+    assert down in e.diag.message_primary, e.pgerror
+    bad = ctx.server("-badtoken", auth="token")
+    sql(pgsql.SQL("ALTER USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS (SET token 'wrong')")
+        .format(pgsql.Identifier(bad)))
+    e = watch_error("pods", bad)
+    assert "Unauthorized" in e.pgerror or "401" in e.pgerror, e.pgerror
+    for s in (down, bad):
+        assert registrations(s) == 0
 
     assert registrations(srv) == 0
     assert registrations(ctx.base + "-missing") == 0

@@ -57,26 +57,33 @@ def test_relist_after_410_removes_objects_deleted_in_the_gap(ctx, settings):
     # requests and transactions, and readers must still see it at once
     settings(list_page_size=2, batch_size=1)
     ns = ctx.namespace()
-    # A kubeconfig of this server only: made unreadable while PostgreSQL
-    # starts, so that the worker cannot relist before our listener listens
-    # (a notification sent while nobody listens is lost).
+    # A kubeconfig of this test's servers only: made unreadable while
+    # PostgreSQL starts, so that the worker cannot relist before our listener
+    # listens (a notification sent while nobody listens is lost).
     kc = conftest.TEST_DIR / ("kubeconfig-" + ctx.base)
     shutil.copyfile(cluster.kubeconfig, kc)
     os.chmod(kc, 0o644)
-    srv = ctx.server(kubeconfig=str(kc))
-    pods = ["pods", "-n", ns]
-    uids = create_pods(ns, {"keep-1": {}, "keep-2": {}, "gone-1": {}, "gone-2": {}, "again": {}})
+    srv = ctx.server(kubeconfig=str(kc))  # the namespace
+    sel = ctx.server("-sel", kubeconfig=str(kc))  # sel=yes pods of the namespace
+    pods, sel_pods = ["pods", "-n", ns], ["pods", "-n", ns, "-l", "sel=yes"]
+    uids = create_pods(ns, {"keep-1": {}, "keep-2": {}, "sel-in": {"sel": "yes"},
+                            "sel-out": {"sel": "yes"}, "gone-1": {"sel": "yes"}, "gone-2": {},
+                            "again": {}})
     table = watch("pods", srv, namespace=ns)
+    watch("pods", sel, namespace=ns, label_selector="sel=yes")
     wait_watching(srv, "pods")
+    wait_watching(sel, "pods")
     assert_table_matches_server(table, srv, pods)
+    assert_table_matches_server(table, sel, sel_pods)
     old_rv = wait_until(lambda: checkpoint(srv), 10, "a checkpoint")
 
     pg.stop()
     try:
         kubectl("delete", "pod", "gone-1", "gone-2", "again", "-n", ns, "--wait=false")
         # "again" comes back under the same name with a new uid (PROTOCOL 24)
-        new = create_pods(ns, {"new-1": {}, "new-2": {}, "again": {"v": "2"}})
+        new = create_pods(ns, {"new-1": {"sel": "yes"}, "new-2": {}, "again": {"v": "2"}})
         kubectl("label", "pod", "keep-1", "-n", ns, "changed=yes")
+        kubectl("label", "pod", "sel-out", "-n", ns, "sel-")  # leaves the selector
         cluster.compact()
         # a fresh watch cache: the old resourceVersion is really gone
         cluster.restart_apiserver()
@@ -90,35 +97,55 @@ def test_relist_after_410_removes_objects_deleted_in_the_gap(ctx, settings):
     lst = ctx.listener("kwatch_pods", table)
     reader = RowSetReader(table, srv)
     reader.start()
+    for server in (srv, sel):
+        wait_until(lambda: "kubeconfig" in (watch_status(server, "pods")["last_error"] or ""),
+                   20, "the unreadable kubeconfig to be reported")
+        assert not watch_status(server, "pods")["healthy"]
     os.chmod(kc, 0o644)
 
     assert_table_matches_server(table, srv, pods, timeout=60)
-    final = {uids["keep-1"], uids["keep-2"], new["new-1"], new["new-2"], new["again"]}
+    assert_table_matches_server(table, sel, sel_pods, timeout=60)
+    final = {uids["keep-1"], uids["keep-2"], uids["sel-in"], uids["sel-out"],
+             new["new-1"], new["new-2"], new["again"]}
     assert row_uids(table, srv) == final
-    gone = {uids["gone-1"], uids["gone-2"], uids["again"]}
-    wait_until(lambda: {p["uid"] for p in lst.payloads(cluster=srv, type="DELETED")} == gone,
+    assert row_uids(table, sel) == {uids["sel-in"], new["new-1"]}
+
+    def notified(cluster, type):
+        return {p["uid"] for p in lst.payloads(cluster=cluster, type=type)}
+    wait_until(lambda: notified(srv, "DELETED") == {uids["gone-1"], uids["gone-2"], uids["again"]},
                20, "DELETED notifications for the pods deleted while PostgreSQL was down")
-    wait_until(lambda: {p["uid"] for p in lst.payloads(cluster=srv, type="ADDED")}
-               == {new["new-1"], new["new-2"], new["again"]},
+    wait_until(lambda: notified(srv, "ADDED") == {new["new-1"], new["new-2"], new["again"]},
                20, "ADDED notifications for the pods created while PostgreSQL was down")
-    keep1 = kubectl_json("get", "pod", "keep-1", "-n", ns)["metadata"]["resourceVersion"]
-    assert [p["resource_version"] for p in lst.payloads(cluster=srv, type="MODIFIED",
-                                                         uid=uids["keep-1"])] == [keep1]
-    assert lst.payloads(cluster=srv, uid=uids["keep-2"]) == [], "keep-2 did not change"
-    assert lst.visibility_problems(srv) == []
+    wait_until(lambda: notified(srv, "MODIFIED") == {uids["keep-1"], uids["sel-out"]},
+               20, "MODIFIED notifications for the pods relabelled while PostgreSQL was down")
+    for name in ("keep-1", "sel-out"):
+        rv = kubectl_json("get", "pod", name, "-n", ns)["metadata"]["resourceVersion"]
+        assert [p["resource_version"] for p in lst.payloads(cluster=srv, type="MODIFIED",
+                                                             uid=uids[name])] == [rv]
+    # the selector's view: what left it or was deleted is DELETED, what entered ADDED
+    wait_until(lambda: notified(sel, "DELETED") == {uids["sel-out"], uids["gone-1"]},
+               20, "DELETED notifications of the label-selected watch")
+    wait_until(lambda: notified(sel, "ADDED") == {new["new-1"]},
+               20, "ADDED notifications of the label-selected watch")
+    assert notified(sel, "MODIFIED") == set()
+    for quiet in ("keep-2", "sel-in"):
+        assert lst.payloads(uid=uids[quiet]) == [], quiet + " did not change"
+    assert lst.visibility_problems(srv) == [] and lst.visibility_problems(sel) == []
     seen = reader.finish()
     before = frozenset(uids.values())
     assert [s for s in seen if s not in (before, frozenset(final))] == [], \
         "a reader saw a half-replaced table: %s" % seen
 
-    st = wait_watching(srv, "pods")
     log = pg.log_since(log_from)
-    assert st["list_calls"] >= 3 and st["relists"] >= 1, st  # 5 objects in pages of 2
-    assert st["http_errors"] >= 1, st
-    assert st["objects"] == 5, st
-    mine = [line for line in log.splitlines() if srv in line]
-    assert any("410" in line or "too old" in line for line in mine), \
-        "no 410 logged for %s; its log lines: %s" % (srv, mine)
+    for server, count in ((srv, 7), (sel, 2)):
+        st = wait_watching(server, "pods")
+        assert st["list_calls"] >= 1 and st["relists"] >= 1, st
+        assert st["http_errors"] >= 1, st
+        assert st["objects"] == count, st
+        mine = [line for line in log.splitlines() if '"%s"' % server in line]
+        assert any("410" in line or "too old" in line for line in mine), \
+            "no 410 logged for %s; its log lines: %s" % (server, mine)
+    assert watch_status(srv, "pods")["list_calls"] >= 4, "7 objects in pages of 2"
     assert checkpoint(srv) != old_rv
 
 
@@ -171,6 +198,7 @@ def test_restart_resumes_from_checkpoint_without_list(ctx):
     assert st["list_calls"] == 0, ("resumed with a LIST", st, pg.log_since(log_from)[-3000:])
     assert st["watch_calls"] >= 1 and st["relists"] == 0, st
     assert st["added"] >= 1 and st["modified"] >= 1, st
+    assert st["objects"] == 2, st  # counted from the table when resuming
 
 
 def process_gone(pid):
