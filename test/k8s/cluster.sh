@@ -1,0 +1,529 @@
+#!/usr/bin/env bash
+# Run a real Kubernetes 1.20 control plane (etcd + kube-apiserver + kube-controller-manager)
+# on 127.0.0.1, with all state in one directory.
+#
+#   cluster.sh start DIR              start (or complete) the cluster, wait until ready, write DIR/env, DIR/kubeconfig
+#   cluster.sh stop DIR               stop all three processes (DIR is kept)
+#   cluster.sh restart-apiserver DIR  kill and restart kube-apiserver on the same port, wait until ready
+#   cluster.sh stop-etcd DIR          stop etcd only
+#   cluster.sh start-etcd DIR         start etcd again (same ports, same data), wait until healthy
+#   cluster.sh compact DIR            compact etcd to its current revision (prints the revision)
+#   cluster.sh status DIR             show processes, ports and readiness (exit 0 iff apiserver ready)
+#
+# Env:
+#   KWATCH_K8S_CACHE        where build.sh put bin/ (default /var/cache/kwatch-k8s)
+#   KWATCH_K8S_BIN          dir holding kube-apiserver, kube-controller-manager (default $KWATCH_K8S_CACHE/bin)
+#   KWATCH_K8S_AUTHZ        --authorization-mode (default AlwaysAllow; e.g. RBAC, where the token
+#                           KWATCH_K8S_USER_TOKEN (user kwatch-user, no groups) gets 403s)
+#   KWATCH_APISERVER_ARGS   extra kube-apiserver arguments (word-split), e.g. "--watch-cache=false"
+#   KWATCH_K8S_SA_ADMISSION=1  keep the ServiceAccount admission plugin (default: disabled)
+#   KWATCH_K8S_NO_CM=1      do not run kube-controller-manager
+#   KWATCH_K8S_READY_TIMEOUT  seconds to wait for /readyz (default 60)
+# `start` uses the env values (or defaults) and saves them in DIR/settings; `restart-apiserver`
+# uses an env value when set, else the saved one.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CACHE="${KWATCH_K8S_CACHE:-/var/cache/kwatch-k8s}"
+KBIN="${KWATCH_K8S_BIN:-$CACHE/bin}"
+READY_TIMEOUT="${KWATCH_K8S_READY_TIMEOUT:-60}"
+
+say() { echo "[k8s] $*"; }
+die() { echo "[k8s] ERROR: $*" >&2; exit 1; }
+
+usage() {
+    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+[ $# -eq 2 ] || usage
+CMD=$1
+mkdir -p "$2"
+D=$(cd "$2" && pwd)
+PKI="$D/pki"
+
+# ------------------------------------------------------------------ helpers
+ensure_packages() {
+    local want=() p
+    command -v etcd >/dev/null || want+=(etcd-server)
+    command -v etcdctl >/dev/null || want+=(etcd-client)
+    command -v openssl >/dev/null || want+=(openssl)
+    command -v curl >/dev/null || want+=(curl)
+    [ ${#want[@]} -eq 0 ] && return 0
+    say "installing packages: ${want[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y --no-install-recommends "${want[@]}" >"$D/apt.log" 2>&1; then
+        apt-get update >>"$D/apt.log" 2>&1
+        apt-get install -y --no-install-recommends "${want[@]}" >>"$D/apt.log" 2>&1 ||
+            { tail -n 20 "$D/apt.log" >&2; die "apt-get install ${want[*]} failed"; }
+    fi
+}
+
+ensure_binaries() {
+    if ! [ -x "$KBIN/kube-apiserver" ] || ! [ -x "$KBIN/kube-controller-manager" ]; then
+        if [ -z "${KWATCH_K8S_BIN:-}" ]; then
+            say "binaries missing in $KBIN: running build.sh"
+            "$HERE/build.sh"
+        else
+            die "no kube-apiserver/kube-controller-manager in $KBIN (KWATCH_K8S_BIN)"
+        fi
+    fi
+}
+
+# pid of component NAME if running, else fails
+running_pid() {
+    local f="$D/$1.pid" pid
+    [ -f "$f" ] || return 1
+    pid=$(cat "$f")
+    [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
+    # make sure the pid was not reused by something else
+    tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n1 | grep -q "$(bin_of "$1")\$" || return 1
+    # a zombie is not running
+    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
+    echo "$pid"
+}
+
+bin_of() {
+    case $1 in
+        etcd) echo etcd ;;
+        apiserver) echo kube-apiserver ;;
+        controller-manager) echo kube-controller-manager ;;
+    esac
+}
+
+# start NAME BINARY ARGS...: background, own session, log to DIR/NAME.log, pid to DIR/NAME.pid
+launch() {
+    local name=$1; shift
+    echo "=== $(date -u +%FT%TZ) starting: $*" >>"$D/$name.log"
+    rm -f "$D/$name.pid"
+    # The daemon keeps only stdin/stdout/stderr: no inherited pipe of the caller (a test
+    # runner waiting for EOF) and not fd 9, which holds the DIR lock.
+    setsid bash -c '
+        echo $$ >"$0"
+        for fd in $(ls /proc/$$/fd); do case $fd in 0|1|2) ;; *) eval "exec $fd>&-" ;; esac; done
+        exec "$@"' "$D/$name.pid" "$@" </dev/null >>"$D/$name.log" 2>&1 9>&- &
+    for _ in $(seq 100); do running_pid "$name" >/dev/null && return 0; sleep 0.05; done
+    log_tail "$name"
+    die "$name did not start"
+}
+
+# stop NAME: TERM, wait (20 s; 3 s for the apiserver), then KILL.
+# kube-apiserver 1.20 stops listening at once on SIGTERM but then waits up to 60 s for
+# open watches to end (it has no watch termination on shutdown), hence the short grace.
+halt() {
+    local name=$1 pid grace=200
+    [ "$name" = apiserver ] && grace=30
+    pid=$(running_pid "$name") || { rm -f "$D/$name.pid"; return 0; }
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq $grace); do
+        running_pid "$name" >/dev/null || break
+        sleep 0.1
+    done
+    if running_pid "$name" >/dev/null; then
+        echo "=== $(date -u +%FT%TZ) cluster.sh: no exit $((grace / 10)) s after SIGTERM: SIGKILL" >>"$D/$name.log"
+        [ "$name" = apiserver ] || say "$name (pid $pid) did not exit after $((grace / 10)) s: SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        for _ in $(seq 50); do running_pid "$name" >/dev/null || break; sleep 0.1; done
+    fi
+    rm -f "$D/$name.pid"
+}
+
+log_tail() {
+    echo "[k8s] --- last lines of $D/$1.log ---" >&2
+    tail -n "${2:-30}" "$D/$1.log" >&2 2>/dev/null || true
+    echo "[k8s] ---" >&2
+}
+
+# Local TCP ports in use on this machine, from /proc/net/tcp{,6}. With "all", every socket
+# state counts (for picking new ports); otherwise TIME_WAIT is ignored, since a Go listener
+# (SO_REUSEADDR) can bind over it (for re-using our own ports after a stop).
+used_ports() {
+    awk -v all="${1:-}" '
+        function hex(h,   i, n) { n = 0; for (i = 1; i <= length(h); i++) n = n * 16 + index("0123456789ABCDEF", toupper(substr(h, i, 1))) - 1; return n }
+        FNR > 1 && (all != "" || $4 != "06") { n = split($2, a, ":"); print hex(a[n]) }
+    ' /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -un
+}
+port_free() { ! used_ports | grep -qx "$1"; }
+# a random port below the kernel's ephemeral range (32768+), so that no outgoing
+# connection can be holding it
+pick_port() {
+    local used p
+    used=$(used_ports all)
+    for _ in $(seq 500); do
+        p=$(( 20000 + RANDOM % 12000 ))
+        grep -qx "$p" <<<"$used" && continue
+        grep -qx "$p" <<<"${PICKED:-}" && continue
+        echo "$p"; return 0
+    done
+    die "could not find a free port"
+}
+
+load_ports() {
+    [ -f "$D/ports" ] || die "$D is not a cluster dir (no $D/ports); run: $0 start $D"
+    # shellcheck disable=SC1091
+    . "$D/ports"
+}
+
+gen_pki() {
+    [ -f "$PKI/.done" ] && return 0
+    say "generating CA, serving certificate, service-account keys and admin token in $PKI"
+    rm -rf "$PKI"; mkdir -p "$PKI"; chmod 700 "$PKI"
+    cat >"$PKI/openssl.cnf" <<'EOF'
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = placeholder
+[v3_ca]
+basicConstraints = critical, CA:TRUE
+keyUsage = critical, keyCertSign, cRLSign, digitalSignature
+subjectKeyIdentifier = hash
+[v3_server]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1, DNS:localhost
+authorityKeyIdentifier = keyid
+EOF
+    (
+        cd "$PKI"
+        openssl req -x509 -new -nodes -newkey rsa:2048 -keyout ca.key -out ca.crt -days 3650 \
+            -config openssl.cnf -extensions v3_ca -subj "/CN=kwatch-test-ca"
+        openssl req -new -nodes -newkey rsa:2048 -keyout apiserver.key -out apiserver.csr \
+            -config openssl.cnf -subj "/CN=kube-apiserver"
+        openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+            -out apiserver.crt -days 3650 -extfile openssl.cnf -extensions v3_server
+        openssl genrsa -out sa.key 2048
+        openssl rsa -in sa.key -pubout -out sa.pub
+        openssl rand -hex 32 >admin.token
+        openssl rand -hex 32 >user.token
+        printf '%s,admin,admin-uid,"system:masters"\n' "$(cat admin.token)" >tokens.csv
+        printf '%s,kwatch-user,kwatch-user-uid\n' "$(cat user.token)" >>tokens.csv
+        chmod 600 ./*.key ./*.token tokens.csv
+    ) >"$D/pki.log" 2>&1 || { tail -n 20 "$D/pki.log" >&2; die "certificate generation failed"; }
+    touch "$PKI/.done"
+}
+
+write_kubeconfig() { # FILE CONTEXT-USER
+    cat >"$1.tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: kwatch-test
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority: $PKI/ca.crt
+users:
+- name: $2
+  user:
+    token: $(cat "$PKI/admin.token")
+contexts:
+- name: kwatch-test
+  context:
+    cluster: kwatch-test
+    user: $2
+    namespace: default
+current-context: kwatch-test
+preferences: {}
+EOF
+    chmod 600 "$1.tmp"
+    mv "$1.tmp" "$1"
+}
+
+write_env() {
+    cat >"$D/env.tmp" <<EOF
+export KWATCH_K8S_SERVER=https://127.0.0.1:$API_PORT
+export KWATCH_K8S_TOKEN=$(cat "$PKI/admin.token")
+export KWATCH_K8S_USER_TOKEN=$(cat "$PKI/user.token" 2>/dev/null)
+export KWATCH_K8S_CA=$PKI/ca.crt
+export KWATCH_ETCD_ENDPOINT=http://127.0.0.1:$ETCD_PORT
+export KUBECONFIG=$D/kubeconfig
+EOF
+    mv "$D/env.tmp" "$D/env"
+}
+
+api_get() { # PATH -> body on stdout; fails on HTTP error
+    curl -sS -f --max-time 5 --cacert "$PKI/ca.crt" \
+        -H "Authorization: Bearer $(cat "$PKI/admin.token")" "https://127.0.0.1:$API_PORT$1"
+}
+
+etcd_healthy() {
+    ETCDCTL_API=3 etcdctl --endpoints="http://127.0.0.1:$ETCD_PORT" --dial-timeout=2s \
+        --command-timeout=3s endpoint health >/dev/null 2>&1
+}
+
+# ------------------------------------------------------------------ components
+start_etcd() {
+    if running_pid etcd >/dev/null; then return 0; fi
+    port_free "$ETCD_PORT" || die "etcd client port $ETCD_PORT is in use by another process"
+    port_free "$ETCD_PEER_PORT" || die "etcd peer port $ETCD_PEER_PORT is in use by another process"
+    mkdir -p "$D/etcd-data"; chmod 700 "$D/etcd-data"
+    launch etcd "$(command -v etcd)" \
+        --name kwatch \
+        --data-dir "$D/etcd-data" \
+        --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
+        --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+        --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+        --initial-cluster "kwatch=http://127.0.0.1:$ETCD_PEER_PORT" \
+        --initial-cluster-state new \
+        --logger zap --log-outputs stderr
+    local t0=$SECONDS
+    until etcd_healthy; do
+        running_pid etcd >/dev/null || { log_tail etcd; die "etcd exited during startup"; }
+        [ $((SECONDS - t0)) -lt 30 ] || { log_tail etcd; die "etcd not healthy after 30 s"; }
+        sleep 0.2
+    done
+}
+
+apiserver_args() {
+    local authz=$1 extra=$2
+    APISERVER_ARGS=(
+        --etcd-servers="http://127.0.0.1:$ETCD_PORT"
+        --bind-address=127.0.0.1
+        --advertise-address=127.0.0.1
+        --secure-port="$API_PORT"
+        --tls-cert-file="$PKI/apiserver.crt"
+        --tls-private-key-file="$PKI/apiserver.key"
+        --client-ca-file="$PKI/ca.crt"
+        --token-auth-file="$PKI/tokens.csv"
+        --anonymous-auth=false
+        --authorization-mode="$authz"
+        --service-account-issuer=https://kubernetes.default.svc.cluster.local
+        --service-account-key-file="$PKI/sa.pub"
+        --service-account-signing-key-file="$PKI/sa.key"
+        --service-cluster-ip-range=10.0.0.0/24
+        --endpoint-reconciler-type=none
+        --etcd-compaction-interval=0
+        --cert-dir="$D/apiserver-certs"
+        --profiling=false
+    )
+    if [ "$SA_ADMISSION" != 1 ]; then
+        APISERVER_ARGS+=(--disable-admission-plugins=ServiceAccount)
+    fi
+    # shellcheck disable=SC2206
+    [ -n "$extra" ] && APISERVER_ARGS+=($extra)
+    return 0
+}
+
+wait_apiserver_ready() {
+    local t0=$SECONDS
+    until [ "$(api_get /readyz 2>/dev/null)" = ok ]; do
+        running_pid apiserver >/dev/null || { log_tail apiserver; die "kube-apiserver exited during startup"; }
+        if [ $((SECONDS - t0)) -ge "$READY_TIMEOUT" ]; then
+            log_tail apiserver
+            echo "[k8s] /readyz says:" >&2
+            curl -sS --max-time 5 --cacert "$PKI/ca.crt" -H "Authorization: Bearer $(cat "$PKI/admin.token")" \
+                "https://127.0.0.1:$API_PORT/readyz?verbose" >&2 || true
+            die "kube-apiserver not ready after $READY_TIMEOUT s (https://127.0.0.1:$API_PORT)"
+        fi
+        sleep 0.25
+    done
+}
+
+start_apiserver() {
+    if running_pid apiserver >/dev/null; then return 0; fi
+    port_free "$API_PORT" || die "apiserver port $API_PORT is in use by another process"
+    apiserver_args "$AUTHZ" "$EXTRA_ARGS"
+    launch apiserver "$KBIN/kube-apiserver" "${APISERVER_ARGS[@]}"
+    wait_apiserver_ready
+}
+
+start_cm() {
+    [ "$NO_CM" = 1 ] && return 0
+    if running_pid controller-manager >/dev/null; then return 0; fi
+    launch controller-manager "$KBIN/kube-controller-manager" \
+        --kubeconfig="$D/controller-manager.kubeconfig" \
+        --leader-elect=false \
+        --bind-address=127.0.0.1 --secure-port=0 --port=0 \
+        --service-account-private-key-file="$PKI/sa.key" \
+        --root-ca-file="$PKI/ca.crt" \
+        --use-service-account-credentials=false \
+        --profiling=false
+    sleep 0.5
+    running_pid controller-manager >/dev/null || { log_tail controller-manager; die "kube-controller-manager exited during startup"; }
+}
+
+# wait (best effort, up to 30 s) until the controller manager has created the default service account
+wait_cm_working() {
+    [ "$NO_CM" = 1 ] && return 0
+    local t0=$SECONDS
+    until api_get /api/v1/namespaces/default/serviceaccounts/default >/dev/null 2>&1; do
+        running_pid controller-manager >/dev/null || { log_tail controller-manager; die "kube-controller-manager exited"; }
+        if [ $((SECONDS - t0)) -ge 30 ]; then
+            say "warning: no default service account after 30 s; is kube-controller-manager working? (see $D/controller-manager.log)"
+            return 0
+        fi
+        sleep 0.25
+    done
+}
+
+save_settings() {
+    {
+        printf 'AUTHZ=%q\n' "$AUTHZ"
+        printf 'EXTRA_ARGS=%q\n' "$EXTRA_ARGS"
+        printf 'SA_ADMISSION=%q\n' "$SA_ADMISSION"
+        printf 'NO_CM=%q\n' "$NO_CM"
+    } >"$D/settings"
+}
+
+load_settings() { # saved values, overridden by env values that are set
+    AUTHZ=AlwaysAllow EXTRA_ARGS="" SA_ADMISSION=0 NO_CM=0
+    # shellcheck disable=SC1091
+    [ -f "$D/settings" ] && . "$D/settings"
+    AUTHZ=${KWATCH_K8S_AUTHZ:-$AUTHZ}
+    EXTRA_ARGS=${KWATCH_APISERVER_ARGS-$EXTRA_ARGS}
+    SA_ADMISSION=${KWATCH_K8S_SA_ADMISSION:-$SA_ADMISSION}
+    NO_CM=${KWATCH_K8S_NO_CM:-$NO_CM}
+}
+
+# ------------------------------------------------------------------ commands
+cmd_start() {
+    local t0=$SECONDS
+    ensure_packages
+    ensure_binaries
+    AUTHZ=${KWATCH_K8S_AUTHZ:-AlwaysAllow}
+    EXTRA_ARGS=${KWATCH_APISERVER_ARGS:-}
+    SA_ADMISSION=${KWATCH_K8S_SA_ADMISSION:-0}
+    NO_CM=${KWATCH_K8S_NO_CM:-0}
+
+    local all=1 c
+    for c in etcd apiserver controller-manager; do
+        [ "$c" = controller-manager ] && [ "$NO_CM" = 1 ] && continue
+        running_pid "$c" >/dev/null || all=0
+    done
+    if [ $all = 1 ]; then
+        load_ports
+        wait_apiserver_ready
+        write_env
+        say "already running: https://127.0.0.1:$API_PORT (source $D/env)"
+        return 0
+    fi
+    save_settings
+
+    gen_pki
+    # Ports: chosen once per DIR; re-chosen only if one was taken meanwhile by another process
+    # (and none of ours is running).
+    if [ -f "$D/ports" ]; then
+        . "$D/ports"
+        if ! running_pid etcd >/dev/null && ! running_pid apiserver >/dev/null; then
+            if ! port_free "$ETCD_PORT" || ! port_free "$ETCD_PEER_PORT" || ! port_free "$API_PORT"; then
+                rm -f "$D/ports"
+            fi
+        fi
+    fi
+    if [ ! -f "$D/ports" ]; then
+        PICKED=""
+        ETCD_PORT=$(pick_port); PICKED+=$'\n'"$ETCD_PORT"
+        ETCD_PEER_PORT=$(pick_port); PICKED+=$'\n'"$ETCD_PEER_PORT"
+        API_PORT=$(pick_port)
+        printf 'ETCD_PORT=%s\nETCD_PEER_PORT=%s\nAPI_PORT=%s\n' "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT" >"$D/ports"
+    fi
+    . "$D/ports"
+    write_kubeconfig "$D/kubeconfig" admin
+    write_kubeconfig "$D/controller-manager.kubeconfig" kube-controller-manager
+    write_env
+
+    say "starting etcd on 127.0.0.1:$ETCD_PORT..."
+    start_etcd
+    say "starting kube-apiserver on https://127.0.0.1:$API_PORT..."
+    start_apiserver
+    if [ "$NO_CM" != 1 ]; then
+        say "starting kube-controller-manager..."
+        start_cm
+        wait_cm_working
+    fi
+    say "cluster ready in $((SECONDS - t0)) s: https://127.0.0.1:$API_PORT (source $D/env; KUBECONFIG=$D/kubeconfig)"
+}
+
+cmd_stop() {
+    local c
+    for c in controller-manager apiserver etcd; do
+        if running_pid "$c" >/dev/null; then
+            say "stopping $c..."
+            halt "$c"
+        fi
+    done
+    say "stopped ($D kept)"
+}
+
+cmd_restart_apiserver() {
+    load_ports
+    load_settings
+    running_pid etcd >/dev/null || say "warning: etcd is not running; the apiserver will not become ready"
+    local t0=$SECONDS
+    say "restarting kube-apiserver on https://127.0.0.1:$API_PORT..."
+    halt apiserver
+    # the port may linger briefly after exit
+    for _ in $(seq 50); do port_free "$API_PORT" && break; sleep 0.1; done
+    start_apiserver
+    say "kube-apiserver ready again in $((SECONDS - t0)) s"
+}
+
+cmd_stop_etcd() {
+    load_ports
+    say "stopping etcd..."
+    halt etcd
+}
+
+cmd_start_etcd() {
+    load_ports
+    for _ in $(seq 50); do port_free "$ETCD_PORT" && port_free "$ETCD_PEER_PORT" && break; sleep 0.1; done
+    say "starting etcd on 127.0.0.1:$ETCD_PORT..."
+    start_etcd
+}
+
+cmd_compact() {
+    load_ports
+    local ep="http://127.0.0.1:$ETCD_PORT" rev out
+    rev=$(ETCDCTL_API=3 etcdctl --endpoints="$ep" endpoint status --write-out=json |
+          grep -o '"revision":[0-9]*' | head -n1 | cut -d: -f2)
+    [ -n "$rev" ] || die "could not read the etcd revision from $ep"
+    if out=$(ETCDCTL_API=3 etcdctl --endpoints="$ep" compact "$rev" 2>&1); then
+        say "$out" >&2
+    elif grep -q "required revision has been compacted" <<<"$out"; then
+        say "already compacted at revision $rev" >&2
+    else
+        echo "$out" >&2
+        die "compaction failed"
+    fi
+    echo "$rev"
+}
+
+cmd_status() {
+    [ -f "$D/ports" ] || { echo "no cluster in $D"; return 1; }
+    . "$D/ports"
+    local c pid ready=1
+    for c in etcd apiserver controller-manager; do
+        if pid=$(running_pid "$c"); then
+            printf '%-19s running  pid %-7s rss %s\n' "$c" "$pid" \
+                "$(awk '/VmRSS/ {printf "%d MB", $2/1024}' "/proc/$pid/status" 2>/dev/null)"
+        else
+            printf '%-19s stopped\n' "$c"
+        fi
+    done
+    echo "etcd       http://127.0.0.1:$ETCD_PORT (peer $ETCD_PEER_PORT)$(etcd_healthy && echo ' healthy' || echo ' unreachable')"
+    if [ "$(api_get /readyz 2>/dev/null)" = ok ]; then
+        echo "apiserver  https://127.0.0.1:$API_PORT ready"
+    else
+        echo "apiserver  https://127.0.0.1:$API_PORT NOT ready"; ready=0
+    fi
+    echo "env        $D/env"
+    echo "kubeconfig $D/kubeconfig"
+    [ $ready = 1 ]
+}
+
+# one command at a time per DIR
+exec 9>"$D/.lock"
+flock 9
+
+case $CMD in
+    start) cmd_start ;;
+    stop) cmd_stop ;;
+    restart-apiserver) cmd_restart_apiserver ;;
+    stop-etcd) cmd_stop_etcd ;;
+    start-etcd) cmd_start_etcd ;;
+    compact) cmd_compact ;;
+    status) cmd_status ;;
+    *) usage ;;
+esac
