@@ -61,9 +61,12 @@ def template():
 
 
 def rss_kb(pid):
+    """(private resident memory, peak resident memory) in kB.  RssAnon leaves
+    out the shared buffers the worker touched, which are PostgreSQL's cache,
+    not kwatch's memory."""
     with open(f"/proc/{pid}/status") as f:
         d = dict(line.split(":", 1) for line in f)
-    return int(d["VmRSS"].split()[0]), int(d["VmHWM"].split()[0])
+    return int(d["RssAnon"].split()[0]), int(d["VmHWM"].split()[0])
 
 
 def main():
@@ -179,8 +182,8 @@ def main():
     print(f"  kwatch initial sync     {report['sync_s']:.2f} s  "
           f"({report['rows'] / report['sync_s']:.0f} rows/s; watch() call to healthy with all rows)")
     print(f"  table size              {report['table_mb']:.1f} MB (k8s.pods with indexes)")
-    print(f"  worker RSS              {report['rss0_mb']:.0f} MB before, {report['rss_peak_mb']:.0f} MB peak sampled, "
-          f"{report['rss_end_mb']:.0f} MB after (VmHWM {report['hwm_mb']:.0f} MB)")
+    print(f"  worker private memory   {report['rss0_mb']:.0f} MB before, {report['rss_peak_mb']:.0f} MB peak sampled, "
+          f"{report['rss_end_mb']:.0f} MB after (RssAnon; VmHWM incl. shared buffers {report['hwm_mb']:.0f} MB)")
     if delays:
         print(f"  event -> NOTIFY delay   p50 {report['delay_p50_ms']:.1f} ms, p95 {report['delay_p95_ms']:.1f} ms, "
               f"max {report['delay_max_ms']:.1f} ms over {report['events']} PATCHes "
