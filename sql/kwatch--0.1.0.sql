@@ -375,16 +375,36 @@ AS $$
 DECLARE
   srv text := COALESCE(server, kwatch._default_server());
   r kwatch.registrations;
+  best integer;
+  candidates text[];
 BEGIN
-  DELETE FROM kwatch.registrations x
-  WHERE x.server = srv
-    AND (x.resource = unwatch.resource OR x.plural = unwatch.resource
-         OR lower(x.kind) = lower(unwatch.resource) OR x.table_name = unwatch.resource
-         OR x.plural || '.' || x.api_group = unwatch.resource)
-  RETURNING * INTO r;
-  IF NOT FOUND THEN
+  -- The name as kwatch.watches shows it wins, then the table name, then a
+  -- plural, kind or plural.group; several equally good matches are an error.
+  WITH m AS (
+    SELECT x.id, x.resource,
+           CASE WHEN x.resource = unwatch.resource THEN 1
+                WHEN x.table_name = unwatch.resource THEN 2
+                ELSE 3 END AS rank
+    FROM kwatch.registrations x
+    WHERE x.server = srv
+      AND (x.resource = unwatch.resource OR x.plural = unwatch.resource
+           OR lower(x.kind) = lower(unwatch.resource) OR x.table_name = unwatch.resource
+           OR x.plural || '.' || x.api_group = unwatch.resource))
+  SELECT min(m.rank), array_agg(m.resource ORDER BY m.resource)
+           FILTER (WHERE m.rank = (SELECT min(rank) FROM m))
+  INTO best, candidates FROM m;
+  IF best IS NULL THEN
     RETURN false;
   END IF;
+  IF cardinality(candidates) > 1 THEN
+    RAISE EXCEPTION '"%" matches several watches on server "%": %', resource, srv,
+                    array_to_string(candidates, ', ')
+      USING ERRCODE = 'ambiguous_parameter',
+            HINT = 'Use the name shown in kwatch.watches.resource.';
+  END IF;
+  DELETE FROM kwatch.registrations x
+  WHERE x.server = srv AND x.resource = candidates[1]
+  RETURNING * INTO r;
   IF to_regclass(format('k8s.%I', r.table_name)) IS NOT NULL THEN
     IF drop_table AND NOT EXISTS (SELECT 1 FROM kwatch.registrations x
                                   WHERE x.table_name = r.table_name) THEN
