@@ -20,6 +20,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/pg_foreign_server.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "foreign/foreign.h"
@@ -247,7 +248,11 @@ server_config_checked(const char *server, Oid *caller)
 	Oid			user = GetOuterUserId();
 	AclResult	aclresult;
 
+#if PG_VERSION_NUM >= 160000
+	aclresult = object_aclcheck(ForeignServerRelationId, fs->serverid, user, ACL_USAGE);
+#else
 	aclresult = pg_foreign_server_aclcheck(fs->serverid, user, ACL_USAGE);
+#endif
 	if (aclresult != ACLCHECK_OK)
 		aclcheck_error(aclresult, OBJECT_FOREIGN_SERVER, fs->servername);
 	if (caller)

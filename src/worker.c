@@ -327,7 +327,11 @@ build_wait_set(WaitEventSet *old)
 
 	if (old)
 		FreeWaitEventSet(old);
+#if PG_VERSION_NUM >= 170000
+	wes = CreateWaitEventSet(NULL, 2 + nsocks);	/* freed by hand, not by a resource owner */
+#else
 	wes = CreateWaitEventSet(worker_cxt, 2 + nsocks);
+#endif
 	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	for (int i = 0; i < nsocks; i++)
