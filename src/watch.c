@@ -998,7 +998,15 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 	}
 	if (w->xfer != XFER_NONE)
 		return 1000;
-	if (kw_watch_has_pending(w))
+	/*
+	 * Pending list items need not wait: the next page is requested first
+	 * and staged rows follow in order, so the server prepares the page
+	 * while we write.  Anything else (events, the final merge) is applied
+	 * before the next request.
+	 */
+	if (kw_watch_has_pending(w) &&
+		!(w->need_list && w->continue_token && w->nevents == 0 &&
+		  !w->list_finish_pending))
 		return 0;
 	if (now < w->next_attempt)
 		return (long) ((w->next_attempt - now) / 1000) + 1;

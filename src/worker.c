@@ -12,8 +12,9 @@
  * are (STYLE 5; src/test/modules/worker_spi is the skeleton).
  *
  * Each pass: react to signals and registration changes -> let libcurl run
- * due timers -> apply pending batches (one short transaction per watch) ->
- * start due requests -> wait.  An ERROR while applying one watch's batch is
+ * due timers -> start due requests (so a server prepares the next LIST page
+ * while we write the last one) -> apply pending batches (one short
+ * transaction per watch) -> wait.  An ERROR while applying one watch's batch is
  * caught in sync.c and handled by that watch alone.  If the worker itself
  * dies, the postmaster restarts it after 5 seconds and every watch resumes
  * from its checkpoint.
@@ -436,19 +437,24 @@ kwatch_worker_main(Datum main_arg)
 			socket_action(CURL_SOCKET_TIMEOUT, 0);
 		}
 
+		/* start due requests first, so servers work while we write */
+		now = GetCurrentTimestamp();
+		foreach(lc, watches)
+			timeout = Min(timeout, kw_watch_tick((KwWatch *) lfirst(lc), now, polled_at));
+
 		/* apply what the streams delivered, one transaction per watch */
 		foreach(lc, watches)
 		{
 			KwWatch    *w = (KwWatch *) lfirst(lc);
 
 			if (kw_watch_has_pending(w))
+			{
 				kw_watch_flush(w);
+				timeout = 0;	/* what comes next may be due now */
+			}
 			CHECK_FOR_INTERRUPTS();
 		}
-
 		now = GetCurrentTimestamp();
-		foreach(lc, watches)
-			timeout = Min(timeout, kw_watch_tick((KwWatch *) lfirst(lc), now, polled_at));
 		if (curl_deadline != 0)
 			timeout = Min(timeout, Max(0, (long) ((curl_deadline - now) / 1000)));
 		timeout = Min(timeout, Max(0, (long) ((next_reload - now) / 1000)));
