@@ -405,6 +405,9 @@ BEGIN
   DELETE FROM kwatch.registrations x
   WHERE x.server = srv AND x.resource = candidates[1]
   RETURNING * INTO r;
+  IF NOT FOUND THEN
+    RETURN false;   -- a concurrent unwatch removed it first
+  END IF;
   IF to_regclass(format('k8s.%I', r.table_name)) IS NOT NULL THEN
     IF drop_table AND NOT EXISTS (SELECT 1 FROM kwatch.registrations x
                                   WHERE x.table_name = r.table_name) THEN

@@ -524,8 +524,8 @@ emit_item(KwListDecoder *dec, KwListItemCallback cb, void *arg)
  * kw_list_decoder_feed: scans the next `len` bytes of a LIST body, calling
  * cb(arg, item) for each complete element of "items" (text and identity
  * valid during the call only).  Returns false with a palloc'd *error when
- * the body is not a JSON object, an item is not an object, or limits are
- * exceeded.
+ * the body is not a JSON object, an item is an array, or limits are
+ * exceeded; scalar items (never sent by Kubernetes) are ignored.
  */
 bool
 kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,

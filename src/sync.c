@@ -406,7 +406,7 @@ text_array(KwObject *objs, int n, int field)
  * subtransaction rolled back, the outer transaction usable).
  */
 static char *
-stage_try(KwSyncPlans *p, KwObject *objs, int n)
+stage_try(KwSyncPlans *p, KwObject *objs, int n, int *sqlstate)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -440,6 +440,7 @@ stage_try(KwSyncPlans *p, KwObject *objs, int n)
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;
 		err = pstrdup(ed->message);
+		*sqlstate = ed->sqlerrcode;
 		FreeErrorData(ed);
 	}
 	PG_END_TRY();
@@ -459,6 +460,8 @@ kw_sync_relist_stage(KwSyncPlans *p, KwRegistration *reg, KwObject *objs,
 					 int nobjs)
 {
 	int			skipped = 0;
+	char	   *err;
+	int			sqlstate = 0;
 
 	if (nobjs == 0)
 		return 0;
@@ -470,11 +473,22 @@ kw_sync_relist_stage(KwSyncPlans *p, KwRegistration *reg, KwObject *objs,
 									"SELECT u, r, o::jsonb FROM unnest($1::text[], $2::text[], $3::text[]) AS t(u, r, o)",
 									quote_identifier(p->stage_table)), 3, types);
 	}
-	if (stage_try(p, objs, nobjs) == NULL)
+	if ((err = stage_try(p, objs, nobjs, &sqlstate)) == NULL)
 		return 0;
+
+	/*
+	 * Only data errors (an object jsonb cannot store: class 22, or one over
+	 * a limit: class 54) are the objects' fault.  Anything else (disk full,
+	 * out of memory) fails the batch, so the relist is retried rather than
+	 * committed without these objects.
+	 */
+	if (ERRCODE_TO_CATEGORY(sqlstate) != ERRCODE_DATA_EXCEPTION &&
+		ERRCODE_TO_CATEGORY(sqlstate) != ERRCODE_PROGRAM_LIMIT_EXCEEDED)
+		ereport(ERROR, (errcode(sqlstate), errmsg("%s", err)));
+
 	for (int i = 0; i < nobjs; i++)
 	{
-		char	   *err = stage_try(p, &objs[i], 1);
+		err = stage_try(p, &objs[i], 1, &sqlstate);
 
 		if (err)
 		{

@@ -65,6 +65,7 @@ struct KwWatch
 	MemoryContext cxt;			/* the watch's lifetime */
 	MemoryContext batch_cxt;	/* pending events/items, reset per flush */
 	MemoryContext list_cxt;		/* relist bookkeeping (known objects) */
+	MemoryContext cfg_cxt;		/* cfg, reloaded after 401/403 */
 	KwRegistration reg;
 	KwClusterConfig *cfg;		/* NULL until loaded */
 	CURLM	   *multi;
@@ -486,7 +487,7 @@ start_transfer(KwWatch *w, KwXfer kind, const char *url)
 	w->xfer = kind;
 	w->http_status = 0;
 	resetStringInfo(&w->errbody);
-	w->abort_reason = NULL;
+	set_str(w, &w->abort_reason, NULL);
 	w->abort_relist_no_rv = false;
 	w->paused = false;
 	w->xfer_started = w->last_data = GetCurrentTimestamp();
@@ -645,7 +646,7 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 		list_ok = kw_list_decoder_finish(w->ldec, &rv, &cont, &err);
 		if (!list_ok)
 		{
-			w->abort_reason = err;
+			w->abort_reason = MemoryContextStrdup(w->cxt, err);
 			w->abort_src = KW_ERRSRC_DECODE;
 		}
 	}
@@ -766,7 +767,11 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 		if (kind == XFER_LIST)
 			restart_list(w, true);
 		if (status == 401 || status == 403)
-			w->cfg = NULL;		/* re-read server, user mapping, kubeconfig */
+		{
+			/* re-read server, user mapping and kubeconfig next time */
+			MemoryContextReset(w->cfg_cxt);
+			w->cfg = NULL;
+		}
 		w->backoff_ms = Max(w->backoff_ms, kw_backoff_max_ms / 2);
 		schedule_retry(w, 0, KW_STATE_FAILED);
 	}
@@ -817,13 +822,21 @@ finish_list_body(void *arg)
  * kw_watch_has_pending: whether kw_watch_flush has work: decoded events or
  * list items, or a completed LIST to merge.
  */
+/* pending_work: whether anything decoded waits to be applied. */
+static bool
+pending_work(KwWatch *w)
+{
+	return w->nevents > 0 || w->nitems > 0 ||
+		(w->list_finish_pending && w->xfer == XFER_NONE);
+}
+
 bool
 kw_watch_has_pending(KwWatch *w)
 {
+	/* a batch kept after a lock timeout waits for its retry time */
 	if (w->flush_not_before && GetCurrentTimestamp() < w->flush_not_before)
 		return false;
-	return w->nevents > 0 || w->nitems > 0 ||
-		(w->list_finish_pending && w->xfer == XFER_NONE);
+	return pending_work(w);
 }
 
 /*
@@ -945,8 +958,10 @@ static void
 load_config_body(void *arg)
 {
 	KwWatch    *w = ((LoadArgs *) arg)->w;
-	MemoryContext old = MemoryContextSwitchTo(w->cxt);
+	MemoryContext old;
 
+	MemoryContextReset(w->cfg_cxt);
+	old = MemoryContextSwitchTo(w->cfg_cxt);
 	w->cfg = kw_cluster_config_for_server(w->reg.server, w->reg.owner);
 	MemoryContextSwitchTo(old);
 	if (w->resume_rv)
@@ -1004,10 +1019,15 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 	 * while we write.  Anything else (events, the final merge) is applied
 	 * before the next request.
 	 */
-	if (kw_watch_has_pending(w) &&
+	if (pending_work(w) &&
 		!(w->need_list && w->continue_token && w->nevents == 0 &&
 		  !w->list_finish_pending))
+	{
+		/* apply first (a kept batch: once its retry time has come) */
+		if (w->flush_not_before > now)
+			return (long) ((w->flush_not_before - now) / 1000) + 1;
 		return 0;
+	}
 	if (now < w->next_attempt)
 		return (long) ((w->next_attempt - now) / 1000) + 1;
 
@@ -1064,6 +1084,7 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 	w->cxt = cxt;
 	w->batch_cxt = AllocSetContextCreate(cxt, "kwatch batch", ALLOCSET_DEFAULT_SIZES);
 	w->list_cxt = AllocSetContextCreate(cxt, "kwatch relist", ALLOCSET_DEFAULT_SIZES);
+	w->cfg_cxt = AllocSetContextCreate(cxt, "kwatch cluster config", ALLOCSET_SMALL_SIZES);
 	w->multi = (CURLM *) multi;
 	initStringInfo(&w->errbody);
 
