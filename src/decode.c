@@ -60,9 +60,15 @@ kw_event_type_name(KwEventType t)
 	return "?";
 }
 
-static const char *
-get_string(json_object *o, const char *key)
+/*
+ * kw_json_get_string: the string member `key` of the json-c object `obj` (a
+ * json_object *; NULL allowed), or NULL when absent or not a string.  The
+ * result belongs to obj.
+ */
+const char *
+kw_json_get_string(void *obj, const char *key)
 {
+	json_object *o = (json_object *) obj;
 	json_object *v;
 
 	if (o && json_object_object_get_ex(o, key, &v) &&
@@ -209,10 +215,10 @@ kw_decode_object(void *jobj, KwObject *out, char **why)
 		*why = "object has no metadata";
 		return KW_DECODE_SKIP;
 	}
-	uid = get_string(meta, "uid");
-	name = get_string(meta, "name");
-	ns = get_string(meta, "namespace");
-	rv = get_string(meta, "resourceVersion");
+	uid = kw_json_get_string(meta, "uid");
+	name = kw_json_get_string(meta, "name");
+	ns = kw_json_get_string(meta, "namespace");
+	rv = kw_json_get_string(meta, "resourceVersion");
 	if (uid == NULL || name == NULL || rv == NULL)
 	{
 		*why = psprintf("object %s%s%s has no %s",
@@ -730,8 +736,8 @@ kw_list_decoder_finish(KwListDecoder *dec, char **resource_version,
 		return false;
 	}
 	meta = json_tokener_parse(dec->meta.data);
-	rv = get_string(meta, "resourceVersion");
-	cont = get_string(meta, "continue");
+	rv = kw_json_get_string(meta, "resourceVersion");
+	cont = kw_json_get_string(meta, "continue");
 	if (rv == NULL || rv[0] == '\0')
 	{
 		if (meta)

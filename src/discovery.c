@@ -72,16 +72,6 @@ get_json(KwClusterConfig *cfg, const char *path, bool must)
 	return obj;
 }
 
-static const char *
-jstr(json_object *o, const char *key)
-{
-	json_object *v;
-
-	if (o && json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))
-		return json_object_get_string(v);
-	return NULL;
-}
-
 /*
  * match_resource_list: searches an APIResourceList for `name`; fills *out
  * and returns true on a match of plural, singular, short name or kind.
@@ -100,9 +90,9 @@ match_resource_list(json_object *list, const char *name, const char *group,
 	for (size_t i = 0; i < n; i++)
 	{
 		json_object *r = json_object_array_get_idx(resources, i);
-		const char *plural = jstr(r, "name");
-		const char *singular = jstr(r, "singularName");
-		const char *kind = jstr(r, "kind");
+		const char *plural = kw_json_get_string(r, "name");
+		const char *singular = kw_json_get_string(r, "singularName");
+		const char *kind = kw_json_get_string(r, "kind");
 		json_object *shorts,
 				   *verbs,
 				   *ns;
@@ -193,7 +183,7 @@ resolve(KwClusterConfig *cfg, const char *name, Resolved *out)
 				for (size_t i = 0; !found && i < json_object_array_length(groups); i++)
 				{
 					json_object *g = json_object_array_get_idx(groups, i);
-					const char *gname = jstr(g, "name");
+					const char *gname = kw_json_get_string(g, "name");
 					json_object *pref,
 							   *versions;
 					const char *pv = NULL;
@@ -201,7 +191,7 @@ resolve(KwClusterConfig *cfg, const char *name, Resolved *out)
 					if (gname == NULL || (group && strcmp(group, gname) != 0))
 						continue;
 					if (json_object_object_get_ex(g, "preferredVersion", &pref))
-						pv = jstr(pref, "version");
+						pv = kw_json_get_string(pref, "version");
 					if (!json_object_object_get_ex(g, "versions", &versions) ||
 						!json_object_is_type(versions, json_type_array))
 						continue;
@@ -210,7 +200,7 @@ resolve(KwClusterConfig *cfg, const char *name, Resolved *out)
 					{
 						for (size_t j = 0; !found && j < json_object_array_length(versions); j++)
 						{
-							const char *v = jstr(json_object_array_get_idx(versions, j), "version");
+							const char *v = kw_json_get_string(json_object_array_get_idx(versions, j), "version");
 							json_object *rl;
 
 							if (v == NULL)
@@ -370,7 +360,7 @@ kwatch_probe(PG_FUNCTION_ARGS)
 	obj = json_tokener_parse(resp.body.data);
 	if (obj && json_object_object_get_ex(obj, "metadata", &meta))
 	{
-		const char *s = jstr(meta, "resourceVersion");
+		const char *s = kw_json_get_string(meta, "resourceVersion");
 
 		if (s)
 			rv = pstrdup(s);

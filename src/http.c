@@ -473,15 +473,13 @@ kw_status_message(const char *body, size_t len, char **reason)
 	json_tokener_free(tok);
 	if (obj && json_object_is_type(obj, json_type_object))
 	{
-		json_object *m,
-				   *r;
+		const char *m = kw_json_get_string(obj, "message");
+		const char *r = kw_json_get_string(obj, "reason");
 
-		if (json_object_object_get_ex(obj, "message", &m) &&
-			json_object_is_type(m, json_type_string))
-			msg = pstrdup(json_object_get_string(m));
-		if (reason && json_object_object_get_ex(obj, "reason", &r) &&
-			json_object_is_type(r, json_type_string))
-			*reason = pstrdup(json_object_get_string(r));
+		if (m)
+			msg = pstrdup(m);
+		if (reason && r)
+			*reason = pstrdup(r);
 	}
 	if (obj)
 		json_object_put(obj);

@@ -170,6 +170,7 @@ typedef enum KwDecodeResult
 } KwDecodeResult;
 
 extern const char *kw_event_type_name(KwEventType t);
+extern const char *kw_json_get_string(void *obj, const char *key);
 extern KwDecodeResult kw_decode_object(void *jobj, KwObject *out, char **why);
 
 /* Watch stream decoder (PROTOCOL 12, 13). */
@@ -350,8 +351,8 @@ extern struct HTAB *kw_sync_relist_begin(KwSyncPlans *plans,
 										 MemoryContext cxt);
 extern int	kw_sync_relist_stage(KwSyncPlans *plans, KwRegistration *reg,
 								 KwObject *objs, int nobjs);
-extern int64 kw_sync_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
-								   const char *list_rv, KwApplyCounts *counts);
+extern void kw_sync_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
+								  const char *list_rv, KwApplyCounts *counts);
 extern const char *kw_sync_known_rv(struct HTAB *known, const char *uid);
 
 /* ---------------------------------------------------------------------

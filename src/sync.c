@@ -546,16 +546,14 @@ notify_rows(KwRegistration *reg, KwEventType fixed, bool first_is_inserted,
  * the current transaction: inserts new objects, updates changed ones,
  * deletes rows missing from the list (client-go's DeletedFinalStateUnknown,
  * PROTOCOL 23, 24), notifies each, and stores `list_rv` as the resume
- * point.  Returns the number of objects the cluster now has in the table.
+ * point.  The caller knows how many objects it staged.
  */
-int64
+void
 kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 					  KwApplyCounts *counts)
 {
 	Datum		cluster = CStringGetTextDatum(reg->server);
 	int			rc;
-	int64		total;
-	bool		isnull;
 	const char *stage = quote_identifier(p->stage_table);
 
 	save_checkpoint(p, reg, list_rv);
@@ -596,11 +594,6 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 	notify_rows(reg, KW_EV_DELETED, false, counts);
 	SPI_freetuptable(SPI_tuptable);
 
-	if (SPI_execute(psprintf("SELECT count(*) FROM pg_temp.%s", stage), true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not count staged objects");
-	total = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	SPI_freetuptable(SPI_tuptable);
 	if (SPI_execute(psprintf("TRUNCATE pg_temp.%s", stage), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not empty staging table");
-	return total;
 }

@@ -293,18 +293,6 @@ push_item(KwWatch *w, KwObject *obj)
 	w->items[w->nitems++] = *obj;
 }
 
-static const char *
-json_path_string(json_object *o, const char *a, const char *b)
-{
-	json_object *x;
-
-	if (!json_object_object_get_ex(o, a, &x))
-		return NULL;
-	if (b && !json_object_object_get_ex(x, b, &x))
-		return NULL;
-	return json_object_is_type(x, json_type_string) ? json_object_get_string(x) : NULL;
-}
-
 static void
 skip_object(KwWatch *w, const char *why)
 {
@@ -341,7 +329,11 @@ on_watch_event(void *arg, KwEventType t, void *jobj)
 
 	if (t == KW_EV_BOOKMARK)
 	{
-		const char *rv = json_path_string(o, "metadata", "resourceVersion");
+		json_object *meta = NULL;
+		const char *rv;
+
+		json_object_object_get_ex(o, "metadata", &meta);
+		rv = kw_json_get_string(meta, "resourceVersion");
 
 		COUNT(w, bookmarks, 1);
 		if (rv && rv[0])
@@ -357,7 +349,7 @@ on_watch_event(void *arg, KwEventType t, void *jobj)
 	{
 		json_object *code;
 		int			c = 0;
-		const char *msg = json_path_string(o, "message", NULL);
+		const char *msg = kw_json_get_string(o, "message");
 
 		if (json_object_object_get_ex(o, "code", &code))
 			c = json_object_get_int(code);
@@ -786,7 +778,6 @@ typedef struct FlushArgs
 {
 	KwWatch    *w;
 	KwApplyCounts counts;
-	int64		total;
 	int			skipped;
 } FlushArgs;
 
@@ -815,7 +806,7 @@ finish_list_body(void *arg)
 	FlushArgs  *a = (FlushArgs *) arg;
 	KwWatch    *w = a->w;
 
-	a->total = kw_sync_relist_finish(w->plans, &w->reg, w->list_rv, &a->counts);
+	kw_sync_relist_finish(w->plans, &w->reg, w->list_rv, &a->counts);
 }
 
 /*
@@ -902,7 +893,10 @@ kw_watch_flush(KwWatch *w)
 		if (!kw_sync_in_transaction(stage_items_body, &a, &err, &sqlstate))
 			apply_failed(w, err, sqlstate);
 		else if (a.skipped > 0)
+		{
+			w->list_items -= a.skipped;	/* not staged: not in the table */
 			COUNT(w, skipped_objects, a.skipped);
+		}
 	}
 	else if (w->list_finish_pending && w->xfer == XFER_NONE)
 	{
@@ -910,7 +904,7 @@ kw_watch_flush(KwWatch *w)
 			apply_failed(w, err, sqlstate);
 		else
 		{
-			w->objects = a.total;
+			w->objects = w->list_items;	/* the staged list is the table now */
 			set_str(w, &w->resume_rv, w->list_rv);
 			w->need_list = false;
 			w->list_started = false;
