@@ -16,13 +16,15 @@ OBJS = \
 	src/catalog.o \
 	src/discovery.o \
 	src/kubeconfig.o \
-	src/fdw_option.o
+	src/fdw_option.o \
+	src/events.o \
+	src/events_fdw.o
 
 DATA = $(wildcard sql/kwatch--*.sql)
 
 # pg_regress suites (sql/<name>.sql, expected/<name>.out); run by test/run.sh
 # against a temporary instance that preloads kwatch (test/regress.conf).
-REGRESS = options kubeconfig registration
+REGRESS = options kubeconfig registration events
 REGRESS_OPTS = --temp-config=test/regress.conf
 
 PG_CONFIG ?= pg_config

@@ -482,3 +482,71 @@ ORDER BY r.id;
 
 GRANT USAGE ON SCHEMA kwatch TO PUBLIC;
 GRANT SELECT ON watches TO PUBLIC;
+
+-- ---------------------------------------------------------------------
+-- Event stream: every change the worker applied, in order, from a ring in
+-- shared memory (src/events.c), as the foreign table kwatch.events of its
+-- own wrapper (src/events_fdw.c).  README "Event stream" has the recipe.
+-- ---------------------------------------------------------------------
+
+-- kwatch_events_fdw_handler(): the scan callbacks of kwatch.events.
+CREATE FUNCTION kwatch_events_fdw_handler()
+RETURNS fdw_handler
+AS 'MODULE_PATHNAME'
+LANGUAGE C STRICT;
+
+-- kwatch_events_fdw_validator(options text[], catalog oid): rejects every
+-- option (fdw_invalid_option_name): the stream has nothing to configure.
+CREATE FUNCTION kwatch_events_fdw_validator(text[], oid)
+RETURNS void
+AS 'MODULE_PATHNAME'
+LANGUAGE C STRICT;
+
+CREATE FOREIGN DATA WRAPPER kwatch_events
+  HANDLER kwatch_events_fdw_handler VALIDATOR kwatch_events_fdw_validator;
+CREATE SERVER kwatch_events FOREIGN DATA WRAPPER kwatch_events;
+
+-- events: one row per applied change (ADDED, MODIFIED, DELETED, including
+-- deletions found by a relist), seq ascending with no holes.  Rows older
+-- than events_oldest_seq() are gone (ring of kwatch.event_buffer entries,
+-- emptied by a PostgreSQL restart).  truncated: a text field was longer than
+-- Kubernetes allows and was cut (never for valid objects).
+CREATE FOREIGN TABLE events (
+    seq              bigint NOT NULL,
+    at               timestamptz NOT NULL,
+    cluster          text NOT NULL,
+    resource         text NOT NULL,
+    table_name       text NOT NULL,
+    type             text NOT NULL,
+    namespace        text,
+    name             text NOT NULL,
+    uid              text NOT NULL,
+    resource_version text NOT NULL,
+    truncated        boolean NOT NULL
+) SERVER kwatch_events;
+-- Names of objects of every watch: readable by superusers and roles
+-- granted SELECT, like the mirror tables.
+REVOKE ALL ON events FROM PUBLIC;
+
+-- event_state: at most one row, the last seq the worker committed, written
+-- in the same transaction as the rows; the sequence continues from it after
+-- a restart (and after a pg_dump/restore: the row is dumped).
+CREATE TABLE event_state (
+    one      boolean PRIMARY KEY DEFAULT true CHECK (one),
+    last_seq bigint NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('event_state', '');
+
+-- events_last_seq(): seq of the newest committed event (0 before the
+-- first); NULL while the stream is unavailable (no worker started yet, or
+-- kwatch not preloaded).
+CREATE FUNCTION events_last_seq() RETURNS bigint
+AS 'MODULE_PATHNAME', 'kwatch_events_last_seq'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+-- events_oldest_seq(): the oldest seq kwatch.events still holds
+-- (events_last_seq() + 1 when none).  A reader whose last seen seq L has
+-- events_oldest_seq() > L + 1 missed events: re-read the mirror tables.
+CREATE FUNCTION events_oldest_seq() RETURNS bigint
+AS 'MODULE_PATHNAME', 'kwatch_events_oldest_seq'
+LANGUAGE C VOLATILE PARALLEL SAFE;

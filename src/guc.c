@@ -25,6 +25,7 @@ int			kw_backoff_max_ms = 30000;
 int			kw_batch_size = 1000;
 int			kw_connect_timeout_s = 10;
 bool		kw_http_compression = false;
+int			kw_event_buffer = 10000;
 
 /*
  * kw_define_gucs: defines every kwatch.* setting and reserves the prefix so
@@ -87,6 +88,13 @@ kw_define_gucs(void)
 							 "Saves bandwidth on remote clusters; costs CPU on both ends.",
 							 &kw_http_compression, false,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	/* the event stream's ring (events.c); ~930 bytes of shared memory per slot */
+	DefineCustomIntVariable("kwatch.event_buffer",
+							"Number of recent changes kept for kwatch.events.",
+							"Each costs about 930 bytes of shared memory.",
+							&kw_event_buffer, 10000, 16, 1000000,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("kwatch");
 }

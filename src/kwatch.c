@@ -39,5 +39,6 @@ _PG_init(void)
 		return;
 
 	kw_shmem_request();
+	kw_events_shmem_request();
 	kw_register_worker();
 }

@@ -361,8 +361,9 @@ extern const char *kw_sync_known_rv(struct HTAB *known, const char *uid);
  */
 extern void kw_notify(KwRegistration *reg, KwEventType type,
 					  const char *namespace, const char *name,
-					  const char *uid, const char *resource_version);
-extern char *kw_notify_payload(const char *type, const char *cluster,
+					  const char *uid, const char *resource_version,
+					  int64 seq);
+extern char *kw_notify_payload(int64 seq, const char *type, const char *cluster,
 							   const char *namespace, const char *name,
 							   const char *uid, const char *resource_version);
 
@@ -372,5 +373,60 @@ extern char *kw_notify_payload(const char *type, const char *cluster,
  */
 extern void kw_register_worker(void);
 PGDLLEXPORT void kwatch_worker_main(Datum arg);
+
+/* ---------------------------------------------------------------------
+ * in events.c: the event stream ring (read by events_fdw.c)
+ * ---------------------------------------------------------------------
+ */
+extern int	kw_event_buffer;	/* GUC kwatch.event_buffer (guc.c) */
+
+/*
+ * Field sizes of one ring slot, from Kubernetes' limits: names are DNS
+ * subdomains (253 bytes), namespaces DNS labels (63); a resource is
+ * plural (a DNS label) '.' group (a DNS subdomain); cluster and table_name
+ * are PostgreSQL identifiers.  Longer text is cut and flagged, never
+ * silently.
+ */
+#define KW_EV_RESOURCE_LEN 320
+#define KW_EV_NAME_LEN 256
+#define KW_EV_SHORT_LEN 64
+
+typedef struct KwEventRecord
+{
+	int64		seq;
+	TransactionId xid;			/* applying transaction (visibility) */
+	TimestampTz at;				/* when the worker applied it */
+	uint8		type;			/* KwEventType: ADDED, MODIFIED, DELETED */
+	bool		has_namespace;	/* false: cluster-scoped (NULL namespace) */
+	bool		truncated;
+	char		cluster[NAMEDATALEN];
+	char		resource[KW_EV_RESOURCE_LEN];
+	char		table_name[NAMEDATALEN];
+	char		namespace[KW_EV_SHORT_LEN];
+	char		name[KW_EV_NAME_LEN];
+	char		uid[KW_EV_SHORT_LEN];
+	char		resource_version[KW_RV_LEN];
+} KwEventRecord;
+
+typedef enum KwEventReadResult
+{
+	KW_EVREAD_OK,
+	KW_EVREAD_GONE,				/* overwritten by a newer event */
+	KW_EVREAD_NOT_YET			/* not written or not committed */
+} KwEventReadResult;
+
+extern void kw_events_shmem_request(void);
+extern void kw_events_worker_init(void);
+extern void kw_events_restore(void);
+extern int64 kw_events_append(KwRegistration *reg, KwEventType type,
+							  const char *namespace, const char *name,
+							  const char *uid, const char *resource_version);
+extern void kw_events_checkpoint(void);
+extern bool kw_events_available(void);
+extern int64 kw_events_last_seq(void);
+extern int64 kw_events_oldest_seq(void);
+extern int64 kw_events_scan_bound(void);
+extern KwEventReadResult kw_events_read(int64 seq, KwEventRecord *out);
+extern int	kw_events_ring_slots(void);
 
 #endif							/* KWATCH_H */

@@ -7,8 +7,14 @@
  * transaction that changes the row, so a listener is woken only after the
  * change committed and can already read it.  The payload is JSON:
  *
- *	 {"type":"ADDED","cluster":"prod","namespace":"shop","name":"web-1",
- *	  "uid":"...","resource_version":"123"}
+ *	 {"seq":1042,"type":"ADDED","cluster":"prod","namespace":"shop",
+ *	  "name":"web-1","uid":"...","resource_version":"123"}
+ *
+ * `seq` is the change's number in the event stream (events.c), one
+ * sequence for all watches: a listener whose last seen seq is not seq - 1
+ * reads the events in between from kwatch.events (they may belong to other
+ * watches, or be ones it missed while disconnected).  It is left out when
+ * there is no event ring (kwatch not preloaded, which also means no worker).
  *
  * and always fits PostgreSQL's limit (NOTIFY_PAYLOAD_MAX_LENGTH, 8000 bytes
  * with the default block size): Kubernetes names are at most 253 bytes, but
@@ -59,19 +65,23 @@ append_field(StringInfo buf, const char *key, const char *value, bool first)
 }
 
 /*
- * kw_notify_payload: the JSON payload for one change (palloc'd); any
- * argument but type may be NULL (JSON null).  Fields longer than
- * KW_FIELD_MAX bytes are cut and the payload marked "truncated":true.
+ * kw_notify_payload: the JSON payload for one change (palloc'd); seq is the
+ * event stream's number (left out when 0), any other argument but type may
+ * be NULL (JSON null).  Fields longer than KW_FIELD_MAX bytes are cut and
+ * the payload marked "truncated":true.
  */
 char *
-kw_notify_payload(const char *type, const char *cluster, const char *namespace,
-				  const char *name, const char *uid, const char *resource_version)
+kw_notify_payload(int64 seq, const char *type, const char *cluster,
+				  const char *namespace, const char *name, const char *uid,
+				  const char *resource_version)
 {
 	StringInfoData buf;
 	bool		truncated = false;
 
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
+	if (seq > 0)
+		appendStringInfo(&buf, "\"seq\":" INT64_FORMAT ",", seq);
 	truncated |= append_field(&buf, "type", type, true);
 	truncated |= append_field(&buf, "cluster", cluster, false);
 	truncated |= append_field(&buf, "namespace", namespace, false);
@@ -86,25 +96,27 @@ kw_notify_payload(const char *type, const char *cluster, const char *namespace,
 
 /*
  * kw_notify: queues the notification of one applied change on the watch's
- * channel, unless the watch was registered with notify => false.  Must run
+ * channel, unless the watch was registered with notify => false; `seq` is
+ * its number in the event stream (kw_events_append), 0 for none.  Must run
  * in the transaction that made the change.  A payload that would still
  * exceed the limit (only with absurd control-character-laden names) is sent
  * with namespace and name left out rather than dropped.
  */
 void
 kw_notify(KwRegistration *reg, KwEventType type, const char *namespace,
-		  const char *name, const char *uid, const char *resource_version)
+		  const char *name, const char *uid, const char *resource_version,
+		  int64 seq)
 {
 	char	   *payload;
 
 	if (!reg->notify)
 		return;
-	payload = kw_notify_payload(kw_event_type_name(type), reg->server,
+	payload = kw_notify_payload(seq, kw_event_type_name(type), reg->server,
 								namespace, name, uid, resource_version);
 	if (strlen(payload) >= KW_NOTIFY_MAX)
 	{
 		pfree(payload);
-		payload = kw_notify_payload(kw_event_type_name(type), reg->server,
+		payload = kw_notify_payload(seq, kw_event_type_name(type), reg->server,
 									NULL, NULL, uid, resource_version);
 	}
 	Async_Notify(reg->channel, payload);

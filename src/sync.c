@@ -9,13 +9,14 @@
  * it waits on the network (STYLE 6).
  *
  *	- Watch events: one upsert or delete per event, in order, each with its
- *	  NOTIFY, then the resume resourceVersion written to kwatch.registrations
- *	  in the same transaction (so a restart resumes exactly there).
+ *	  event-stream entry (events.c) and NOTIFY, then the resume
+ *	  resourceVersion written to kwatch.registrations in the same
+ *	  transaction (so a restart resumes exactly there).
  *
  *	- Relist (PROTOCOL 20, 23): pages are staged into a temporary table over
  *	  several short transactions; one final transaction merges the staged
  *	  list into the mirror table (insert new, update changed, delete missing,
- *	  notify each) and stores the list's resourceVersion.  Readers see the
+ *	  each with its event-stream entry and NOTIFY) and stores the list's resourceVersion.  Readers see the
  *	  old table or the new one, never a mix.  Objects whose resourceVersion
  *	  did not change are staged without their body and never rewritten.
  *
@@ -240,9 +241,14 @@ kw_sync_apply_events(KwSyncPlans *p, KwRegistration *reg, KwEvent *events,
 				elog(ERROR, "delete failed: %s", SPI_result_code_string(rc));
 			if (SPI_processed > 0)
 			{
+				int64		seq;
+
 				counts->deleted++;
+				seq = kw_events_append(reg, KW_EV_DELETED, ev->obj.namespace,
+									   ev->obj.name, ev->obj.uid,
+									   ev->obj.resource_version);
 				kw_notify(reg, KW_EV_DELETED, ev->obj.namespace, ev->obj.name,
-						  ev->obj.uid, ev->obj.resource_version);
+						  ev->obj.uid, ev->obj.resource_version, seq);
 				counts->notified += reg->notify ? 1 : 0;
 			}
 			continue;
@@ -258,17 +264,21 @@ kw_sync_apply_events(KwSyncPlans *p, KwRegistration *reg, KwEvent *events,
 			bool		inserted = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 															  SPI_tuptable->tupdesc, 1, &isnull));
 			KwEventType t = inserted ? KW_EV_ADDED : KW_EV_MODIFIED;
+			int64		seq;
 
 			if (inserted)
 				counts->added++;
 			else
 				counts->modified++;
+			seq = kw_events_append(reg, t, ev->obj.namespace, ev->obj.name,
+								   ev->obj.uid, ev->obj.resource_version);
 			kw_notify(reg, t, ev->obj.namespace, ev->obj.name, ev->obj.uid,
-					  ev->obj.resource_version);
+					  ev->obj.resource_version, seq);
 			counts->notified += reg->notify ? 1 : 0;
 		}
 		SPI_freetuptable(SPI_tuptable);
 	}
+	kw_events_checkpoint();
 }
 
 /*
@@ -515,6 +525,11 @@ notify_rows(KwRegistration *reg, KwEventType fixed, bool first_is_inserted,
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
 		KwEventType t = fixed;
+		char	   *namespace = SPI_getvalue(tup, desc, off + 1);
+		char	   *name = SPI_getvalue(tup, desc, off + 2);
+		char	   *uid = SPI_getvalue(tup, desc, off + 3);
+		char	   *rv = SPI_getvalue(tup, desc, off + 4);
+		int64		seq;
 
 		if (first_is_inserted)
 		{
@@ -523,21 +538,26 @@ notify_rows(KwRegistration *reg, KwEventType fixed, bool first_is_inserted,
 			t = DatumGetBool(SPI_getbinval(tup, desc, 1, &isnull)) ?
 				KW_EV_ADDED : KW_EV_MODIFIED;
 		}
+
 		if (t == KW_EV_ADDED)
 			counts->added++;
 		else if (t == KW_EV_MODIFIED)
 			counts->modified++;
 		else
 			counts->deleted++;
+		/* every change goes to the event stream, notified or not */
+		seq = kw_events_append(reg, t, namespace, name, uid, rv);
 		if (reg->notify)
 		{
-			kw_notify(reg, t,
-					  SPI_getvalue(tup, desc, off + 1),
-					  SPI_getvalue(tup, desc, off + 2),
-					  SPI_getvalue(tup, desc, off + 3),
-					  SPI_getvalue(tup, desc, off + 4));
+			kw_notify(reg, t, namespace, name, uid, rv, seq);
 			counts->notified++;
 		}
+		pfree(uid);
+		pfree(rv);
+		if (namespace)
+			pfree(namespace);
+		if (name)
+			pfree(name);
 	}
 }
 
@@ -593,6 +613,7 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 		elog(ERROR, "relist sweep failed: %s", SPI_result_code_string(rc));
 	notify_rows(reg, KW_EV_DELETED, false, counts);
 	SPI_freetuptable(SPI_tuptable);
+	kw_events_checkpoint();
 
 	if (SPI_execute(psprintf("TRUNCATE pg_temp.%s", stage), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not empty staging table");

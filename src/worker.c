@@ -189,6 +189,7 @@ read_registrations_body(void *arg)
 	if (rc != SPI_OK_SELECT || SPI_processed == 0)
 		return;
 	a->installed = true;
+	kw_events_restore();		/* continue the event stream's sequence */
 	rc = SPI_execute("SELECT id, server, api_group, api_version, plural, kind, namespaced,"
 					 " namespace, label_selector, field_selector, table_name, channel,"
 					 " notify, owner, resource_version, created_at"
@@ -384,6 +385,7 @@ kwatch_worker_main(Datum main_arg)
 	 */
 	SetConfigOption("lock_timeout", "2s", PGC_SUSET, PGC_S_OVERRIDE);
 
+	kw_events_worker_init();
 	before_shmem_exit(worker_shutdown, (Datum) 0);
 	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
 	kw_shared->worker_pid = MyProcPid;

@@ -1,0 +1,718 @@
+/*-------------------------------------------------------------------------
+ *
+ * events_fdw.c
+ *		The kwatch_events foreign-data wrapper: kwatch.events, the event
+ *		stream ring (events.c) as a foreign table.
+ *
+ *	 SELECT * FROM kwatch.events WHERE seq > $1 ORDER BY seq;
+ *
+ * The scan walks the ring from the lowest seq the quals allow, in seq
+ * order, so `seq > $last` costs the number of events returned, not the
+ * ring's size, and ORDER BY seq needs no sort (the path declares the
+ * ordering).  Pushed down from baserestrictinfo (Var op Const/Param, either
+ * side): seq with <, <=, =, >=, > (any integer type on the other side, the
+ * integer_ops btree family), and text equality on cluster, resource,
+ * table_name and type.  Every qual is still rechecked by the executor; the
+ * pushdown only skips work.  EXPLAIN shows what was pushed down.
+ *
+ * Callbacks follow contrib/postgres_fdw/postgres_fdw.c (names, where
+ * params are evaluated: ExecInitExprList in BeginForeignScan, values at
+ * the first IterateForeignScan after a (re)scan).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/reloptions.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "catalog/pg_opfamily.h"
+#include "catalog/pg_operator.h"
+#include "catalog/pg_type.h"
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "foreign/fdwapi.h"
+#include "foreign/foreign.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/paths.h"
+#include "optimizer/planmain.h"
+#include "optimizer/restrictinfo.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#include "kwatch.h"
+
+/* Columns the scan can produce; the foreign table's are matched by name. */
+typedef enum EvColumn
+{
+	EV_NONE = 0,
+	EV_SEQ,
+	EV_AT,
+	EV_CLUSTER,
+	EV_RESOURCE,
+	EV_TABLE_NAME,
+	EV_TYPE,
+	EV_NAMESPACE,
+	EV_NAME,
+	EV_UID,
+	EV_RESOURCE_VERSION,
+	EV_TRUNCATED
+} EvColumn;
+
+static const struct
+{
+	const char *name;
+	EvColumn	col;
+	Oid			type;
+}			ev_columns[] =
+{
+	{"seq", EV_SEQ, INT8OID},
+	{"at", EV_AT, TIMESTAMPTZOID},
+	{"cluster", EV_CLUSTER, TEXTOID},
+	{"resource", EV_RESOURCE, TEXTOID},
+	{"table_name", EV_TABLE_NAME, TEXTOID},
+	{"type", EV_TYPE, TEXTOID},
+	{"namespace", EV_NAMESPACE, TEXTOID},
+	{"name", EV_NAME, TEXTOID},
+	{"uid", EV_UID, TEXTOID},
+	{"resource_version", EV_RESOURCE_VERSION, TEXTOID},
+	{"truncated", EV_TRUNCATED, BOOLOID},
+};
+
+/*
+ * A pushed-down condition is encoded as column * 10 + btree strategy
+ * (BTLessStrategyNumber .. BTGreaterStrategyNumber) in an IntList in
+ * fdw_private, with its comparison value in fdw_exprs at the same index.
+ */
+#define COND_CODE(col, strat) ((int) (col) * 10 + (strat))
+#define COND_COL(code) ((EvColumn) ((code) / 10))
+#define COND_STRAT(code) ((code) % 10)
+
+/* Planner state in baserel->fdw_private. */
+typedef struct EvPlanState
+{
+	AttrNumber	seq_attno;		/* 0 if the table has no seq column */
+	List	   *conds;			/* IntList of codes */
+	List	   *values;			/* Expr per cond */
+	List	   *descs;			/* text per cond, for EXPLAIN */
+	int64		lower_const;	/* lowest seq allowed by Consts, for costs */
+	bool		has_lower;
+} EvPlanState;
+
+/* Executor state. */
+typedef struct EvScanState
+{
+	int			natts;
+	EvColumn   *att_cols;		/* per attribute of the foreign table */
+	List	   *conds;			/* IntList */
+	List	   *value_states;	/* ExprState per cond */
+	bool		started;
+	bool		empty;			/* a condition can never be true */
+	int64		next_seq;
+	int64		upper;			/* last seq to return */
+	char	  **text_eq;		/* per EvColumn: required value, or NULL */
+	int			type_eq;		/* required KwEventType, -1 for any */
+} EvScanState;
+
+static EvColumn
+column_by_name(const char *name)
+{
+	for (int i = 0; i < lengthof(ev_columns); i++)
+		if (strcmp(ev_columns[i].name, name) == 0)
+			return ev_columns[i].col;
+	return EV_NONE;
+}
+
+/* ---------------------------------------------------------------------
+ * planning
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * classify_clause: whether `clause` is "column op value" that the scan can
+ * apply; on success sets *code, *value (the Const or Param side) and *desc.
+ */
+static bool
+classify_clause(Expr *clause, Index relid, Relation rel, int *code,
+				Expr **value, char **desc)
+{
+	OpExpr	   *op;
+	Node	   *left,
+			   *right;
+	Var		   *var;
+	Expr	   *other;
+	Oid			opno;
+	EvColumn	col;
+	int			strat;
+	char	   *attname;
+
+	if (!IsA(clause, OpExpr))
+		return false;
+	op = (OpExpr *) clause;
+	if (list_length(op->args) != 2)
+		return false;
+	left = strip_implicit_coercions(linitial(op->args));
+	right = strip_implicit_coercions(lsecond(op->args));
+	opno = op->opno;
+	if (IsA(left, Var) && (IsA(right, Const) || IsA(right, Param)))
+	{
+		var = (Var *) left;
+		other = (Expr *) lsecond(op->args);
+	}
+	else if (IsA(right, Var) && (IsA(left, Const) || IsA(left, Param)))
+	{
+		var = (Var *) right;
+		other = (Expr *) linitial(op->args);
+		opno = get_commutator(opno);
+		if (!OidIsValid(opno))
+			return false;
+	}
+	else
+		return false;
+	if (var->varno != relid || var->varlevelsup != 0 || var->varattno <= 0)
+		return false;
+
+	attname = NameStr(TupleDescAttr(RelationGetDescr(rel), var->varattno - 1)->attname);
+	col = column_by_name(attname);
+	if (col == EV_SEQ)
+	{
+		Oid			t = exprType((Node *) other);
+
+		if (t != INT8OID && t != INT4OID && t != INT2OID)
+			return false;
+		strat = get_op_opfamily_strategy(opno, INTEGER_BTREE_FAM_OID);
+		if (strat < BTLessStrategyNumber || strat > BTGreaterStrategyNumber)
+			return false;
+	}
+	else if (col == EV_CLUSTER || col == EV_RESOURCE || col == EV_TABLE_NAME ||
+			 col == EV_TYPE)
+	{
+		/* texteq ignores collations for deterministic ones; rechecked anyway */
+		if (opno != TextEqualOperator || exprType((Node *) other) != TEXTOID)
+			return false;
+		strat = BTEqualStrategyNumber;
+	}
+	else
+		return false;
+
+	*code = COND_CODE(col, strat);
+	*value = other;
+	{
+		static const char *const ops[] = {"", "<", "<=", "=", ">=", ">"};
+		StringInfoData buf;
+
+		initStringInfo(&buf);
+		appendStringInfo(&buf, "%s %s ", attname, ops[strat]);
+		if (IsA(other, Param))
+			appendStringInfo(&buf, "$%d", ((Param *) other)->paramid);
+		else if (((Const *) other)->constisnull)
+			appendStringInfoString(&buf, "NULL");
+		else
+		{
+			Const	   *c = (Const *) other;
+			Oid			outfn;
+			bool		varlena;
+
+			getTypeOutputInfo(c->consttype, &outfn, &varlena);
+			if (col == EV_SEQ)
+				appendStringInfoString(&buf, OidOutputFunctionCall(outfn, c->constvalue));
+			else
+				appendStringInfoString(&buf, quote_literal_cstr(OidOutputFunctionCall(outfn, c->constvalue)));
+		}
+		*desc = buf.data;
+	}
+	return true;
+}
+
+/*
+ * kwevents_GetForeignRelSize: finds the conditions the scan can apply and
+ * estimates the rows: the events above a constant lower bound on seq, else
+ * a tenth of the ring.
+ */
+static void
+kwevents_GetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
+						   Oid foreigntableid)
+{
+	EvPlanState *ps = palloc0(sizeof(EvPlanState));
+	Relation	rel = table_open(foreigntableid, NoLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	ListCell   *lc;
+	double		rows;
+	int64		last = kw_events_available() ? kw_events_last_seq() : 0;
+	int			nslots = Max(kw_events_ring_slots(), 1);
+
+	for (int i = 0; i < desc->natts; i++)
+		if (!TupleDescAttr(desc, i)->attisdropped &&
+			column_by_name(NameStr(TupleDescAttr(desc, i)->attname)) == EV_SEQ)
+			ps->seq_attno = i + 1;
+
+	foreach(lc, baserel->baserestrictinfo)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+		int			code;
+		Expr	   *value;
+		char	   *d;
+
+		if (!classify_clause(ri->clause, baserel->relid, rel, &code, &value, &d))
+			continue;
+		ps->conds = lappend_int(ps->conds, code);
+		ps->values = lappend(ps->values, value);
+		ps->descs = lappend(ps->descs, makeString(d));
+		if (COND_COL(code) == EV_SEQ && IsA(value, Const) &&
+			!((Const *) value)->constisnull &&
+			(COND_STRAT(code) == BTGreaterStrategyNumber ||
+			 COND_STRAT(code) == BTGreaterEqualStrategyNumber ||
+			 COND_STRAT(code) == BTEqualStrategyNumber))
+		{
+			Const	   *c = (Const *) value;
+			int64		v = c->consttype == INT8OID ? DatumGetInt64(c->constvalue) :
+			c->consttype == INT4OID ? DatumGetInt32(c->constvalue) :
+			DatumGetInt16(c->constvalue);
+
+			if (!ps->has_lower || v > ps->lower_const)
+				ps->lower_const = v;
+			ps->has_lower = true;
+		}
+	}
+	table_close(rel, NoLock);
+
+	if (ps->has_lower)
+		rows = Max(0.0, Min((double) nslots, (double) (last - ps->lower_const)));
+	else
+		rows = nslots / 10.0;
+	baserel->rows = clamp_row_est(rows);
+	baserel->fdw_private = ps;
+}
+
+/*
+ * seq_pathkeys: the query's ORDER BY when it is `seq` ascending (the
+ * scan's natural order), else NIL.
+ */
+static List *
+seq_pathkeys(PlannerInfo *root, RelOptInfo *baserel, EvPlanState *ps)
+{
+	PathKey    *pk;
+	ListCell   *lc;
+
+	if (ps->seq_attno == 0 || list_length(root->query_pathkeys) != 1)
+		return NIL;
+	pk = linitial(root->query_pathkeys);
+	if (pk->pk_strategy != BTLessStrategyNumber || pk->pk_nulls_first ||
+		pk->pk_opfamily != INTEGER_BTREE_FAM_OID || pk->pk_eclass->ec_has_volatile)
+		return NIL;
+	foreach(lc, pk->pk_eclass->ec_members)
+	{
+		EquivalenceMember *em = lfirst(lc);
+		Expr	   *e = em->em_expr;
+
+		while (IsA(e, RelabelType))
+			e = ((RelabelType *) e)->arg;
+		if (IsA(e, Var) && ((Var *) e)->varno == baserel->relid &&
+			((Var *) e)->varattno == ps->seq_attno && ((Var *) e)->varlevelsup == 0)
+			return list_make1(pk);
+	}
+	return NIL;
+}
+
+/*
+ * kwevents_GetForeignPaths: one path, ordered by seq; costs are per event
+ * read (a slot copy), nothing at startup.
+ */
+static void
+kwevents_GetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
+						 Oid foreigntableid)
+{
+	EvPlanState *ps = (EvPlanState *) baserel->fdw_private;
+	Cost		total = 1.0 + baserel->rows * (cpu_tuple_cost + cpu_operator_cost);
+
+	add_path(baserel, (Path *)
+			 create_foreignscan_path(root, baserel, NULL, baserel->rows,
+									 0.0, total, seq_pathkeys(root, baserel, ps),
+									 baserel->lateral_relids, NULL, NIL));
+}
+
+/*
+ * kwevents_GetForeignPlan: a ForeignScan whose fdw_exprs are the pushed-down
+ * comparison values and fdw_private (codes IntList, descriptions); every
+ * qual stays in the plan's qual for the executor to recheck.
+ */
+static ForeignScan *
+kwevents_GetForeignPlan(PlannerInfo *root, RelOptInfo *baserel,
+						Oid foreigntableid, ForeignPath *best_path,
+						List *tlist, List *scan_clauses, Plan *outer_plan)
+{
+	EvPlanState *ps = (EvPlanState *) baserel->fdw_private;
+
+	scan_clauses = extract_actual_clauses(scan_clauses, false);
+	return make_foreignscan(tlist, scan_clauses, baserel->relid,
+							ps->values, list_make2(ps->conds, ps->descs),
+							NIL, NIL, outer_plan);
+}
+
+/*
+ * kwevents_ExplainForeignScan: "Pushed Down: seq > $1, cluster = prod" and
+ * the ring's size.
+ */
+static void
+kwevents_ExplainForeignScan(ForeignScanState *node, ExplainState *es)
+{
+	List	   *descs = lsecond(((ForeignScan *) node->ss.ps.plan)->fdw_private);
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	foreach(lc, descs)
+	{
+		if (buf.len)
+			appendStringInfoString(&buf, ", ");
+		appendStringInfoString(&buf, strVal(lfirst(lc)));
+	}
+	ExplainPropertyText("Pushed Down", buf.len ? buf.data : "(none)", es);
+}
+
+/* ---------------------------------------------------------------------
+ * execution
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * kwevents_BeginForeignScan: maps the table's columns, prepares the
+ * comparison values for evaluation.
+ */
+static void
+kwevents_BeginForeignScan(ForeignScanState *node, int eflags)
+{
+	ForeignScan *fs = (ForeignScan *) node->ss.ps.plan;
+	TupleDesc	desc = RelationGetDescr(node->ss.ss_currentRelation);
+	EvScanState *st = palloc0(sizeof(EvScanState));
+
+	st->natts = desc->natts;
+	st->att_cols = palloc0(sizeof(EvColumn) * desc->natts);
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		EvColumn	c = att->attisdropped ? EV_NONE : column_by_name(NameStr(att->attname));
+
+		for (int j = 0; j < lengthof(ev_columns); j++)
+			if (ev_columns[j].col == c && ev_columns[j].type != att->atttypid)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+						 errmsg("column \"%s\" of kwatch.events must have type %s",
+								NameStr(att->attname), format_type_be(ev_columns[j].type))));
+		st->att_cols[i] = c;
+	}
+	st->conds = linitial(fs->fdw_private);
+	st->text_eq = palloc0(sizeof(char *) * (EV_TRUNCATED + 1));
+	node->fdw_state = st;
+	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+		return;
+	st->value_states = ExecInitExprList(fs->fdw_exprs, (PlanState *) node);
+}
+
+static int64
+int_datum(Datum d, Oid type)
+{
+	if (type == INT8OID)
+		return DatumGetInt64(d);
+	if (type == INT4OID)
+		return DatumGetInt32(d);
+	return DatumGetInt16(d);
+}
+
+/* start_scan: evaluates the conditions into a seq range and filters. */
+static void
+start_scan(ForeignScanState *node, EvScanState *st)
+{
+	ExprContext *econtext = node->ss.ps.ps_ExprContext;
+	ListCell   *lc,
+			   *vc;
+	int64		lower = 1;
+	int64		upper = PG_INT64_MAX;
+	MemoryContext old = MemoryContextSwitchTo(econtext->ecxt_per_query_memory);
+
+	st->started = true;
+	st->empty = false;
+	st->type_eq = -1;
+	memset(st->text_eq, 0, sizeof(char *) * (EV_TRUNCATED + 1));
+	forboth(lc, st->conds, vc, st->value_states)
+	{
+		int			code = lfirst_int(lc);
+		ExprState  *es = (ExprState *) lfirst(vc);
+		bool		isnull;
+		Datum		d = ExecEvalExpr(es, econtext, &isnull);
+		EvColumn	col = COND_COL(code);
+
+		if (isnull)
+		{
+			st->empty = true;	/* comparison with NULL is never true */
+			continue;
+		}
+		if (col == EV_SEQ)
+		{
+			int64		v = int_datum(d, exprType((Node *) es->expr));
+
+			switch (COND_STRAT(code))
+			{
+				case BTLessStrategyNumber:
+					if (v == PG_INT64_MIN)
+						st->empty = true;
+					else
+						upper = Min(upper, v - 1);
+					break;
+				case BTLessEqualStrategyNumber:
+					upper = Min(upper, v);
+					break;
+				case BTEqualStrategyNumber:
+					lower = Max(lower, v);
+					upper = Min(upper, v);
+					break;
+				case BTGreaterEqualStrategyNumber:
+					lower = Max(lower, v);
+					break;
+				case BTGreaterStrategyNumber:
+					if (v == PG_INT64_MAX)
+						st->empty = true;
+					else
+						lower = Max(lower, v + 1);
+					break;
+			}
+		}
+		else
+		{
+			char	   *s = TextDatumGetCString(d);
+
+			if (col == EV_TYPE)
+			{
+				int			t = strcmp(s, "ADDED") == 0 ? KW_EV_ADDED :
+				strcmp(s, "MODIFIED") == 0 ? KW_EV_MODIFIED :
+				strcmp(s, "DELETED") == 0 ? KW_EV_DELETED : -1;
+
+				if (t < 0 || (st->type_eq >= 0 && st->type_eq != t))
+					st->empty = true;
+				st->type_eq = t;
+			}
+			else if (st->text_eq[col] && strcmp(st->text_eq[col], s) != 0)
+				st->empty = true;
+			else
+				st->text_eq[col] = s;
+		}
+	}
+	MemoryContextSwitchTo(old);
+
+	if (!kw_events_available())
+		st->empty = true;
+	else
+	{
+		lower = Max(lower, kw_events_oldest_seq());
+		upper = Min(upper, kw_events_scan_bound());
+	}
+	if (lower > upper)
+		st->empty = true;
+	st->next_seq = lower;
+	st->upper = upper;
+}
+
+static bool
+record_matches(EvScanState *st, KwEventRecord *r)
+{
+	if (st->type_eq >= 0 && r->type != st->type_eq)
+		return false;
+	if (st->text_eq[EV_CLUSTER] && strcmp(st->text_eq[EV_CLUSTER], r->cluster) != 0)
+		return false;
+	if (st->text_eq[EV_RESOURCE] && strcmp(st->text_eq[EV_RESOURCE], r->resource) != 0)
+		return false;
+	if (st->text_eq[EV_TABLE_NAME] && strcmp(st->text_eq[EV_TABLE_NAME], r->table_name) != 0)
+		return false;
+	return true;
+}
+
+/*
+ * kwevents_IterateForeignScan: the next event in seq order within the
+ * range, skipping those the pushed-down filters reject.  An event
+ * overwritten while the scan ran is skipped by jumping to the ring's
+ * oldest seq: the caller sees the gap as a jump in seq.  Ends at the first
+ * event not yet committed.
+ */
+static TupleTableSlot *
+kwevents_IterateForeignScan(ForeignScanState *node)
+{
+	EvScanState *st = (EvScanState *) node->fdw_state;
+	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
+	KwEventRecord r;
+
+	ExecClearTuple(slot);
+	if (!st->started)
+		start_scan(node, st);
+	if (st->empty)
+		return slot;
+
+	while (st->next_seq <= st->upper)
+	{
+		KwEventReadResult res = kw_events_read(st->next_seq, &r);
+
+		if (res == KW_EVREAD_GONE)
+		{
+			st->next_seq = Max(st->next_seq + 1, kw_events_oldest_seq());
+			continue;
+		}
+		if (res == KW_EVREAD_NOT_YET)
+		{
+			st->empty = true;
+			return slot;
+		}
+		st->next_seq++;
+		if (!record_matches(st, &r))
+			continue;
+
+		for (int i = 0; i < st->natts; i++)
+		{
+			Datum		d = (Datum) 0;
+			bool		isnull = false;
+
+			switch (st->att_cols[i])
+			{
+				case EV_SEQ:
+					d = Int64GetDatum(r.seq);
+					break;
+				case EV_AT:
+					d = TimestampTzGetDatum(r.at);
+					break;
+				case EV_CLUSTER:
+					d = CStringGetTextDatum(r.cluster);
+					break;
+				case EV_RESOURCE:
+					d = CStringGetTextDatum(r.resource);
+					break;
+				case EV_TABLE_NAME:
+					d = CStringGetTextDatum(r.table_name);
+					break;
+				case EV_TYPE:
+					d = CStringGetTextDatum(kw_event_type_name((KwEventType) r.type));
+					break;
+				case EV_NAMESPACE:
+					if (r.has_namespace)
+						d = CStringGetTextDatum(r.namespace);
+					else
+						isnull = true;
+					break;
+				case EV_NAME:
+					d = CStringGetTextDatum(r.name);
+					break;
+				case EV_UID:
+					d = CStringGetTextDatum(r.uid);
+					break;
+				case EV_RESOURCE_VERSION:
+					d = CStringGetTextDatum(r.resource_version);
+					break;
+				case EV_TRUNCATED:
+					d = BoolGetDatum(r.truncated);
+					break;
+				case EV_NONE:
+					isnull = true;
+					break;
+			}
+			slot->tts_values[i] = d;
+			slot->tts_isnull[i] = isnull;
+		}
+		ExecStoreVirtualTuple(slot);
+		return slot;
+	}
+	return slot;
+}
+
+/* kwevents_ReScanForeignScan: re-evaluates the params at the next fetch. */
+static void
+kwevents_ReScanForeignScan(ForeignScanState *node)
+{
+	((EvScanState *) node->fdw_state)->started = false;
+}
+
+/* kwevents_EndForeignScan: nothing to release (memory is the query's). */
+static void
+kwevents_EndForeignScan(ForeignScanState *node)
+{
+}
+
+PG_FUNCTION_INFO_V1(kwatch_events_fdw_handler);
+
+/*
+ * kwatch_events_fdw_handler: SQL kwatch_events_fdw_handler() ->
+ * fdw_handler, the scan callbacks of the kwatch_events wrapper (read-only:
+ * no modify callbacks, so INSERT/UPDATE/DELETE fail with PostgreSQL's
+ * "cannot insert into foreign table" error, 55000).
+ */
+Datum
+kwatch_events_fdw_handler(PG_FUNCTION_ARGS)
+{
+	FdwRoutine *r = makeNode(FdwRoutine);
+
+	r->GetForeignRelSize = kwevents_GetForeignRelSize;
+	r->GetForeignPaths = kwevents_GetForeignPaths;
+	r->GetForeignPlan = kwevents_GetForeignPlan;
+	r->BeginForeignScan = kwevents_BeginForeignScan;
+	r->IterateForeignScan = kwevents_IterateForeignScan;
+	r->ReScanForeignScan = kwevents_ReScanForeignScan;
+	r->EndForeignScan = kwevents_EndForeignScan;
+	r->ExplainForeignScan = kwevents_ExplainForeignScan;
+	PG_RETURN_POINTER(r);
+}
+
+PG_FUNCTION_INFO_V1(kwatch_events_fdw_validator);
+
+/*
+ * kwatch_events_fdw_validator: SQL kwatch_events_fdw_validator(text[], oid)
+ * -> void.  The wrapper, its server, user mappings and foreign tables take
+ * no options: any option is an error, HV00D fdw_invalid_option_name.
+ */
+Datum
+kwatch_events_fdw_validator(PG_FUNCTION_ARGS)
+{
+	List	   *options = untransformRelOptions(PG_GETARG_DATUM(0));
+
+	if (options != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+				 errmsg("invalid option \"%s\"", ((DefElem *) linitial(options))->defname),
+				 errhint("The kwatch_events foreign-data wrapper takes no options.")));
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(kwatch_events_last_seq);
+
+/*
+ * kwatch_events_last_seq: SQL kwatch.events_last_seq() -> bigint, the seq
+ * of the newest committed event (0 before the first); NULL while the
+ * stream is unavailable (kwatch not preloaded, or the worker has not
+ * started since the server did).
+ */
+Datum
+kwatch_events_last_seq(PG_FUNCTION_ARGS)
+{
+	if (!kw_events_available())
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(kw_events_last_seq());
+}
+
+PG_FUNCTION_INFO_V1(kwatch_events_oldest_seq);
+
+/*
+ * kwatch_events_oldest_seq: SQL kwatch.events_oldest_seq() -> bigint, the
+ * oldest seq kwatch.events can still return (events_last_seq() + 1 when it
+ * holds none; above that while a transaction larger than the ring is being
+ * applied, whose first events are already overwritten).  A reader whose last seen seq is below this minus one has
+ * lost events and must re-read the mirror tables.  NULL while unavailable,
+ * as events_last_seq().
+ */
+Datum
+kwatch_events_oldest_seq(PG_FUNCTION_ARGS)
+{
+	if (!kw_events_available())
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(kw_events_oldest_seq());
+}
