@@ -1,0 +1,155 @@
+#!/usr/bin/python3
+"""A kwatch event-stream client that never misses a change (README "Event stream").
+
+It keeps a local cache {(cluster, uid): (namespace, name, resource_version)}
+of one mirror table and follows it with LISTEN, catching up from
+kwatch.events whenever it may have missed something, and re-reading the
+table (a relist) when the events it needs are no longer in the ring.
+
+usage: events_client.py TABLE [SECONDS]    (connection from PG* variables)
+
+    e.g.  PGDATABASE=app test/events_client.py pods 60
+
+prints one line per change and, at the end, the size of its cache.  The
+integration tests (test/integration/test_events.py) drive the EventClient
+class directly: disconnect it, change 1,000 objects, reconnect, and compare
+its cache with the table.
+
+The recipe, for a client whose last applied event is `last`:
+  1. LISTEN kwatch_<table> *before* reading anything, so nothing falls
+     between the read and the LISTEN.
+  2. upto = kwatch.events_last_seq() (every event up to it is committed; at
+     least the seq of the notification that woke us).  Read
+            SELECT ... FROM kwatch.events
+            WHERE seq > last AND seq <= upto AND table_name = T ORDER BY seq
+  3. Then   SELECT kwatch.events_oldest_seq()   (after the read: conservative).
+     If it is > last + 1, events were overwritten before we got them: relist.
+     Else apply the rows; last = upto.
+  4. Relist: L = kwatch.events_last_seq() first, then read the table; the
+     cache now reflects at least every event <= L; last = L.  Events > L that
+     the table already reflected are re-applied later, which is harmless.
+  5. Each NOTIFY carries the event's seq (one sequence for all tables): if
+     it is last + 1, apply the payload directly; otherwise go to step 2.
+"""
+import json
+import select
+import sys
+import time
+
+import psycopg2
+import psycopg2.extensions
+
+
+class EventClient:
+    def __init__(self, dsn, table, log=None):
+        self.dsn, self.table = dsn, table
+        self.channel = "kwatch_" + table
+        self.cache = {}          # (cluster, uid) -> (namespace, name, resource_version)
+        self.last = None         # seq of the last event reflected in the cache
+        self.relists = 0         # how often the ring did not have what we needed
+        self.applied = []        # (seq, type, cluster, uid) in the order applied
+        self.log = log
+        self.conn = None
+
+    # -- connection
+    def connect(self):
+        """(Re)connects, LISTENs, and catches up (or relists on first use)."""
+        self.conn = psycopg2.connect(self.dsn)
+        self.conn.autocommit = True
+        with self.conn.cursor() as cur:
+            cur.execute("LISTEN " + psycopg2.extensions.quote_ident(self.channel, cur))
+        if self.last is None:
+            self.relist()
+        else:
+            self.catch_up()
+
+    def disconnect(self):
+        if self.conn is not None:
+            self.conn.close()
+        self.conn = None
+
+    # -- the recipe
+    def relist(self):
+        """Step 4: the mirror table replaces the cache; last = events_last_seq() read first."""
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT kwatch.events_last_seq()")
+            last = cur.fetchone()[0]
+            if last is None:
+                raise RuntimeError("the event stream is not available yet (worker not started)")
+            cur.execute("SELECT cluster, uid, namespace, name, resource_version FROM k8s.%s"
+                        % psycopg2.extensions.quote_ident(self.table, cur))
+            self.cache = {(c, u): (ns, n, rv) for c, u, ns, n, rv in cur.fetchall()}
+        self.last = last
+        self.relists += 1
+        if self.log:
+            self.log("relist: %d objects, continuing after seq %d" % (len(self.cache), last))
+
+    def catch_up(self, notified_seq=None):
+        """Steps 2 and 3: apply every event after self.last, or relist if some are gone.
+
+        `upto` is read first: every event up to it is committed, so the scan
+        sees all of them (those of other tables are skipped past, not lost).
+        A notification's seq is committed too (and with it every smaller one:
+        one worker applies transactions one after another)."""
+        before = self.last
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT kwatch.events_last_seq()")
+            upto = cur.fetchone()[0]
+            if upto is None or upto < before:
+                # no stream yet, or a new one (extension re-created after a restart)
+                return self.relist()
+            upto = max(upto, notified_seq or 0)
+            cur.execute("SELECT seq, type, cluster, namespace, name, uid, resource_version"
+                        " FROM kwatch.events WHERE seq > %s AND seq <= %s AND table_name = %s"
+                        " ORDER BY seq", (before, upto, self.table))
+            rows = cur.fetchall()
+            cur.execute("SELECT kwatch.events_oldest_seq()")
+            oldest = cur.fetchone()[0]
+        if oldest > before + 1:
+            return self.relist()  # some events after `before` were overwritten
+        for seq, type_, cluster, ns, name, uid, rv in rows:
+            self.apply(seq, type_, cluster, ns, name, uid, rv)
+        self.last = upto
+
+    def apply(self, seq, type_, cluster, ns, name, uid, rv):
+        if type_ == "DELETED":
+            self.cache.pop((cluster, uid), None)
+        else:
+            self.cache[(cluster, uid)] = (ns, name, rv)
+        self.applied.append((seq, type_, cluster, uid))
+        self.last = seq
+        if self.log:
+            self.log("%d %s %s/%s %s" % (seq, type_, ns or "", name, rv))
+
+    def on_notify(self, payload):
+        """Step 5: a notification applies directly only if nothing came in between."""
+        p = json.loads(payload)
+        if p.get("seq") == self.last + 1 and not p.get("truncated"):
+            self.apply(p["seq"], p["type"], p["cluster"], p["namespace"], p["name"],
+                       p["uid"], p["resource_version"])
+        elif p.get("seq") is None or p["seq"] > self.last:
+            self.catch_up(p.get("seq"))
+
+    def run(self, seconds):
+        """Follows notifications for `seconds`."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if select.select([self.conn], [], [], min(1.0, max(0.0, end - time.monotonic()))) == ([], [], []):
+                continue
+            self.conn.poll()
+            while self.conn.notifies:
+                self.on_notify(self.conn.notifies.pop(0).payload)
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    client = EventClient("", sys.argv[1], log=print)
+    client.connect()
+    client.run(float(sys.argv[2]) if len(sys.argv) > 2 else 3600)
+    print("%d objects cached, last seq %d, %d relists" % (len(client.cache), client.last,
+                                                         client.relists))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+"""kwatch.events, the event stream (src/events.c, src/events_fdw.c): ordering,
+exact catch-up after a disconnection, NOTIFY seqs already readable, ring
+overflow seen as a gap, sequence continuing across a PostgreSQL restart with
+relist-derived deletions, concurrent readers while the worker writes fast."""
+import os
+import select
+import subprocess
+import sys
+
+import psycopg2
+import pytest
+
+import conftest
+from conftest import (REPO, assert_table_matches_server, kubectl, kubectl_json, sql, sql_one,
+                      wait_until, wait_watching, watch)
+from events_support import (SeqReader, create_configmaps, delete_collection, events_after, last_seq, mirror_cache,
+                            new_client, oldest_seq, set_ring_size, well_formed)
+
+CMS = "configmaps"
+
+
+def cm_args(ns):
+    return [CMS, "-n", ns]
+
+
+def test_disconnected_client_catches_up_1800_changes_while_readers_poll(ctx):
+    ns = ctx.namespace()
+    srv = ctx.server()
+    table = watch(CMS, srv, namespace=ns)
+    wait_watching(srv, CMS)
+    assert_table_matches_server(table, srv, cm_args(ns))
+    start = last_seq()
+
+    client = new_client(CMS)
+    client.connect()  # first connection: reads the table (a relist)
+    assert client.relists == 1 and client.cache == mirror_cache(CMS)
+    client.disconnect()
+
+    readers = [SeqReader(start), SeqReader(start), SeqReader(start, prepared=True)]
+    for r in readers:
+        r.start()
+    # 600 creates, 600 label patches, 600 deletes while the client is away
+    made = create_configmaps(ns, "bulk", 600)
+    kubectl("label", "configmaps", "-n", ns, "-l", "bulk=bulk", "round=2")
+    labelled = {o["metadata"]["name"]: o["metadata"]["resourceVersion"]
+                for o in kubectl_json("get", "configmaps", "-n", ns, "-l", "bulk=bulk")["items"]}
+    delete_collection(ns, "bulk=bulk")
+    assert_table_matches_server(table, srv, cm_args(ns), timeout=120)
+    wait_until(lambda: len([e for e in events_after(start, cluster=srv) if e["type"] == "DELETED"])
+               >= 600, 60, "600 DELETED events")
+    rows = [r for reader in readers for r in reader.finish()]
+
+    # the client comes back and catches up from kwatch.events, without a relist
+    client.connect()
+    assert client.relists == 1, "caught up from the ring, no relist"
+    assert client.cache == mirror_cache(CMS)
+    applied = [a for a in client.applied if a[2] == srv]
+    assert len(applied) >= 1800
+
+    # every object: ADDED (its create rv), MODIFIED (its labelled rv), DELETED, in seq order
+    events = events_after(start, cluster=srv)
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(set(seqs))
+    by_name = {}
+    for e in events:
+        by_name.setdefault(e["name"], []).append(e)
+    for name, (uid, rv) in made.items():
+        got = [(e["type"], e["uid"], e["resource_version"]) for e in by_name[name]]
+        assert got[:2] == [("ADDED", uid, rv), ("MODIFIED", uid, labelled[name])], name
+        assert [t for t, _, _ in got] == ["ADDED", "MODIFIED", "DELETED"], name
+        assert all(e["namespace"] == ns and e["resource"] == CMS and e["table_name"] == CMS
+                   and well_formed(e) is None for e in by_name[name])
+    # nothing else happened in the namespace but kube-root-ca.crt's life
+    assert set(by_name) - set(made) <= {"kube-root-ca.crt"}
+    # the client applied exactly these events, in this order
+    assert [(s, t, u) for s, t, _, u in applied] == [(e["seq"], e["type"], e["uid"]) for e in events]
+
+    # concurrent readers: consecutive, well-formed, and the same events as a final read
+    for reader in readers:
+        assert reader.problems == [], reader.problems[:10]
+        assert reader.reads > 1
+    final = {e["seq"]: e for e in events_after(start)}
+    for r in rows:
+        assert final[r["seq"]] == r
+
+
+def test_every_notification_seq_is_already_in_kwatch_events(ctx):
+    ns = ctx.namespace()
+    srv = ctx.server()
+    watch(CMS, srv, namespace=ns)
+    wait_watching(srv, CMS)
+    conn = conftest.PG.connect()
+    sql('LISTEN "kwatch_configmaps"', conn=conn)
+    made = create_configmaps(ns, "n", 150)
+    delete_collection(ns, "bulk=n")
+    seen, missing = [], []
+
+    def drain():
+        if select.select([conn], [], [], 0.2)[0]:
+            conn.poll()
+        while conn.notifies:
+            p = __import__("json").loads(conn.notifies.pop(0).payload)
+            if p["cluster"] != srv:
+                continue
+            row = sql("SELECT type, uid, resource_version, cluster, name FROM kwatch.events"
+                      " WHERE seq = %s", (p["seq"],), conn)
+            if row != [(p["type"], p["uid"], p["resource_version"], p["cluster"], p["name"])]:
+                missing.append((p, row))
+            seen.append(p)
+        return len([p for p in seen if p["type"] == "DELETED" and p["name"] in made]) >= 150
+    wait_until(drain, 60, "notifications of 150 creates and deletes", interval=0)
+    conn.close()
+    assert missing == []
+    seqs = [p["seq"] for p in seen]
+    assert seqs == sorted(set(seqs)), "payload seqs strictly increase"
+    assert len([p for p in seen if p["name"] in made]) == 300
+
+
+def test_sequence_continues_after_restart_and_relist_deletions_are_events(ctx):
+    pg, cluster = conftest.PG, conftest.CLUSTER
+    ns = ctx.namespace()
+    srv = ctx.server()
+    made = create_configmaps(ns, "r", 5)
+    table = watch(CMS, srv, namespace=ns)
+    wait_watching(srv, CMS)
+    assert_table_matches_server(table, srv, cm_args(ns))
+    behind = last_seq()  # a reader that will miss the next changes
+    kubectl("label", "configmaps", "r-0", "r-1", "-n", ns, "x=1")
+    assert_table_matches_server(table, srv, cm_args(ns))
+    wait_until(lambda: len(events_after(behind, cluster=srv)) == 2, 10, "2 MODIFIED events")
+    seen_all = last_seq()
+    assert sql_one("SELECT last_seq FROM kwatch.event_state") == seen_all
+
+    pg.stop()
+    try:
+        kubectl("delete", "configmaps", "r-3", "r-4", "-n", ns)
+        cluster.compact()
+        cluster.restart_apiserver()  # a fresh watch cache: the old resourceVersion is gone
+    finally:
+        pg.start()
+    assert_table_matches_server(table, srv, cm_args(ns), timeout=60)
+    assert wait_watching(srv, CMS)["relists"] >= 1
+
+    # the relist's deletions continue the sequence where it stopped
+    wait_until(lambda: len(events_after(seen_all)) >= 2, 20, "the relist's events")
+    after = events_after(seen_all)
+    assert [(e["seq"], e["type"], e["uid"]) for e in after] == \
+        [(seen_all + 1, "DELETED", made["r-3"][0]), (seen_all + 2, "DELETED", made["r-4"][0])] or \
+        [(e["seq"], e["type"], e["uid"]) for e in after] == \
+        [(seen_all + 1, "DELETED", made["r-4"][0]), (seen_all + 2, "DELETED", made["r-3"][0])]
+    # a reader that had seen everything continues seamlessly; one that was behind sees the gap
+    assert oldest_seq() == seen_all + 1
+    assert oldest_seq() > behind + 1
+    assert events_after(behind)[0]["seq"] == seen_all + 1
+    assert sql_one("SELECT last_seq FROM kwatch.event_state") == last_seq() == seen_all + 2
+
+
+def test_ring_overflow_is_a_visible_gap_and_the_client_relists(ctx):
+    set_ring_size(16)
+    try:
+        assert sql_one("SHOW kwatch.event_buffer") == "16"
+        ns = ctx.namespace()
+        srv = ctx.server()
+        table = watch(CMS, srv, namespace=ns)
+        wait_watching(srv, CMS)
+        client = new_client(CMS)
+        client.connect()
+        client.disconnect()
+        last = client.last
+
+        create_configmaps(ns, "o", 40)
+        assert_table_matches_server(table, srv, cm_args(ns), timeout=60)
+        newest = last_seq()
+        assert newest >= last + 40
+        oldest = oldest_seq()
+        assert oldest == newest - 15 > last + 1, "only the last 16 events are kept"
+        rows = events_after(last)
+        assert [r["seq"] for r in rows] == list(range(oldest, newest + 1)), \
+            "the scan starts at the oldest kept event: the jump shows the gap"
+        assert events_after(newest - 3, type="ADDED", cluster=srv) == \
+            [r for r in rows if r["seq"] > newest - 3]
+
+        client.connect()  # too far behind: re-reads the table
+        assert client.relists == 2
+        assert client.cache == mirror_cache(CMS)
+        assert client.last >= newest
+
+        # the example script itself, as a user runs it
+        env = dict(os.environ, PGHOST=str(conftest.PG.dir), PGPORT=str(conftest.PG.port),
+                   PGDATABASE=conftest.DB, PGUSER="postgres")
+        proc = subprocess.Popen([sys.executable, str(REPO / "test" / "events_client.py"), CMS, "8"],
+                                env=env, stdout=subprocess.PIPE, text=True)
+        try:
+            # it LISTENs, then relists: once the table read shows, it listens
+            wait_until(lambda: sql_one("SELECT count(*) FROM pg_stat_activity WHERE query"
+                                       " LIKE 'SELECT cluster, uid, namespace, name%'") >= 1,
+                       10, "the client's first read")
+            create_configmaps(ns, "p", 3)
+            out, _ = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+        assert proc.returncode == 0, out
+        for i in range(3):
+            assert " ADDED %s/p-%d " % (ns, i) in out, out
+        assert out.strip().splitlines()[-1].startswith("%d objects cached" % len(mirror_cache(CMS)))
+    finally:
+        set_ring_size(None)
+    assert sql_one("SHOW kwatch.event_buffer") == "10000"
