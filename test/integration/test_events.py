@@ -19,6 +19,11 @@ from events_support import (SeqReader, create_configmaps, delete_collection, eve
 CMS = "configmaps"
 
 
+def watch_db_errors(srv):
+    st = conftest.watch_status(srv, CMS)
+    return st and st["database_errors"]
+
+
 def cm_args(ns):
     return [CMS, "-n", ns]
 
@@ -206,3 +211,49 @@ def test_ring_overflow_is_a_visible_gap_and_the_client_relists(ctx):
     finally:
         set_ring_size(None)
     assert sql_one("SHOW kwatch.event_buffer") == "10000"
+
+
+def test_aborted_apply_reuses_its_seqs_and_readers_never_see_it(ctx):
+    """A batch that fails after some of its events were appended (a user
+    trigger rejects its last object) rolls back: readers never see those
+    events, and the retry reuses their seqs, so the stream has no hole."""
+    ns = ctx.namespace()
+    srv = ctx.server()
+    table = watch(CMS, srv, namespace=ns)
+    wait_watching(srv, CMS)
+    assert_table_matches_server(table, srv, cm_args(ns))
+    start = last_seq()
+    reader = SeqReader(start)
+    reader.start()
+    sql("""CREATE FUNCTION public.kwatch_test_events_boom() RETURNS trigger LANGUAGE plpgsql AS $$
+           BEGIN
+             IF NEW.object->'metadata'->>'name' LIKE 'boom-%' THEN RAISE EXCEPTION 'boom rejected'; END IF;
+             RETURN NEW;
+           END $$""")
+    sql("CREATE TRIGGER events_boom BEFORE INSERT ON k8s.configmaps"
+        " FOR EACH ROW EXECUTE FUNCTION public.kwatch_test_events_boom()")
+    try:
+        # hold the table so that the three creates land in one kept batch
+        locker = conftest.PG.connect(autocommit=False)
+        sql("LOCK TABLE k8s.configmaps IN ACCESS EXCLUSIVE MODE", conn=locker)
+        made = create_configmaps(ns, "ok", 2)
+        made.update(create_configmaps(ns, "boom", 1))
+        wait_until(lambda: (watch_db_errors(srv) or 0) >= 2, 20, "the batch to hit the lock twice")
+        locker.rollback()
+        locker.close()
+        wait_until(lambda: "boom rejected" in (conftest.watch_status(srv, CMS)["last_error"] or ""),
+                   20, "the trigger to reject the batch")
+        assert events_after(start, cluster=srv) == [], "nothing of the failed batch is visible"
+    finally:
+        sql("DROP TRIGGER events_boom ON k8s.configmaps")
+        sql("DROP FUNCTION public.kwatch_test_events_boom()")
+    assert_table_matches_server(table, srv, cm_args(ns), timeout=60)
+    wait_until(lambda: {e["name"] for e in events_after(start, cluster=srv)} >= set(made),
+               30, "events of the relist that succeeded")
+    rows = reader.finish()
+    assert reader.problems == [], reader.problems[:10]
+    mine = [r for r in rows if r["cluster"] == srv]
+    assert [r["seq"] for r in mine] == list(range(start + 1, start + 1 + len(mine)))
+    assert sorted((r["name"], r["type"]) for r in mine) == \
+        sorted((n, "ADDED") for n in made), "each object added once, no hole"
+    assert sql_one("SELECT last_seq FROM kwatch.event_state") == last_seq()
