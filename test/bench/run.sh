@@ -23,3 +23,5 @@ trap cleanup EXIT
 . "$dir/k8s/env"
 PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres \
   /usr/bin/python3 test/bench/bench.py --pods "${PODS:-10000}"
+PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres \
+  /usr/bin/python3 test/bench/events.py
