@@ -39,6 +39,7 @@ EXECUTE typed('ADDED', 1);
 RESET plan_cache_mode;
 -- a subquery's value is a parameter too
 EXPLAIN (COSTS OFF) SELECT seq FROM kwatch.events WHERE seq > (SELECT kwatch.events_last_seq());
+SELECT count(*) FROM kwatch.events WHERE seq > (SELECT kwatch.events_last_seq());
 
 -- no watch, no event: empty whatever the quals, including NULL and extremes
 SELECT count(*) FROM kwatch.events;

@@ -193,8 +193,14 @@ classify_clause(Expr *clause, Index relid, Relation rel, int *code,
 	else if (col == EV_CLUSTER || col == EV_RESOURCE || col == EV_TABLE_NAME ||
 			 col == EV_TYPE)
 	{
-		/* texteq ignores collations for deterministic ones; rechecked anyway */
+		/*
+		 * The scan compares bytes: right for texteq under a deterministic
+		 * collation, not under a nondeterministic one (case-insensitive ICU
+		 * collations), which is left to the executor.
+		 */
 		if (opno != TextEqualOperator || exprType((Node *) other) != TEXTOID)
+			return false;
+		if (OidIsValid(op->inputcollid) && !get_collation_isdeterministic(op->inputcollid))
 			return false;
 		strat = BTEqualStrategyNumber;
 	}

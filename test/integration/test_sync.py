@@ -68,8 +68,10 @@ def test_changes_are_mirrored_with_notifications(ctx):
     uid = create_pods(ns, {"p1": {"app": "one"}})["p1"]
     added = lst.wait_for(cluster=srv, type="ADDED", uid=uid)
     pod = kubectl_json("get", "pod", "p1", "-n", ns)
-    assert added == {"type": "ADDED", "cluster": srv, "namespace": ns, "name": "p1", "uid": uid,
+    assert added == {"seq": added["seq"], "type": "ADDED", "cluster": srv, "namespace": ns,
+                     "name": "p1", "uid": uid,
                      "resource_version": pod["metadata"]["resourceVersion"]}
+    assert isinstance(added["seq"], int) and added["seq"] > 0  # kwatch.events (test_events.py)
     assert sql("SELECT name, resource_version, labels FROM k8s.pods WHERE cluster = %s AND uid = %s",
                (srv, uid)) == [("p1", added["resource_version"], {"app": "one"})]
 
