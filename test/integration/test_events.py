@@ -257,3 +257,19 @@ def test_aborted_apply_reuses_its_seqs_and_readers_never_see_it(ctx):
     assert sorted((r["name"], r["type"]) for r in mine) == \
         sorted((n, "ADDED") for n in made), "each object added once, no hole"
     assert sql_one("SELECT last_seq FROM kwatch.event_state") == last_seq()
+
+
+def test_watch_without_notify_still_feeds_the_stream(ctx):
+    ns = ctx.namespace()
+    srv = ctx.server()
+    table = watch(CMS, srv, namespace=ns, notify=False)
+    wait_watching(srv, CMS)
+    start = last_seq()
+    made = create_configmaps(ns, "quiet", 3)
+    assert_table_matches_server(table, srv, cm_args(ns))
+    wait_until(lambda: {e["name"] for e in events_after(start, cluster=srv)} >= set(made),
+               20, "events of a notify => false watch")
+    got = [(e["name"], e["type"], e["uid"], e["resource_version"])
+           for e in events_after(start, cluster=srv) if e["name"] in made]
+    assert sorted(got) == sorted((n, "ADDED", uid, rv) for n, (uid, rv) in made.items())
+    assert conftest.watch_status(srv, CMS)["notifications"] == 0
