@@ -273,3 +273,33 @@ def test_watch_without_notify_still_feeds_the_stream(ctx):
            for e in events_after(start, cluster=srv) if e["name"] in made]
     assert sorted(got) == sorted((n, "ADDED", uid, rv) for n, (uid, rv) in made.items())
     assert conftest.watch_status(srv, CMS)["notifications"] == 0
+
+
+def test_sequence_survives_drop_and_create_extension(ctx):
+    """kwatch.event_state goes with the extension; the shared counter does
+    not (the postmaster keeps running), so numbers are never reused."""
+    ns = ctx.namespace()
+    srv = ctx.server()
+    watch(CMS, srv, namespace=ns)
+    wait_watching(srv, CMS)
+    create_configmaps(ns, "d", 2)
+    wait_until(lambda: len([e for e in events_after(0, cluster=srv) if e["name"].startswith("d-")])
+               == 2, 20, "2 events")
+    before = last_seq()
+    assert sql("SELECT kwatch.unwatch(resource, server => server) FROM kwatch.registrations") \
+        == [(True,)], "no other watch runs"
+    # the mirror tables' generated columns use kwatch's functions: drop them first
+    sql("DROP SCHEMA IF EXISTS k8s CASCADE")
+    sql("DROP EXTENSION kwatch CASCADE")  # with this test's server
+    sql("CREATE EXTENSION kwatch")
+    assert sql("SELECT * FROM kwatch.event_state") == []
+    assert last_seq() == before and oldest_seq() <= before + 1
+    srv2 = ctx.server("-again")
+    watch(CMS, srv2, namespace=ns)
+    wait_watching(srv2, CMS)
+    wait_until(lambda: len(events_after(before, cluster=srv2)) >= 3, 20, "the new watch's relist")
+    after = events_after(before)
+    assert after[0]["seq"] == before + 1, "continues after the numbers already used"
+    assert {e["name"] for e in after} >= {"d-0", "d-1", "kube-root-ca.crt"}
+    wait_until(lambda: sql_one("SELECT last_seq FROM kwatch.event_state") == last_seq(), 10,
+               "event_state written again")
