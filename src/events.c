@@ -81,8 +81,8 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 
 /* worker only: seqs appended by the current transaction */
-static int64 xact_first_seq = 0;
 static int64 xact_last_seq = 0;
+static int64 xact_saved_seq = 0;	/* written to kwatch.event_state */
 static SPIPlanPtr checkpoint_plan = NULL;
 
 static Size
@@ -129,7 +129,8 @@ events_shmem_startup(void)
 
 /*
  * kw_events_shmem_request: installs the hooks that size and create the
- * ring (kwatch.event_buffer slots of sizeof(KwEventSlot) bytes, ~930).
+ * ring (kwatch.event_buffer slots of sizeof(KwEventSlot) bytes: 936 on
+ * x86-64).
  * Only called while shared_preload_libraries is processed.
  */
 void
@@ -153,6 +154,18 @@ events_xact_callback(XactEvent event, void *arg)
 		return;
 	switch (event)
 	{
+		case XACT_EVENT_PRE_COMMIT:
+
+			/*
+			 * Committing events whose last seq is not in event_state would
+			 * let a restart reuse their numbers: refuse (rolls back).
+			 */
+			if (xact_saved_seq != xact_last_seq)
+				ereport(ERROR,
+						(errcode(ERRCODE_INTERNAL_ERROR),
+						 errmsg("kwatch: events up to seq " INT64_FORMAT " were not saved in kwatch.event_state",
+								xact_last_seq)));
+			return;
 		case XACT_EVENT_COMMIT:
 			pg_write_barrier();
 			pg_atomic_write_u64(&ring->published, (uint64) xact_last_seq);
@@ -165,14 +178,15 @@ events_xact_callback(XactEvent event, void *arg)
 		default:
 			return;
 	}
-	xact_first_seq = xact_last_seq = 0;
+	xact_last_seq = xact_saved_seq = 0;
 }
 
 /*
  * kw_events_worker_init: registers the worker's transaction callback that
- * publishes (COMMIT) or discards (ABORT) the events a transaction appended,
- * and drops what a previous worker life left unpublished.  Worker only,
- * once at start.
+ * checks the last seq was saved (PRE_COMMIT, else ERROR), publishes
+ * (COMMIT) or discards (ABORT) the events a transaction appended, and
+ * drops what a previous worker life left unpublished.  Worker only, once
+ * at start.
  */
 void
 kw_events_worker_init(void)
@@ -300,8 +314,6 @@ kw_events_append(KwRegistration *reg, KwEventType type, const char *namespace,
 	if (seq > pg_atomic_read_u64(&ring->high_water))
 		pg_atomic_write_u64(&ring->high_water, seq);
 
-	if (xact_first_seq == 0)
-		xact_first_seq = (int64) seq;
 	xact_last_seq = (int64) seq;
 	return (int64) seq;
 }
@@ -310,7 +322,8 @@ kw_events_append(KwRegistration *reg, KwEventType type, const char *namespace,
  * kw_events_checkpoint: stores the last seq appended by the current
  * transaction in kwatch.event_state (same transaction as the rows), so the
  * sequence continues after a restart.  No-op when nothing was appended.
- * Needs SPI connected.  ERRORs roll the apply back.
+ * Needs SPI connected.  ERRORs roll the apply back; so does committing
+ * appended events without calling this (the PRE_COMMIT check).
  */
 void
 kw_events_checkpoint(void)
@@ -335,6 +348,7 @@ kw_events_checkpoint(void)
 	rc = SPI_execute_plan(checkpoint_plan, &arg, NULL, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "event_state update failed: %s", SPI_result_code_string(rc));
+	xact_saved_seq = xact_last_seq;
 }
 
 /* ---------------------------------------------------------------------
