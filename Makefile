@@ -16,7 +16,11 @@ OBJS = \
 	src/catalog.o \
 	src/discovery.o \
 	src/kubeconfig.o \
-	src/fdw_option.o
+	src/fdw_option.o \
+	src/live_column.o \
+	src/fdw_deparse.o \
+	src/live_scan.o \
+	src/fdw.o
 
 DATA = $(wildcard sql/kwatch--*.sql)
 
