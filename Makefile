@@ -26,7 +26,7 @@ DATA = $(wildcard sql/kwatch--*.sql)
 
 # pg_regress suites (sql/<name>.sql, expected/<name>.out); run by test/run.sh
 # against a temporary instance that preloads kwatch (test/regress.conf).
-REGRESS = options kubeconfig registration
+REGRESS = options kubeconfig registration live
 REGRESS_OPTS = --temp-config=test/regress.conf
 
 PG_CONFIG ?= pg_config
