@@ -449,8 +449,10 @@ add_listable(json_object *list, const char *group, const char *version,
 /*
  * kw_discover_listable: every resource of cluster `cfg` that can be listed,
  * as a List of KwResource *: the core group (/api/v1) first, then each
- * group of /apis in the server's order at its preferred version, as
- * "kubectl api-resources --verbs=list" shows them.  A group version that
+ * group of /apis in the server's order, each resource at the group's
+ * preferred version or, when that version lacks it, the first other version
+ * serving it (client-go discovery.ServerPreferredResources, which "kubectl
+ * api-resources --verbs=list" shows).  A group version that
  * fails to answer is skipped (an aggregated API that is down), as kubectl
  * does.  ERRORs when /api/v1 or /apis cannot be read.
  */
@@ -476,18 +478,51 @@ kw_discover_listable(KwClusterConfig *cfg)
 			{
 				json_object *g = json_object_array_get_idx(groups, i);
 				const char *gname = kw_json_get_string(g, "name");
-				json_object *pref;
+				json_object *pref,
+						   *versions;
 				const char *pv = NULL;
-				json_object *rl;
 
 				if (json_object_object_get_ex(g, "preferredVersion", &pref))
 					pv = kw_json_get_string(pref, "version");
-				if (gname == NULL || pv == NULL)
+				if (gname == NULL || pv == NULL ||
+					!json_object_object_get_ex(g, "versions", &versions) ||
+					!json_object_is_type(versions, json_type_array))
 					continue;
-				rl = get_json(cfg, psprintf("/apis/%s/%s", gname, pv), false);
-				add_listable(rl, gname, pv, &out);
-				if (rl)
-					json_object_put(rl);
+				/* preferred version first, then the others for what it lacks */
+				for (int pass = 0; pass < 2; pass++)
+				{
+					for (size_t j = 0; j < json_object_array_length(versions); j++)
+					{
+						const char *v = kw_json_get_string(json_object_array_get_idx(versions, j), "version");
+						json_object *rl;
+						List	   *found = NIL;
+						ListCell   *lc;
+
+						if (v == NULL || (pass == 0) != (strcmp(v, pv) == 0))
+							continue;
+						rl = get_json(cfg, psprintf("/apis/%s/%s", gname, v), false);
+						add_listable(rl, gname, v, &found);
+						if (rl)
+							json_object_put(rl);
+						foreach(lc, found)
+						{
+							KwResource *r = (KwResource *) lfirst(lc);
+							bool		seen = false;
+							ListCell   *lc2;
+
+							foreach(lc2, out)
+							{
+								KwResource *o = (KwResource *) lfirst(lc2);
+
+								if (strcmp(o->api_group, r->api_group) == 0 &&
+									strcmp(o->plural, r->plural) == 0)
+									seen = true;
+							}
+							if (!seen)
+								out = lappend(out, r);
+						}
+					}
+				}
 			}
 		}
 	}
