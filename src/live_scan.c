@@ -35,6 +35,8 @@
 #include <curl/curl.h>
 
 #include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -44,6 +46,10 @@
 #define KW_LIVE_POLL_MS 100
 /* How much of an error response body is kept for the message. */
 #define KW_LIVE_ERRBODY_MAX (64 * 1024)
+/* PROTOCOL 10: retries of one page after 429/5xx with Retry-After. */
+#define KW_LIVE_MAX_RETRIES 3
+/* Longest Retry-After honoured inside a query, in seconds. */
+#define KW_LIVE_MAX_RETRY_AFTER_S 10
 
 typedef struct LiveItem
 {
@@ -66,6 +72,9 @@ struct KwLiveScan
 	CURLM	   *multi;
 	KwHttpHandle *handle;		/* current page, NULL between pages */
 	char	   *url;			/* of the current page */
+	char	   *continue_token; /* of the current page, NULL for the first */
+	int			retries;		/* of the current page */
+	bool		token_reread;	/* after a 401, once (PROTOCOL 33) */
 	KwListDecoder *dec;
 	long		status;			/* HTTP status of the current page, 0 = unknown */
 	StringInfoData errbody;		/* body of a non-200 response */
@@ -182,6 +191,7 @@ start_page(KwLiveScan *scan, const char *continue_token)
 	if (continue_token)
 		kw_url_append_param(&url, "continue", continue_token);
 	scan->url = url.data;
+	scan->continue_token = continue_token ? pstrdup(continue_token) : NULL;
 
 	if (scan->dec)
 		kw_list_decoder_free(scan->dec);
@@ -212,6 +222,50 @@ request_of(KwLiveScan *scan)
 
 	return strncmp(scan->url, scan->cfg->api_server, n) == 0 ?
 		scan->url + n : scan->url;
+}
+
+/*
+ * retry_page: whether the failed page should be requested again: once
+ * after a 401 when the token comes from a file, re-read (PROTOCOL 33), and
+ * up to KW_LIVE_MAX_RETRIES times after a 429 or 5xx carrying Retry-After,
+ * waiting as told (at most KW_LIVE_MAX_RETRY_AFTER_S), interruptibly
+ * (PROTOCOL 10).  A non-200 response delivered no items, so the same page
+ * (same continue token) can simply be asked for again.
+ */
+static bool
+retry_page(KwLiveScan *scan)
+{
+	curl_off_t	ra = -1;
+
+	if (scan->status == 401 && scan->cfg->token_file && !scan->token_reread)
+	{
+		scan->token_reread = true;
+		(void) kw_http_bearer_token(scan->cfg, true);
+		return true;
+	}
+	if ((scan->status == 429 || (scan->status >= 500 && scan->status != 504)) &&
+		scan->retries < KW_LIVE_MAX_RETRIES &&
+		curl_easy_getinfo((CURL *) scan->handle->easy, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK &&
+		ra > 0)
+	{
+		TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														Min(ra, KW_LIVE_MAX_RETRY_AFTER_S) * 1000);
+
+		for (;;)
+		{
+			long		ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+
+			if (ms <= 0)
+				break;
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 ms, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+		scan->retries++;
+		return true;
+	}
+	return false;
 }
 
 /*
@@ -247,6 +301,18 @@ finish_page(KwLiveScan *scan)
 				 errdetail("%s", scan->handle->errbuf[0] ? scan->handle->errbuf :
 						   curl_easy_strerror(rc)),
 				 errcontext("GET %s", request_of(scan))));
+	if (scan->status != 200 && retry_page(scan))
+	{
+		char	   *cont = scan->continue_token;
+		int			retries = scan->retries;
+
+		curl_multi_remove_handle(scan->multi, (CURL *) scan->handle->easy);
+		kw_http_handle_destroy(scan->handle);
+		scan->handle = NULL;
+		start_page(scan, cont);
+		scan->retries = retries;
+		return;
+	}
 	if (scan->status != 200)
 	{
 		char	   *reason;
@@ -282,6 +348,7 @@ finish_page(KwLiveScan *scan)
 	kw_http_handle_destroy(scan->handle);
 	scan->handle = NULL;
 
+	scan->retries = 0;
 	if (cont)
 		start_page(scan, cont);
 	else

@@ -143,3 +143,62 @@ class StalledServer:
         for c in self.accepted:
             c.close()
         self.sock.close()
+
+
+class FakeApiServer:
+    """An HTTP server answering requests with scripted responses, in order:
+    each is (status, headers dict, body bytes or str).  `requests` records
+    the paths asked for.  For failure cases a real API server won't produce
+    on demand (429 with Retry-After, 410 on a continue, malformed JSON)."""
+
+    def __init__(self, responses):
+        import http.server
+
+        self.responses = list(responses)
+        self.requests = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.requests.append(self.path)
+                if outer.responses:
+                    status, headers, body = outer.responses.pop(0)
+                else:
+                    status, headers, body = 500, {}, "no more scripted responses"
+                if isinstance(body, str):
+                    body = body.encode()
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def pod_list(names, cont=None, rv="100"):
+    """A PodList page as the API server writes it (PROTOCOL 6)."""
+    meta = {"resourceVersion": rv}
+    if cont:
+        meta["continue"] = cont
+    return json.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": [
+        {"metadata": {"name": n, "namespace": "ns", "uid": "uid-" + n, "resourceVersion": "9",
+                      "labels": {"app": "web"},
+                      "managedFields": [{"manager": "kubectl"}]},
+         "spec": {}, "status": {"phase": "Pending"}} for n in names]})

@@ -408,3 +408,67 @@ def test_forbidden_under_rbac(ctx):
         else:
             os.environ["KWATCH_K8S_AUTHZ"] = old
         sql("DROP FOREIGN TABLE IF EXISTS %s" % table)
+
+
+def status_body(code, reason, message):
+    return json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                       "code": code, "reason": reason, "message": message})
+
+
+def fake_table(ctx, fake, suffix):
+    name = ctx.base + suffix
+    sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
+                  " use_remote_estimate 'false')").format(pgsql.Identifier(name),
+                                                          pgsql.Literal(fake.url)))
+    ctx.servers.append(name)
+    table = schema_for(ctx, suffix)
+    sql(pgsql.SQL("CREATE FOREIGN TABLE {} (namespace text, name text, uid text, labels jsonb,"
+                  " phase text, object jsonb) SERVER {}"
+                  " OPTIONS (resource 'pods', api_version 'v1', namespaced 'true')").format(
+        pgsql.Identifier(table), pgsql.Identifier(name)))
+    return table
+
+
+def test_retry_after_and_pages_of_a_scripted_server(ctx):
+    """PROTOCOL 3 and 10 against a scripted server: a 429 with Retry-After is
+    retried; continue requests repeat the selectors and carry no
+    resourceVersion; managedFields are not part of the object."""
+    from live_support import FakeApiServer, pod_list
+    fake = FakeApiServer([
+        (429, {"Retry-After": "1"}, status_body(429, "TooManyRequests", "slow down")),
+        (200, {}, pod_list(["a", "b"], cont="tok1")),
+        (503, {"Retry-After": "1"}, status_body(503, "ServiceUnavailable", "busy")),
+        (200, {}, pod_list(["c"])),
+    ])
+    try:
+        t = fake_table(ctx, fake, "-fake")
+        rows = sql("SELECT name, uid, phase, object->'metadata' ? 'managedFields' FROM %s"
+                   " WHERE labels->>'app' = 'web' ORDER BY name" % t)
+        assert rows == [("a", "uid-a", "Pending", False), ("b", "uid-b", "Pending", False),
+                        ("c", "uid-c", "Pending", False)]
+        first = "/api/v1/pods?labelSelector=app%3Dweb&limit=500"
+        assert fake.requests == [first, first, first + "&continue=tok1", first + "&continue=tok1"]
+    finally:
+        fake.close()
+
+
+def test_expired_continue_and_malformed_list_of_a_scripted_server(ctx):
+    from live_support import FakeApiServer, pod_list
+    fake = FakeApiServer([
+        (200, {}, pod_list(["a"], cont="tok1")),
+        (410, {}, status_body(410, "Expired", "The provided continue parameter is too old")),
+        (200, {}, pod_list(["a", "b"])[:-20]),  # truncated
+        (200, {}, '{"kind": "PodList", "items": [["not an object"]]}'),
+    ])
+    try:
+        t = fake_table(ctx, fake, "-fake2")
+        e = sql_error("SELECT name FROM %s" % t)
+        assert e.pgcode == "55000", e.pgerror
+        assert "410" in e.diag.message_primary
+        assert "too old" in e.diag.message_detail
+        assert "continue=tok1" in e.diag.context
+        for _ in range(2):
+            e = sql_error("SELECT name FROM %s" % t)
+            assert e.pgcode == "HV004" and "malformed" in e.diag.message_primary, e.pgerror
+    finally:
+        fake.close()
