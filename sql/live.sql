@@ -71,6 +71,15 @@ EXPLAIN (COSTS OFF) SELECT name FROM live.deployments WHERE replicas = 3 AND nam
 PREPARE q(text) AS SELECT name FROM live.pods WHERE name = $1;
 EXPLAIN (COSTS OFF) EXECUTE q('x');
 DEALLOCATE q;
+-- generic plans: parameters are bound into the request at execution
+SET plan_cache_mode = force_generic_plan;
+PREPARE q(text, text, text) AS SELECT name FROM live.pods
+  WHERE namespace = $1 AND labels->>'app' = $2 AND name <> $3 AND phase = $2;
+EXPLAIN (COSTS OFF) EXECUTE q('shop', 'web', 'x');
+DEALLOCATE q;
+RESET plan_cache_mode;
+-- a subquery's value (an InitPlan's PARAM_EXEC) likewise
+EXPLAIN (COSTS OFF) SELECT name FROM live.pods WHERE namespace = (SELECT 'shop');
 -- LIMIT: pushed as the page size only when every clause is pushed exactly
 EXPLAIN (COSTS OFF, VERBOSE) SELECT name FROM live.pods WHERE namespace = 'shop' AND labels->>'app' = 'web' LIMIT 5;
 EXPLAIN (COSTS OFF) SELECT name FROM live.pods LIMIT 5 OFFSET 10;

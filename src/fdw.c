@@ -109,10 +109,14 @@ typedef struct KwScanState
 {
 	KwLiveTable *table;
 	KwClusterConfig *cfg;
-	char	   *path;
-	char	   *label_selector;
-	char	   *field_selector;
+	char	   *namespace;		/* template */
+	List	   *label_terms;	/* templates */
+	List	   *field_terms;
+	List	   *param_exprs;	/* the plan's fdw_exprs */
+	List	   *param_states;	/* ExprState * of those */
 	int			page_size;
+	bool		no_rows;		/* a parameter made every clause false */
+	KwLiveTable plan_table;		/* the collection the plan was made for */
 	int			natts;
 	ExprState **exprs;			/* per attribute, NULL = not retrieved */
 	ExprContext *econtext;		/* evaluates exprs; own ParamListInfo */
@@ -124,13 +128,28 @@ typedef struct KwScanState
 /* fdw_private of the ForeignScan plan, by position. */
 enum
 {
-	FdwPrivPath,
-	FdwPrivLabels,
-	FdwPrivFields,
+	FdwPrivNamespace,			/* String: namespace or placeholder, "" = none */
+	FdwPrivLabels,				/* List of String: label selector terms */
+	FdwPrivFields,				/* List of String: field selector terms */
 	FdwPrivLimit,
 	FdwPrivRetrieved,
-	FdwPrivExact
+	FdwPrivExact,
+	FdwPrivGroup,				/* the collection, as resolved at planning */
+	FdwPrivVersion,
+	FdwPrivPlural,
+	FdwPrivNamespaced
 };
+
+/* plan_table: the parts of the collection path the plan was made for. */
+static void
+plan_table(List *priv, KwLiveTable *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->api_group = strVal(list_nth(priv, FdwPrivGroup));
+	t->api_version = strVal(list_nth(priv, FdwPrivVersion));
+	t->plural = strVal(list_nth(priv, FdwPrivPlural));
+	t->namespaced = boolVal(list_nth(priv, FdwPrivNamespaced));
+}
 
 /* Caches (backend lifetime, TopMemoryContext). */
 typedef struct DiscoveryCacheEntry
@@ -406,6 +425,8 @@ remote_count(KwClusterConfig *cfg, Oid serverid, Oid userid, const char *path)
 			if (!TimestampDifferenceExceeds(e->at, now, KW_ESTIMATE_TTL_S * 1000))
 				return e->count;
 			estimate_cache = foreach_delete_current(estimate_cache, lc);
+			pfree(e->path);
+			pfree(e);
 		}
 	}
 
@@ -470,6 +491,7 @@ kwGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	List	   *other = NIL;
 	Selectivity sel;
 	ListCell   *lc;
+	char	   *ns;
 
 	ps->table = resolve_table(foreigntableid, userid, &cfg);
 	kw_classify_conditions(root, baserel, ps->table, &ps->req);
@@ -486,11 +508,13 @@ kwGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 			other = lappend(other, ri);
 	}
 
-	if (ps->req.namespace == NULL)
+	/* a namespace from a parameter is unknown yet: estimate all of them */
+	ns = ps->req.namespace && ps->req.namespace[0] != '\x01' ? ps->req.namespace : NULL;
+	if (ns == NULL)
 		total = mirror_count(ps->table);
 	if (total < 0 && ps->table->use_remote_estimate)
 		total = remote_count(cfg, GetForeignTable(foreigntableid)->serverid, userid,
-							 kw_live_path(ps->table, ps->req.namespace));
+							 kw_live_path(ps->table, ns));
 	if (total < 0)
 		total = KW_DEFAULT_ROWS;
 
@@ -536,20 +560,21 @@ limit_to_push(PlannerInfo *root, RelOptInfo *baserel)
 }
 
 /*
- * kwGetForeignPaths: the one path: a LIST.  Pages cost a round trip each,
- * objects their decoding.
+ * kwGetForeignPaths: the one path: a LIST.  Each page costs a round trip
+ * (KW_STARTUP_COST), each object returned its transfer and decoding
+ * (KW_PER_OBJECT_COST), and the server looks at every object of the
+ * collection to apply the selectors (a tenth of cpu_tuple_cost each), so
+ * a selective request is cheaper than a full one, but never free.
  */
 static void
 kwGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 {
 	KwPlanState *ps = (KwPlanState *) baserel->fdw_private;
 	int			limit = ps->req.all_exact ? limit_to_push(root, baserel) : 0;
-	double		fetched = baserel->rows;
-	double		pages = kw_list_page_size > 0 ? ceil(fetched / kw_list_page_size) : 1;
+	double		pages = kw_list_page_size > 0 ? ceil(baserel->rows / kw_list_page_size) : 1;
 	Cost		startup = KW_STARTUP_COST;
 	Cost		total = startup + Max(pages - 1, 0) * KW_STARTUP_COST +
-		fetched * KW_PER_OBJECT_COST +
-		baserel->tuples * cpu_tuple_cost * (ps->req.label_terms || ps->req.field_terms ? 0.01 : 0);
+		baserel->rows * KW_PER_OBJECT_COST + baserel->tuples * cpu_tuple_cost * 0.1;
 
 	add_path(baserel, (Path *)
 			 create_foreignscan_path(root, baserel, NULL, baserel->rows,
@@ -568,15 +593,20 @@ kwGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 				 Plan *outer_plan)
 {
 	KwPlanState *ps = (KwPlanState *) baserel->fdw_private;
-	char	   *labels = kw_live_selector(ps->req.label_terms);
-	char	   *fields = kw_live_selector(ps->req.field_terms);
+	List	   *labels = NIL;
+	List	   *fields = NIL;
 	List	   *retrieved = NIL;
 	Relation	rel = table_open(foreigntableid, NoLock);
 	TupleDesc	desc = RelationGetDescr(rel);
 	bool		whole_row = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber,
 										  ps->attrs_used);
 	List	   *fdw_private;
+	ListCell   *lc;
 
+	foreach(lc, ps->req.label_terms)
+		labels = lappend(labels, makeString(lfirst(lc)));
+	foreach(lc, ps->req.field_terms)
+		fields = lappend(fields, makeString(lfirst(lc)));
 	for (int i = 1; i <= desc->natts; i++)
 	{
 		if (TupleDescAttr(desc, i - 1)->attisdropped)
@@ -587,16 +617,19 @@ kwGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	}
 	table_close(rel, NoLock);
 
-	fdw_private = list_make5(makeString(kw_live_path(ps->table, ps->req.namespace)),
-							 makeString(labels ? labels : pstrdup("")),
-							 makeString(fields ? fields : pstrdup("")),
-							 linitial(best_path->fdw_private),
+	fdw_private = list_make5(makeString(ps->req.namespace ? ps->req.namespace : pstrdup("")),
+							 labels, fields, linitial(best_path->fdw_private),
 							 retrieved);
 	fdw_private = lappend(fdw_private, makeBoolean(ps->req.all_exact));
+	fdw_private = lappend(fdw_private, makeString(ps->table->api_group));
+	fdw_private = lappend(fdw_private, makeString(ps->table->api_version));
+	fdw_private = lappend(fdw_private, makeString(ps->table->plural));
+	fdw_private = lappend(fdw_private, makeBoolean(ps->table->namespaced));
 
+	/* parameters go in fdw_exprs, so that setrefs.c fixes them up */
 	return make_foreignscan(tlist, extract_actual_clauses(scan_clauses, false),
-							baserel->relid, NIL, fdw_private, NIL, NIL,
-							outer_plan);
+							baserel->relid, ps->req.param_exprs, fdw_private,
+							NIL, NIL, outer_plan);
 }
 
 /* page_size: the first page's limit: the pushed LIMIT, else the GUC. */
@@ -635,9 +668,12 @@ kwBeginForeignScan(ForeignScanState *node, int eflags)
 	st = palloc0(sizeof(KwScanState));
 	node->fdw_state = st;
 	st->table = resolve_table(RelationGetRelid(rel), scan_user(rte), &st->cfg);
-	st->path = strVal(list_nth(fsplan->fdw_private, FdwPrivPath));
-	st->label_selector = strVal(list_nth(fsplan->fdw_private, FdwPrivLabels));
-	st->field_selector = strVal(list_nth(fsplan->fdw_private, FdwPrivFields));
+	st->namespace = strVal(list_nth(fsplan->fdw_private, FdwPrivNamespace));
+	st->label_terms = (List *) list_nth(fsplan->fdw_private, FdwPrivLabels);
+	st->field_terms = (List *) list_nth(fsplan->fdw_private, FdwPrivFields);
+	st->param_exprs = fsplan->fdw_exprs;
+	plan_table(fsplan->fdw_private, &st->plan_table);
+	st->param_states = ExecInitExprList(fsplan->fdw_exprs, (PlanState *) node);
 	st->page_size = page_size(intVal(list_nth(fsplan->fdw_private, FdwPrivLimit)));
 	st->scan_cxt = estate->es_query_cxt;
 
@@ -684,6 +720,70 @@ kwBeginForeignScan(ForeignScanState *node, int eflags)
 	}
 }
 
+/* bind_terms: the selector of `terms` with parameter values bound. */
+static char *
+bind_terms(List *terms, List *param_exprs, Datum *values, bool *nulls,
+		   bool *none)
+{
+	List	   *out = NIL;
+	ListCell   *lc;
+
+	foreach(lc, terms)
+	{
+		bool		drop;
+		char	   *t = kw_live_bind(strVal(lfirst(lc)), param_exprs, values, nulls,
+									 &drop, none);
+
+		if (!drop)
+			out = lappend(out, t);
+	}
+	return kw_live_selector(out);
+}
+
+/*
+ * start_scan: binds the parameters (evaluated now, in the node's
+ * expression context) into the request and starts the LIST.  Returns false
+ * when a parameter makes every row fail the clauses (no request then).
+ */
+static bool
+start_scan(ForeignScanState *node, KwScanState *st)
+{
+	ExprContext *econtext = node->ss.ps.ps_ExprContext;
+	int			n = list_length(st->param_states);
+	Datum	   *values = palloc0(sizeof(Datum) * Max(1, n));
+	bool	   *nulls = palloc0(sizeof(bool) * Max(1, n));
+	bool		none = false;
+	bool		drop = false;
+	char	   *ns = NULL;
+	char	   *labels;
+	char	   *fields;
+	int			i = 0;
+	ListCell   *lc;
+
+	foreach(lc, st->param_states)
+	{
+		MemoryContext old = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
+		Datum		v = ExecEvalExpr((ExprState *) lfirst(lc), econtext, &nulls[i]);
+
+		MemoryContextSwitchTo(old);
+		values[i] = nulls[i] ? (Datum) 0 : PointerGetDatum(PG_DETOAST_DATUM_COPY(v));
+		i++;
+	}
+	if (st->namespace[0])
+	{
+		ns = kw_live_bind(st->namespace, st->param_exprs, values, nulls, &drop, &none);
+		if (drop)
+			ns = NULL;
+	}
+	labels = bind_terms(st->label_terms, st->param_exprs, values, nulls, &none);
+	fields = bind_terms(st->field_terms, st->param_exprs, values, nulls, &none);
+	if (none)
+		return false;
+	st->scan = kw_live_scan_begin(st->cfg, kw_live_path(&st->plan_table, ns), labels,
+								  fields, st->page_size, st->plan_table.plural);
+	return true;
+}
+
 /*
  * kwIterateForeignScan: the next object as a row; an empty slot at the end.
  */
@@ -697,13 +797,17 @@ kwIterateForeignScan(ForeignScanState *node)
 	MemoryContext old;
 
 	ExecClearTuple(slot);
+	if (st->no_rows)
+		return slot;
 	if (st->scan == NULL)
 	{
 		old = MemoryContextSwitchTo(st->scan_cxt);
-		st->scan = kw_live_scan_begin(st->cfg, st->path,
-									  st->label_selector[0] ? st->label_selector : NULL,
-									  st->field_selector[0] ? st->field_selector : NULL,
-									  st->page_size, st->table->plural);
+		if (!start_scan(node, st))
+		{
+			st->no_rows = true;
+			MemoryContextSwitchTo(old);
+			return slot;
+		}
 		MemoryContextSwitchTo(old);
 	}
 	if (!kw_live_scan_next(st->scan, &json, &len))
@@ -740,6 +844,8 @@ kwReScanForeignScan(ForeignScanState *node)
 		kw_live_scan_end(st->scan);
 		st->scan = NULL;
 	}
+	if (st)
+		st->no_rows = false;	/* parameters may have changed */
 }
 
 /* kwEndForeignScan: stops any transfer still running. */
@@ -768,13 +874,26 @@ kwExplainForeignScan(ForeignScanState *node, ExplainState *es)
 	KwScanState *st = (KwScanState *) node->fdw_state;
 	int			limit = intVal(list_nth(priv, FdwPrivLimit));
 
-	ExplainPropertyText("Kubernetes Request",
-						psprintf("GET %s",
-								 kw_live_request_text(strVal(list_nth(priv, FdwPrivPath)),
-													  strVal(list_nth(priv, FdwPrivLabels)),
-													  strVal(list_nth(priv, FdwPrivFields)),
-													  page_size(limit), false)),
-						es);
+	{
+		List	   *params = fsplan->fdw_exprs;
+		char	   *ns = strVal(list_nth(priv, FdwPrivNamespace));
+		bool		drop,
+					none;
+		char	   *labels = bind_terms((List *) list_nth(priv, FdwPrivLabels), params,
+										NULL, NULL, &none);
+		char	   *fields = bind_terms((List *) list_nth(priv, FdwPrivFields), params,
+										NULL, NULL, &none);
+		KwLiveTable t;
+
+		plan_table(priv, &t);
+		ExplainPropertyText("Kubernetes Request",
+							psprintf("GET %s",
+									 kw_live_request_text(kw_live_path(&t, ns[0] ?
+																	   kw_live_bind(ns, params, NULL, NULL, &drop, &none) :
+																	   NULL),
+														  labels, fields, page_size(limit), false)),
+							es);
+	}
 	if (es->verbose)
 	{
 		ExplainPropertyBool("All Conditions Pushed Exactly",

@@ -314,8 +314,37 @@ collation_ok(Oid collid)
 }
 
 /*
- * comparison_term: a text = / <> between an object path and a constant.
- * Returns false when it can't be sent.
+ * param_text: `node` as a text query parameter (PARAM_EXTERN, a generic
+ * plan's $1) or a subquery's result (PARAM_EXEC), known only at execution.
+ */
+static Param *
+param_text(Node *node)
+{
+	if (node && IsA(node, RelabelType))
+		node = (Node *) ((RelabelType *) node)->arg;
+	if (node && IsA(node, Param) &&
+		(((Param *) node)->paramkind == PARAM_EXTERN ||
+		 ((Param *) node)->paramkind == PARAM_EXEC) &&
+		(((Param *) node)->paramtype == TEXTOID ||
+		 ((Param *) node)->paramtype == VARCHAROID))
+		return (Param *) node;
+	return NULL;
+}
+
+/*
+ * placeholder: a marker for the value of `param` in a term, bound at
+ * execution by kw_live_bind: \x01 <kind> <index into param_exprs> \x02.
+ */
+static char *
+placeholder(KwLiveRequest *req, Param *param, char kind)
+{
+	req->param_exprs = lappend(req->param_exprs, param);
+	return psprintf("\x01%c%d\x02", kind, list_length(req->param_exprs) - 1);
+}
+
+/*
+ * comparison_term: a text = / <> between an object path and a constant or
+ * a parameter.  Returns false when it can't be sent.
  */
 static bool
 comparison_term(OpExpr *op, DeparseCtx *ctx, KwLiveRequest *req, bool *exact)
@@ -324,6 +353,7 @@ comparison_term(OpExpr *op, DeparseCtx *ctx, KwLiveRequest *req, bool *exact)
 			   *r = lsecond(op->args);
 	JsonPath	p;
 	char	   *value;
+	Param	   *param = NULL;
 	bool		eq = (op->opfuncid == F_TEXTEQ);
 	char	   *key;
 	char	   *field;
@@ -331,19 +361,24 @@ comparison_term(OpExpr *op, DeparseCtx *ctx, KwLiveRequest *req, bool *exact)
 	if (!collation_ok(op->inputcollid))
 		return false;
 	value = const_text(r);
-	if (value == NULL || !expr_path(l, ctx, false, &p))
+	param = value ? NULL : param_text(r);
+	if ((value == NULL && param == NULL) || !expr_path(l, ctx, false, &p))
 	{
 		value = const_text(l);
-		if (value == NULL || !expr_path(r, ctx, false, &p))
+		param = value ? NULL : param_text(l);
+		if ((value == NULL && param == NULL) || !expr_path(r, ctx, false, &p))
 			return false;
 	}
-	if (!p.is_text)
+	if (!p.is_text || (value && strchr(value, '\x01')))
 		return false;
 
 	if ((key = label_key_of(&p)) != NULL)
 	{
-		if (!valid_label_key(key) || !valid_label_value(value) ||
-			(eq && value[0] == '\0'))
+		if (!valid_label_key(key))
+			return false;
+		if (param)
+			value = placeholder(req, param, 'L');
+		else if (!valid_label_value(value) || (eq && value[0] == '\0'))
 			return false;
 		req->label_terms = lappend(req->label_terms,
 								   psprintf("%s%s%s", key, eq ? "=" : "!=", value));
@@ -351,10 +386,10 @@ comparison_term(OpExpr *op, DeparseCtx *ctx, KwLiveRequest *req, bool *exact)
 		return true;
 	}
 	if (eq && path_is(&p, "metadata", "namespace") && ctx->table->namespaced &&
-		req->namespace == NULL && value[0] != '\0' &&
-		valid_label_name(value, 63, false))
+		req->namespace == NULL &&
+		(param || (value[0] != '\0' && valid_label_name(value, 63, false))))
 	{
-		req->namespace = pstrdup(value);
+		req->namespace = param ? placeholder(req, param, 'N') : pstrdup(value);
 		*exact = true;
 		return true;
 	}
@@ -363,10 +398,11 @@ comparison_term(OpExpr *op, DeparseCtx *ctx, KwLiveRequest *req, bool *exact)
 		bool		meta = strncmp(field, "metadata.", 9) == 0;
 
 		/* a missing field compares as "": only "= nonempty" is safe */
-		if (eq && value[0] == '\0' && !meta)
+		if (!param && eq && value[0] == '\0' && !meta)
 			return false;
 		req->field_terms = lappend(req->field_terms,
 								   psprintf("%s%s%s", field, eq ? "=" : "!=",
+											param ? placeholder(req, param, eq && !meta ? 'E' : 'F') :
 											escape_field_value(value)));
 		if (eq && strcmp(field, "metadata.name") == 0)
 			req->by_name = true;
@@ -375,6 +411,59 @@ comparison_term(OpExpr *op, DeparseCtx *ctx, KwLiveRequest *req, bool *exact)
 		return true;
 	}
 	return false;
+}
+
+/*
+ * kw_live_bind: `tmpl` (a term or namespace from kw_classify_conditions)
+ * with its placeholders replaced by the parameter values (text datums;
+ * values[i]/nulls[i] for param_exprs[i]), or, for display (values NULL),
+ * by "$<paramid>".  Sets *drop when the term can't be sent with this value
+ * (an invalid label value or namespace, "" for a field that may be missing:
+ * the filter alone decides then), and *none when no row can match (a NULL
+ * compared with = or <> is never true), in which case no request is needed.
+ */
+char *
+kw_live_bind(const char *tmpl, List *param_exprs, Datum *values, bool *nulls,
+			 bool *drop, bool *none)
+{
+	StringInfoData s;
+
+	*drop = false;
+	initStringInfo(&s);
+	for (const char *c = tmpl; *c; c++)
+	{
+		char		kind;
+		int			idx;
+		char	   *v;
+
+		if (*c != '\x01')
+		{
+			appendStringInfoChar(&s, *c);
+			continue;
+		}
+		kind = c[1];
+		idx = atoi(c + 2);
+		c = strchr(c, '\x02');
+		Assert(c != NULL && idx < list_length(param_exprs));
+		if (values == NULL)
+		{
+			appendStringInfo(&s, "$%d", ((Param *) list_nth(param_exprs, idx))->paramid);
+			continue;
+		}
+		if (nulls[idx])
+		{
+			*none = true;
+			*drop = true;
+			continue;
+		}
+		v = TextDatumGetCString(values[idx]);
+		if ((kind == 'L' && (!valid_label_value(v) || v[0] == '\0')) ||
+			(kind == 'N' && !valid_label_name(v, 63, false)) ||
+			(kind == 'E' && v[0] == '\0'))
+			*drop = true;
+		appendStringInfoString(&s, kind == 'E' || kind == 'F' ? escape_field_value(v) : v);
+	}
+	return s.data;
 }
 
 /* labels->>'k' IN (...) / NOT IN (...) */
@@ -572,8 +661,8 @@ kw_classify_conditions(PlannerInfo *root, RelOptInfo *baserel,
 			continue;
 		}
 		req->pushed_quals = lappend(req->pushed_quals, ri);
-		if (req->namespace != NULL && req->namespace_qual == NULL &&
-			table->namespace == NULL)
+		if (req->namespace != NULL && req->namespace[0] != '\x01' &&
+			req->namespace_qual == NULL && table->namespace == NULL)
 			req->namespace_qual = ri;
 		if (!exact)
 			req->all_exact = false;

@@ -448,10 +448,13 @@ typedef struct KwLiveRequest
 	RestrictInfo *namespace_qual;	/* the one that became the namespace */
 	bool		all_exact;		/* every qual is pushed with SQL's meaning */
 	bool		by_name;		/* an exact metadata.name=... is pushed */
+	List	   *param_exprs;	/* Param *: values bound at execution */
 } KwLiveRequest;
 
 extern void kw_classify_conditions(PlannerInfo *root, RelOptInfo *baserel,
 								   KwLiveTable *table, KwLiveRequest *req);
+extern char *kw_live_bind(const char *tmpl, List *param_exprs, Datum *values,
+						  bool *nulls, bool *drop, bool *none);
 extern char *kw_live_path(KwLiveTable *table, const char *namespace);
 extern char *kw_live_selector(List *terms);
 extern char *kw_live_request_text(const char *path, const char *labels,

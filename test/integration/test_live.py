@@ -4,6 +4,7 @@ re-check, pagination, LIMIT, estimates, read-only, error SQLSTATEs, cancel."""
 import json
 import os
 import re
+import time
 
 import psycopg2
 import pytest
@@ -384,6 +385,29 @@ def test_cancel_interrupts_a_list_in_flight(ctx):
         stalled.close()
 
 
+def restart_apiserver(authz):
+    """Restarts kube-apiserver with --authorization-mode=authz.  The kwatch
+    worker's idle pooled connections would keep the port busy (server side in
+    FIN_WAIT2) past cluster.sh's 5 s wait, so PostgreSQL is restarted first."""
+    old = os.environ.get("KWATCH_K8S_AUTHZ")
+    os.environ["KWATCH_K8S_AUTHZ"] = authz
+    try:
+        conftest.PG.restart()
+        for attempt in range(15):
+            try:
+                conftest.CLUSTER.restart_apiserver()
+                return
+            except RuntimeError as e:
+                if "in use" not in str(e) or attempt == 14:
+                    raise
+                time.sleep(5)
+    finally:
+        if old is None:
+            del os.environ["KWATCH_K8S_AUTHZ"]
+        else:
+            os.environ["KWATCH_K8S_AUTHZ"] = old
+
+
 def test_forbidden_under_rbac(ctx):
     """403 -> insufficient_privilege with the server's message, under RBAC."""
     srv = ctx.server("-user", auth="token")
@@ -391,22 +415,15 @@ def test_forbidden_under_rbac(ctx):
         .format(pgsql.Identifier(srv), pgsql.Literal(conftest.CLUSTER.env["KWATCH_K8S_USER_TOKEN"])))
     table = schema_for(ctx, "_t")
     make_table(srv, table, "pods", ", api_version 'v1', namespaced 'true'")
-    old = os.environ.get("KWATCH_K8S_AUTHZ")
-    os.environ["KWATCH_K8S_AUTHZ"] = "RBAC"
     try:
-        conftest.CLUSTER.restart_apiserver()
+        restart_apiserver("RBAC")
         e = sql_error("SELECT * FROM %s WHERE namespace = 'default'" % table)
         assert e.pgcode == "42501", e.pgerror
         assert "403" in e.diag.message_primary
         assert "kwatch-user" in e.diag.message_detail  # the server's own message
         assert "GET /api/v1/namespaces/default/pods" in e.diag.context
     finally:
-        os.environ["KWATCH_K8S_AUTHZ"] = "AlwaysAllow"
-        conftest.CLUSTER.restart_apiserver()
-        if old is None:
-            del os.environ["KWATCH_K8S_AUTHZ"]
-        else:
-            os.environ["KWATCH_K8S_AUTHZ"] = old
+        restart_apiserver("AlwaysAllow")
         sql("DROP FOREIGN TABLE IF EXISTS %s" % table)
 
 
@@ -472,3 +489,74 @@ def test_expired_continue_and_malformed_list_of_a_scripted_server(ctx):
             assert e.pgcode == "HV004" and "malformed" in e.diag.message_primary, e.pgerror
     finally:
         fake.close()
+
+
+def test_stalled_server_times_out_clearly(ctx, settings):
+    """Without a statement_timeout, kwatch.inactivity_timeout ends a LIST
+    that receives nothing, with an error that says so."""
+    stalled = StalledServer()
+    name = ctx.base + "-stalled"
+    try:
+        sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
+                      " use_remote_estimate 'false')").format(
+            pgsql.Identifier(name), pgsql.Literal("http://127.0.0.1:%d" % stalled.port)))
+        ctx.servers.append(name)
+        table = schema_for(ctx, "_stalled")
+        make_table(name, table, "pods", ", api_version 'v1', namespaced 'true'")
+        settings(inactivity_timeout=2)
+        e = sql_error("SELECT * FROM %s" % table)
+        assert e.pgcode == "HV00N", e.pgerror
+        assert "timed out" in e.diag.message_primary
+        assert "kwatch.inactivity_timeout" in e.diag.message_detail
+        sql("DROP FOREIGN TABLE %s" % table)
+    finally:
+        stalled.close()
+
+
+def test_forbidden_status_of_a_scripted_server(ctx):
+    """The 403 mapping without restarting the cluster: a Status as kube-apiserver writes it."""
+    from live_support import FakeApiServer
+    msg = ('pods is forbidden: User "kwatch-user" cannot list resource "pods" in API group ""'
+           ' in the namespace "default"')
+    fake = FakeApiServer([(403, {}, status_body(403, "Forbidden", msg))])
+    try:
+        t = fake_table(ctx, fake, "-fake3")
+        e = sql_error("SELECT name FROM %s WHERE namespace = 'default'" % t)
+        assert e.pgcode == "42501", e.pgerror
+        assert e.diag.message_primary == 'could not list pods on server "%s": HTTP 403 Forbidden' % (
+            ctx.base + "-fake3")
+        assert e.diag.message_detail == msg
+        assert e.diag.context == "GET /api/v1/namespaces/default/pods?limit=500"
+    finally:
+        fake.close()
+
+
+def test_parameters_bound_at_execution(ctx, live):
+    """Generic plans and subqueries: the values become selectors when the scan starts."""
+    srv, s = live
+    ns = ctx.namespace()
+    create_pods(ns, {"a": {"app": "web"}, "b": {"app": "db"}, "c": {}})
+    conn = conftest.PG.connect()
+    try:
+        sql("SET plan_cache_mode = force_generic_plan", conn=conn)
+        sql("PREPARE q(text, text) AS SELECT name FROM %s.pods"
+            " WHERE namespace = $1 AND labels->>'app' = $2 ORDER BY name" % s, conn=conn)
+        plan = sql("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE q(%s, 'web')", (ns,), conn=conn)[0][0][0]
+        scan = foreign_scan(plan["Plan"])
+        assert scan["Kubernetes Request"] == \
+            "GET /api/v1/namespaces/$1/pods?labelSelector=app=$2&limit=500"
+        assert scan["Actual Rows"] == 1
+        assert sql("EXECUTE q(%s, 'web')", (ns,), conn=conn) == [("a",)]
+        assert sql("EXECUTE q(%s, 'db')", (ns,), conn=conn) == [("b",)]
+        # not a label value: not sent, the filter answers (no pod has it)
+        assert sql("EXECUTE q(%s, 'not a value')", (ns,), conn=conn) == []
+        # NULL never compares true: no request at all
+        plan = sql("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE q(%s, NULL)", (ns,), conn=conn)[0][0][0]
+        assert foreign_scan(plan["Plan"]).get("Kubernetes Pages") is None
+        assert sql("EXECUTE q(%s, NULL)", (ns,), conn=conn) == []
+        # an InitPlan's value
+        rows = sql("SELECT name FROM %s.pods WHERE namespace = (SELECT %%s::text)"
+                   " AND labels->>'app' IS NOT NULL ORDER BY name" % s, (ns,), conn=conn)
+        assert rows == [("a",), ("b",)]
+    finally:
+        conn.close()
