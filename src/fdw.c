@@ -38,6 +38,11 @@
  * selectivities (clauselist_selectivity), and an exact metadata.name match
  * is one row.
  *
+ * Parameters: a clause comparing with a generic plan's $n or an InitPlan's
+ * value is pushed with a placeholder (fdw_deparse.c); the plan carries the
+ * Params in fdw_exprs, and the scan binds their values into the request
+ * when it starts (start_scan), so prepared statements keep their pushdown.
+ *
  * LIMIT: when the query is a plain scan of this one table (no ORDER BY,
  * grouping, aggregates, DISTINCT, window functions, set operations, SRFs,
  * locking) and every WHERE clause was pushed exactly, LIMIT n (+ OFFSET)
@@ -628,7 +633,7 @@ kwGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 
 	/* parameters go in fdw_exprs, so that setrefs.c fixes them up */
 	return make_foreignscan(tlist, extract_actual_clauses(scan_clauses, false),
-							baserel->relid, ps->req.param_exprs, fdw_private,
+							baserel->relid, (List *) copyObject(ps->req.param_exprs), fdw_private,
 							NIL, NIL, outer_plan);
 }
 
