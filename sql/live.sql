@@ -66,7 +66,10 @@ EXPLAIN (COSTS OFF) SELECT name FROM live.pods WHERE phase = '';
 EXPLAIN (COSTS OFF) SELECT name FROM live.pods WHERE name = random()::text;
 EXPLAIN (COSTS OFF) SELECT name FROM live.nodes WHERE namespace = 'x' AND name = 'n1';
 EXPLAIN (COSTS OFF) SELECT name FROM live.nodes WHERE object->'spec'->>'podCIDR' = '10.0.0.0/24';
-EXPLAIN (COSTS OFF) SELECT name FROM live.deployments WHERE replicas = 3 AND namespace IN ('a', 'b');
+EXPLAIN (COSTS OFF) SELECT name FROM live.deployments WHERE replicas = 3;
+-- namespace IN (...): one LIST per namespace; with namespace = too, the path wins
+EXPLAIN (COSTS OFF) SELECT name FROM live.deployments WHERE namespace IN ('a', 'b', 'a');
+EXPLAIN (COSTS OFF) SELECT name FROM live.deployments WHERE namespace IN ('a', 'b') AND namespace = 'a';
 -- a prepared statement's custom plan sees its parameter as a constant
 PREPARE q(text) AS SELECT name FROM live.pods WHERE name = $1;
 EXPLAIN (COSTS OFF) EXECUTE q('x');

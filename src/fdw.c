@@ -122,6 +122,11 @@ typedef struct KwScanState
 	int			page_size;
 	bool		no_rows;		/* a parameter made every clause false */
 	KwLiveTable plan_table;		/* the collection the plan was made for */
+	List	   *namespaces;		/* namespace IN (...): LISTed in turn */
+	int			next_namespace;
+	int			pages_done;		/* by the LISTs of earlier namespaces */
+	char	   *labels;			/* bound selectors, for the next namespace */
+	char	   *fields;
 	int			natts;
 	ExprState **exprs;			/* per attribute, NULL = not retrieved */
 	ExprContext *econtext;		/* evaluates exprs; own ParamListInfo */
@@ -142,7 +147,8 @@ enum
 	FdwPrivGroup,				/* the collection, as resolved at planning */
 	FdwPrivVersion,
 	FdwPrivPlural,
-	FdwPrivNamespaced
+	FdwPrivNamespaced,
+	FdwPrivNamespaces			/* List of String: one LIST each, or NIL */
 };
 
 /* plan_table: the parts of the collection path the plan was made for. */
@@ -515,9 +521,28 @@ kwGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 
 	/* a namespace from a parameter is unknown yet: estimate all of them */
 	ns = ps->req.namespace && ps->req.namespace[0] != '\x01' ? ps->req.namespace : NULL;
-	if (ns == NULL)
+	if (ps->req.namespaces != NIL)
+	{
+		/* namespace IN (...): the sum of the namespaces' sizes */
+		total = 0;
+		foreach(lc, ps->req.namespaces)
+		{
+			double		n = -1;
+
+			if (ps->table->use_remote_estimate)
+				n = remote_count(cfg, GetForeignTable(foreigntableid)->serverid, userid,
+								 kw_live_path(ps->table, strVal(lfirst(lc))));
+			if (n < 0)
+			{
+				total = -1;
+				break;
+			}
+			total += n;
+		}
+	}
+	else if (ns == NULL)
 		total = mirror_count(ps->table);
-	if (total < 0 && ps->table->use_remote_estimate)
+	if (total < 0 && ps->table->use_remote_estimate && ps->req.namespaces == NIL)
 		total = remote_count(cfg, GetForeignTable(foreigntableid)->serverid, userid,
 							 kw_live_path(ps->table, ns));
 	if (total < 0)
@@ -630,6 +655,7 @@ kwGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
 	fdw_private = lappend(fdw_private, makeString(ps->table->api_version));
 	fdw_private = lappend(fdw_private, makeString(ps->table->plural));
 	fdw_private = lappend(fdw_private, makeBoolean(ps->table->namespaced));
+	fdw_private = lappend(fdw_private, ps->req.namespaces);
 
 	/* parameters go in fdw_exprs, so that setrefs.c fixes them up */
 	return make_foreignscan(tlist, extract_actual_clauses(scan_clauses, false),
@@ -678,6 +704,7 @@ kwBeginForeignScan(ForeignScanState *node, int eflags)
 	st->field_terms = (List *) list_nth(fsplan->fdw_private, FdwPrivFields);
 	st->param_exprs = fsplan->fdw_exprs;
 	plan_table(fsplan->fdw_private, &st->plan_table);
+	st->namespaces = (List *) list_nth(fsplan->fdw_private, FdwPrivNamespaces);
 	st->param_states = ExecInitExprList(fsplan->fdw_exprs, (PlanState *) node);
 	st->page_size = page_size(intVal(list_nth(fsplan->fdw_private, FdwPrivLimit)));
 	st->scan_cxt = estate->es_query_cxt;
@@ -784,6 +811,11 @@ start_scan(ForeignScanState *node, KwScanState *st)
 	fields = bind_terms(st->field_terms, st->param_exprs, values, nulls, &none);
 	if (none)
 		return false;
+	st->labels = labels;
+	st->fields = fields;
+	st->next_namespace = 0;
+	if (ns == NULL && st->namespaces != NIL)
+		ns = strVal(list_nth(st->namespaces, st->next_namespace++));
 	st->scan = kw_live_scan_begin(st->cfg, kw_live_path(&st->plan_table, ns), labels,
 								  fields, st->page_size, st->plan_table.plural);
 	return true;
@@ -815,8 +847,31 @@ kwIterateForeignScan(ForeignScanState *node)
 		}
 		MemoryContextSwitchTo(old);
 	}
-	if (!kw_live_scan_next(st->scan, &json, &len))
-		return slot;
+	while (!kw_live_scan_next(st->scan, &json, &len))
+	{
+		KwLiveScan *next;
+
+		/* namespace IN (...): the next namespace's LIST, else the end */
+		if (st->next_namespace == 0 || st->next_namespace >= list_length(st->namespaces))
+			return slot;
+		old = MemoryContextSwitchTo(st->scan_cxt);
+		next = kw_live_scan_begin(st->cfg,
+								  kw_live_path(&st->plan_table,
+											   strVal(list_nth(st->namespaces,
+															   st->next_namespace++))),
+								  st->labels, st->fields, st->page_size,
+								  st->plan_table.plural);
+		MemoryContextSwitchTo(old);
+		{
+			int			pages;
+			int64		items;
+
+			kw_live_scan_counts(st->scan, &pages, &items);
+			st->pages_done += pages;
+		}
+		kw_live_scan_end(st->scan);
+		st->scan = next;
+	}
 
 	ResetExprContext(st->econtext);
 	old = MemoryContextSwitchTo(st->econtext->ecxt_per_tuple_memory);
@@ -850,7 +905,10 @@ kwReScanForeignScan(ForeignScanState *node)
 		st->scan = NULL;
 	}
 	if (st)
+	{
 		st->no_rows = false;	/* parameters may have changed */
+		st->pages_done = 0;
+	}
 }
 
 /* kwEndForeignScan: stops any transfer still running. */
@@ -890,14 +948,23 @@ kwExplainForeignScan(ForeignScanState *node, ExplainState *es)
 										NULL, NULL, &none);
 		KwLiveTable t;
 
+		List	   *nss = (List *) list_nth(priv, FdwPrivNamespaces);
+		StringInfoData req;
+		ListCell   *lc;
+
 		plan_table(priv, &t);
-		ExplainPropertyText("Kubernetes Request",
-							psprintf("GET %s",
-									 kw_live_request_text(kw_live_path(&t, ns[0] ?
-																	   kw_live_bind(ns, params, NULL, NULL, &drop, &none) :
-																	   NULL),
-														  labels, fields, page_size(limit), false)),
-							es);
+		initStringInfo(&req);
+		if (nss == NIL)
+			appendStringInfo(&req, "GET %s",
+							 kw_live_request_text(kw_live_path(&t, ns[0] ?
+															   kw_live_bind(ns, params, NULL, NULL, &drop, &none) :
+															   NULL),
+												  labels, fields, page_size(limit), false));
+		foreach(lc, nss)
+			appendStringInfo(&req, "%sGET %s", req.len ? "; " : "",
+							 kw_live_request_text(kw_live_path(&t, strVal(lfirst(lc))),
+												  labels, fields, page_size(limit), false));
+		ExplainPropertyText("Kubernetes Request", req.data, es);
 	}
 	if (es->verbose)
 	{
@@ -912,7 +979,7 @@ kwExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		int64		items;
 
 		kw_live_scan_counts(st->scan, &pages, &items);
-		ExplainPropertyInteger("Kubernetes Pages", NULL, pages, es);
+		ExplainPropertyInteger("Kubernetes Pages", NULL, st->pages_done + pages, es);
 	}
 }
 

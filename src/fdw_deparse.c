@@ -46,6 +46,9 @@
 
 #include "kwatch.h"
 
+/* Most LISTs one namespace IN (...) clause becomes. */
+#define KW_MAX_NAMESPACE_LISTS 20
+
 /* Field selectors of Kubernetes 1.20 beyond metadata.name/namespace. */
 typedef struct FieldSupport
 {
@@ -485,12 +488,41 @@ in_list_term(ScalarArrayOpExpr *sa, DeparseCtx *ctx, KwLiveRequest *req,
 		return false;
 	arr = (Const *) lsecond(sa->args);
 	if (!IsA(arr, Const) || arr->constisnull ||
-		!expr_path(linitial(sa->args), ctx, false, &p) ||
-		(key = label_key_of(&p)) == NULL || !valid_label_key(key))
+		ARR_ELEMTYPE(DatumGetArrayTypeP(arr->constvalue)) != TEXTOID ||
+		!expr_path(linitial(sa->args), ctx, false, &p) || !p.is_text)
 		return false;
 	deconstruct_array(DatumGetArrayTypeP(arr->constvalue), TEXTOID, -1, false,
 					  TYPALIGN_INT, &elems, &nulls, &n);
 	if (n == 0)
+		return false;
+
+	/*
+	 * namespace IN (...): one LIST per namespace (the namespaces are disjoint,
+	 * so the union has no duplicates); at most KW_MAX_NAMESPACE_LISTS.
+	 */
+	if (sa->useOr && path_is(&p, "metadata", "namespace") &&
+		ctx->table->namespaced && req->namespace == NULL &&
+		req->namespaces == NIL && n <= KW_MAX_NAMESPACE_LISTS)
+	{
+		List	   *nss = NIL;
+
+		for (int i = 0; i < n; i++)
+		{
+			char	   *v;
+
+			if (nulls[i])
+				return false;
+			v = TextDatumGetCString(elems[i]);
+			if (!valid_label_name(v, 63, false))
+				return false;
+			if (!list_member(nss, makeString(v)))
+				nss = lappend(nss, makeString(v));
+		}
+		req->namespaces = nss;
+		*exact = true;
+		return true;
+	}
+	if ((key = label_key_of(&p)) == NULL || !valid_label_key(key))
 		return false;
 	initStringInfo(&s);
 	appendStringInfo(&s, "%s %s (", key, sa->useOr ? "in" : "notin");
@@ -652,6 +684,7 @@ kw_classify_conditions(PlannerInfo *root, RelOptInfo *baserel,
 	{
 		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
 		bool		exact = false;
+		bool		had_namespaces = (req->namespaces != NIL);
 
 		/* clause_term adds terms only when it succeeds */
 		if (contain_volatile_functions((Node *) ri->clause) ||
@@ -661,7 +694,14 @@ kw_classify_conditions(PlannerInfo *root, RelOptInfo *baserel,
 			continue;
 		}
 		req->pushed_quals = lappend(req->pushed_quals, ri);
-		if (req->namespace != NULL && req->namespace[0] != '\x01' &&
+		/* namespace = 'x' after namespace IN (...): the path wins */
+		if (had_namespaces && req->namespace != NULL)
+		{
+			req->namespaces = NIL;
+			req->namespace_qual = NULL;
+		}
+		if (((req->namespace != NULL && req->namespace[0] != '\x01') ||
+			 req->namespaces != NIL) &&
 			req->namespace_qual == NULL && table->namespace == NULL)
 			req->namespace_qual = ri;
 		if (!exact)

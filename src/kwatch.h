@@ -442,6 +442,7 @@ typedef struct KwLiveTable
 typedef struct KwLiveRequest
 {
 	char	   *namespace;		/* path segment, NULL = all namespaces */
+	List	   *namespaces;		/* String *: one LIST each (namespace IN) */
 	List	   *label_terms;	/* char *: requirements, ANDed */
 	List	   *field_terms;	/* char *: requirements, ANDed */
 	List	   *pushed_quals;	/* RestrictInfo * that became a term */

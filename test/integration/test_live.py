@@ -118,12 +118,22 @@ def test_live_scans_match_kubectl(ctx, live):
                         ["pods", "-n", ns, "-l", "!app"])
     assert_live_matches(pods, """labels @> '{"app": "web", "tier": "back"}' AND namespace = %s""",
                         (ns,), ["pods", "-n", ns, "-l", "app=web,tier=back"])
-    # all namespaces: the label selector on /api/v1/pods; namespace IN stays local
+    # namespace IN (...): one LIST per namespace
     q = "SELECT %s FROM %s WHERE labels->>'app' = 'web' AND namespace IN (%%s, %%s)" % (COLS, pods)
-    assert request_of(q, (ns, other)) == "GET /api/v1/pods?labelSelector=app=web&limit=500"
+    assert request_of(q, (ns, other)) == (
+        "GET /api/v1/namespaces/%s/pods?labelSelector=app=web&limit=500; "
+        "GET /api/v1/namespaces/%s/pods?labelSelector=app=web&limit=500" % (ns, other))
     items = (kubectl_json("get", "pods", "-n", ns, "-l", "app=web")["items"] +
              kubectl_json("get", "pods", "-n", other, "-l", "app=web")["items"])
     diff = live_diff(live_rows(q, (ns, other)), items)
+    assert diff is None, diff
+    plan = foreign_scan(explain(q, (ns, other), analyze=True))
+    assert plan["Kubernetes Pages"] == 2 and plan["Actual Rows"] == 3
+    # all namespaces: the label selector on /api/v1/pods; a LIKE stays local
+    q = ("SELECT %s FROM %s WHERE labels->>'app' = 'web' AND namespace LIKE %%s"
+         % (COLS, pods))
+    assert request_of(q, (ns + "%",)) == "GET /api/v1/pods?labelSelector=app=web&limit=500"
+    diff = live_diff(live_rows(q, (ns + "%",)), items)
     assert diff is None, diff
 
     # field selectors: metadata.name, status.phase, spec.nodeName
