@@ -524,6 +524,6 @@ AS $$
                    ELSE m[3] END
   FROM unnest(kwatch.base_columns() || kwatch.typed_columns(api_group, plural)
               || ARRAY['object jsonb NOT NULL']) WITH ORDINALITY AS d(def, n),
-       regexp_match(d.def, '^(\w+) (\w+)(?: NOT NULL| GENERATED ALWAYS AS \((.*)\) STORED)$') AS m
+       regexp_match(d.def, '^(\w+) (.+?)(?: NOT NULL| GENERATED ALWAYS AS \((.*)\) STORED)?$') AS m
   ORDER BY d.n
 $$;

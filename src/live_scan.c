@@ -201,6 +201,7 @@ start_page(KwLiveScan *scan, const char *continue_token)
 	scan->transfer_done = false;
 	scan->curlcode = CURLE_OK;
 
+	elog(DEBUG1, "kwatch: live scan of %s: GET %s", scan->what, scan->url);
 	scan->handle = kw_http_handle_create(scan->cfg, scan->url, true);
 	easy = (CURL *) scan->handle->easy;
 	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, write_cb);

@@ -570,3 +570,23 @@ def test_parameters_bound_at_execution(ctx, live):
         assert rows == [("a",), ("b",)]
     finally:
         conn.close()
+
+
+def test_declared_types_are_coerced(ctx, live):
+    """A hand-made table may declare a column with another type: the live
+    value is cast to it, as the column's type says."""
+    srv, s = live
+    ns = ctx.namespace()
+    create_pods(ns, {"abcdef": {"app": "web"}})
+    t = schema_for(ctx, "_typed")
+    sql(pgsql.SQL("CREATE FOREIGN TABLE {} (namespace text, name varchar(3), restart_count bigint,"
+                  " created_at text, ready text, labels json) SERVER {} OPTIONS (resource 'pods')")
+        .format(pgsql.Identifier(t), pgsql.Identifier(srv)))
+    try:
+        row = sql("SELECT name, restart_count, created_at, ready, labels::text FROM %s"
+                  " WHERE namespace = %%s" % t, (ns,))
+        want = sql("SELECT name::varchar(3), restart_count::bigint, created_at::text, ready::text,"
+                   " labels::json::text FROM %s.pods WHERE namespace = %%s" % s, (ns,))
+        assert row == want and row[0][0] == "abc" and row[0][1] == 0
+    finally:
+        sql("DROP FOREIGN TABLE %s" % t)
