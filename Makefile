@@ -18,13 +18,17 @@ OBJS = \
 	src/kubeconfig.o \
 	src/fdw_option.o \
 	src/events.o \
-	src/events_fdw.o
+	src/events_fdw.o \
+	src/live_column.o \
+	src/fdw_deparse.o \
+	src/live_scan.o \
+	src/fdw.o
 
 DATA = $(wildcard sql/kwatch--*.sql)
 
 # pg_regress suites (sql/<name>.sql, expected/<name>.out); run by test/run.sh
 # against a temporary instance that preloads kwatch (test/regress.conf).
-REGRESS = options kubeconfig registration events
+REGRESS = options kubeconfig registration events live
 REGRESS_OPTS = --temp-config=test/regress.conf
 
 PG_CONFIG ?= pg_config

@@ -13,7 +13,13 @@ RETURNS void
 AS 'MODULE_PATHNAME'
 LANGUAGE C STRICT;
 
-CREATE FOREIGN DATA WRAPPER kwatch VALIDATOR kwatch_fdw_validator;
+-- kwatch_fdw_handler(): the callbacks of live foreign tables (src/fdw.c,
+-- see "Live foreign tables" below).
+CREATE FUNCTION kwatch_fdw_handler() RETURNS fdw_handler
+AS 'MODULE_PATHNAME'
+LANGUAGE C STRICT;
+
+CREATE FOREIGN DATA WRAPPER kwatch HANDLER kwatch_fdw_handler VALIDATOR kwatch_fdw_validator;
 
 -- server_config(server): the connection settings kwatch resolves for a
 -- server and the current user, secrets redacted.  For debugging kubeconfigs.
@@ -118,6 +124,26 @@ AS $$
   END
 $$;
 
+-- base_columns(): the columns every mirror table has before its typed
+-- columns, as column definitions in the form typed_columns() uses.  The
+-- mirror tables (create_mirror_table) and the live foreign tables
+-- (live_columns, src/live_column.c) are both built from this one list.
+CREATE FUNCTION base_columns() RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT ARRAY[
+    $c$cluster text NOT NULL$c$,
+    $c$namespace text GENERATED ALWAYS AS (object->'metadata'->>'namespace') STORED$c$,
+    $c$name text GENERATED ALWAYS AS (object->'metadata'->>'name') STORED$c$,
+    $c$uid text NOT NULL$c$,
+    $c$resource_version text NOT NULL$c$,
+    $c$labels jsonb GENERATED ALWAYS AS (COALESCE(object->'metadata'->'labels', '{}')) STORED$c$,
+    $c$annotations jsonb GENERATED ALWAYS AS (COALESCE(object->'metadata'->'annotations', '{}')) STORED$c$,
+    $c$owner_references jsonb GENERATED ALWAYS AS (COALESCE(object->'metadata'->'ownerReferences', '[]')) STORED$c$,
+    $c$created_at timestamptz GENERATED ALWAYS AS (kwatch.k8s_timestamp(object->'metadata'->>'creationTimestamp')) STORED$c$,
+    $c$deleted_at timestamptz GENERATED ALWAYS AS (kwatch.k8s_timestamp(object->'metadata'->>'deletionTimestamp')) STORED$c$]
+$$;
+
 -- create_mirror_table(table_name, api_group, api_version, plural): creates
 -- k8s.<table_name> for a resource unless it exists.  One row per object,
 -- keyed by (cluster, uid); everything but the key, resource_version and the
@@ -139,22 +165,12 @@ BEGIN
   IF to_regclass(format('k8s.%I', table_name)) IS NOT NULL THEN
     RETURN format('k8s.%I', table_name)::regclass;
   END IF;
-  FOREACH c IN ARRAY kwatch.typed_columns(api_group, plural) LOOP
-    extra := extra || ', ' || c;
+  FOREACH c IN ARRAY kwatch.base_columns() || kwatch.typed_columns(api_group, plural) LOOP
+    extra := extra || c || ', ';
   END LOOP;
   EXECUTE format($t$
     CREATE TABLE k8s.%1$I (
-      cluster          text NOT NULL,
-      namespace        text GENERATED ALWAYS AS (object->'metadata'->>'namespace') STORED,
-      name             text GENERATED ALWAYS AS (object->'metadata'->>'name') STORED,
-      uid              text NOT NULL,
-      resource_version text NOT NULL,
-      labels           jsonb GENERATED ALWAYS AS (COALESCE(object->'metadata'->'labels', '{}')) STORED,
-      annotations      jsonb GENERATED ALWAYS AS (COALESCE(object->'metadata'->'annotations', '{}')) STORED,
-      owner_references jsonb GENERATED ALWAYS AS (COALESCE(object->'metadata'->'ownerReferences', '[]')) STORED,
-      created_at       timestamptz GENERATED ALWAYS AS (kwatch.k8s_timestamp(object->'metadata'->>'creationTimestamp')) STORED,
-      deleted_at       timestamptz GENERATED ALWAYS AS (kwatch.k8s_timestamp(object->'metadata'->>'deletionTimestamp')) STORED
-      %2$s,
+      %2$s
       object           jsonb NOT NULL,
       PRIMARY KEY (cluster, uid)
     )$t$, table_name, extra);
@@ -550,3 +566,30 @@ LANGUAGE C VOLATILE PARALLEL SAFE;
 CREATE FUNCTION events_oldest_seq() RETURNS bigint
 AS 'MODULE_PATHNAME', 'kwatch_events_oldest_seq'
 LANGUAGE C VOLATILE PARALLEL SAFE;
+-- Live foreign tables (src/fdw.c): a scan of a foreign table of a kwatch
+-- server is a chunked LIST against its API server, with WHERE clauses
+-- pushed down as namespace, label selector and field selector.
+-- ---------------------------------------------------------------------
+
+-- live_columns(api_group, plural): the columns of a live table of that
+-- resource, which are the columns of its mirror table (base_columns,
+-- typed_columns, object) in the same order, each with the expression that
+-- computes it from `object` (the listed object, jsonb) and `cluster` (the
+-- server's name, text).  src/live_column.c plans these expressions once per
+-- backend and evaluates them for every listed object.
+CREATE FUNCTION live_columns(api_group text, plural text,
+    OUT column_name text, OUT column_type text, OUT expression text)
+RETURNS SETOF record
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT m[1], m[2],
+         CASE m[1] WHEN 'cluster' THEN 'cluster'
+                   WHEN 'uid' THEN $e$object->'metadata'->>'uid'$e$
+                   WHEN 'resource_version' THEN $e$object->'metadata'->>'resourceVersion'$e$
+                   WHEN 'object' THEN 'object'
+                   ELSE m[3] END
+  FROM unnest(kwatch.base_columns() || kwatch.typed_columns(api_group, plural)
+              || ARRAY['object jsonb NOT NULL']) WITH ORDINALITY AS d(def, n),
+       regexp_match(d.def, '^(\w+) (.+?)(?: NOT NULL| GENERATED ALWAYS AS \((.*)\) STORED)?$') AS m
+  ORDER BY d.n
+$$;

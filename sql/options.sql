@@ -126,7 +126,8 @@ CREATE FOREIGN TABLE k_pods (name text) SERVER k_api
   OPTIONS (resource 'pods', namespace 'default');
 CREATE FOREIGN TABLE bad (name text) SERVER k_api OPTIONS (resorce 'pods');
 CREATE FOREIGN TABLE bad (name text) SERVER k_api OPTIONS (kubeconfig '/x');
-CREATE FOREIGN TABLE bad (name text OPTIONS (path 'metadata.name')) SERVER k_api;
+CREATE FOREIGN TABLE bad (name text OPTIONS (path 'metadata.name')) SERVER k_api
+  OPTIONS (resource 'pods');
 
 --
 -- Roles without pg_read_server_files may not point the server at files.

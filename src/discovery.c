@@ -371,3 +371,166 @@ kwatch_probe(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	PG_RETURN_TEXT_P(cstring_to_text(rv));
 }
+
+/*
+ * kw_discover_resource: resolves a user's resource name (lower-cased,
+ * "pods", "po", "deployments.apps", ...) on cluster `cfg` as
+ * kwatch._discover does (PROTOCOL 29), filling *out (palloc'd in the
+ * current context).  Returns false when no group serves it; ERRORs as
+ * kw_http_get when the API server is unreachable or refuses discovery.
+ */
+bool
+kw_discover_resource(KwClusterConfig *cfg, const char *name, KwResource *out)
+{
+	Resolved	r;
+
+	if (!resolve(cfg, name, &r))
+		return false;
+	out->api_group = r.group;
+	out->api_version = r.version;
+	out->plural = r.plural;
+	out->kind = r.kind;
+	out->namespaced = r.namespaced;
+	out->verbs = r.verbs;
+	return true;
+}
+
+/* has_verb: whether the list of char * verbs holds `verb`. */
+static bool
+has_verb(List *verbs, const char *verb)
+{
+	ListCell   *lc;
+
+	foreach(lc, verbs)
+		if (strcmp((char *) lfirst(lc), verb) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * add_listable: appends to *out a KwResource for every resource of the
+ * APIResourceList `list` (group/version) that has the list verb; names with
+ * a slash are subresources and are skipped (PROTOCOL 29).
+ */
+static void
+add_listable(json_object *list, const char *group, const char *version,
+			 List **out)
+{
+	json_object *resources;
+
+	if (!list || !json_object_object_get_ex(list, "resources", &resources) ||
+		!json_object_is_type(resources, json_type_array))
+		return;
+	for (size_t i = 0; i < json_object_array_length(resources); i++)
+	{
+		json_object *r = json_object_array_get_idx(resources, i);
+		const char *plural = kw_json_get_string(r, "name");
+		Resolved	one;
+
+		if (plural == NULL || strchr(plural, '/') != NULL)
+			continue;
+		if (!match_resource_list(list, plural, group, version, &one) ||
+			!has_verb(one.verbs, "list"))
+			continue;
+		{
+			KwResource *res = palloc0(sizeof(KwResource));
+
+			res->api_group = one.group;
+			res->api_version = one.version;
+			res->plural = one.plural;
+			res->kind = one.kind;
+			res->namespaced = one.namespaced;
+			res->verbs = one.verbs;
+			*out = lappend(*out, res);
+		}
+	}
+}
+
+/*
+ * kw_discover_listable: every resource of cluster `cfg` that can be listed,
+ * as a List of KwResource *: the core group (/api/v1) first, then each
+ * group of /apis in the server's order, each resource at the group's
+ * preferred version or, when that version lacks it, the first other version
+ * serving it (client-go discovery.ServerPreferredResources, which "kubectl
+ * api-resources --verbs=list" shows).  A group version that
+ * fails to answer is skipped (an aggregated API that is down), as kubectl
+ * does.  ERRORs when /api/v1 or /apis cannot be read.
+ */
+List *
+kw_discover_listable(KwClusterConfig *cfg)
+{
+	List	   *out = NIL;
+	json_object *volatile doc = NULL;
+
+	PG_TRY();
+	{
+		json_object *groups;
+
+		doc = get_json(cfg, "/api/v1", true);
+		add_listable(doc, "", "v1", &out);
+		json_object_put(doc);
+		doc = NULL;
+		doc = get_json(cfg, "/apis", true);
+		if (json_object_object_get_ex(doc, "groups", &groups) &&
+			json_object_is_type(groups, json_type_array))
+		{
+			for (size_t i = 0; i < json_object_array_length(groups); i++)
+			{
+				json_object *g = json_object_array_get_idx(groups, i);
+				const char *gname = kw_json_get_string(g, "name");
+				json_object *pref,
+						   *versions;
+				const char *pv = NULL;
+
+				if (json_object_object_get_ex(g, "preferredVersion", &pref))
+					pv = kw_json_get_string(pref, "version");
+				if (gname == NULL || pv == NULL ||
+					!json_object_object_get_ex(g, "versions", &versions) ||
+					!json_object_is_type(versions, json_type_array))
+					continue;
+				/* preferred version first, then the others for what it lacks */
+				for (int pass = 0; pass < 2; pass++)
+				{
+					for (size_t j = 0; j < json_object_array_length(versions); j++)
+					{
+						const char *v = kw_json_get_string(json_object_array_get_idx(versions, j), "version");
+						json_object *rl;
+						List	   *found = NIL;
+						ListCell   *lc;
+
+						if (v == NULL || (pass == 0) != (strcmp(v, pv) == 0))
+							continue;
+						rl = get_json(cfg, psprintf("/apis/%s/%s", gname, v), false);
+						add_listable(rl, gname, v, &found);
+						if (rl)
+							json_object_put(rl);
+						foreach(lc, found)
+						{
+							KwResource *r = (KwResource *) lfirst(lc);
+							bool		seen = false;
+							ListCell   *lc2;
+
+							foreach(lc2, out)
+							{
+								KwResource *o = (KwResource *) lfirst(lc2);
+
+								if (strcmp(o->api_group, r->api_group) == 0 &&
+									strcmp(o->plural, r->plural) == 0)
+									seen = true;
+							}
+							if (!seen)
+								out = lappend(out, r);
+						}
+					}
+				}
+			}
+		}
+	}
+	PG_FINALLY();
+	{
+		if (doc)
+			json_object_put(doc);
+	}
+	PG_END_TRY();
+	return out;
+}

@@ -71,6 +71,8 @@
 #define KW_OPT_PEM		0x08	/* PEM text */
 #define KW_OPT_URL		0x10	/* http(s) URL */
 #define KW_OPT_HEADER	0x20	/* goes into a URL or header: no spaces */
+#define KW_OPT_PLAIN	0x40	/* boolean that needs no privilege either way */
+#define KW_OPT_DNS_LABEL 0x80	/* a namespace name (RFC 1123 label) */
 
 /*
  * Describes one valid option of one kind of object, as PgFdwOption in
@@ -105,9 +107,15 @@ static const KwFdwOption kw_fdw_options[] = {
 	{"client_certificate_data", UserMappingRelationId, KW_OPT_PEM},
 	{"client_key_data", UserMappingRelationId, KW_OPT_PEM | KW_OPT_SECRET},
 
-	/* FOREIGN TABLE (the scan comes later) */
-	{"resource", ForeignTableRelationId, 0},
-	{"namespace", ForeignTableRelationId, 0},
+	/* SERVER and FOREIGN TABLE: row estimates of live tables (fdw.c) */
+	{"use_remote_estimate", ForeignServerRelationId, KW_OPT_BOOL | KW_OPT_PLAIN},
+	{"use_remote_estimate", ForeignTableRelationId, KW_OPT_BOOL | KW_OPT_PLAIN},
+
+	/* FOREIGN TABLE: a live table (fdw.c) */
+	{"resource", ForeignTableRelationId, KW_OPT_HEADER},
+	{"namespace", ForeignTableRelationId, KW_OPT_DNS_LABEL},
+	{"api_version", ForeignTableRelationId, KW_OPT_HEADER},
+	{"namespaced", ForeignTableRelationId, KW_OPT_BOOL | KW_OPT_PLAIN},
 
 	{NULL, InvalidOid, 0}
 };
@@ -126,6 +134,7 @@ static const char *kw_closest_option(const char *keyword, Oid catalog);
 static void kw_check_value(DefElem *def, const KwFdwOption *opt);
 static void kw_check_server_options(List *options);
 static void kw_check_user_mapping_options(List *options);
+static void kw_check_foreign_table_options(List *options);
 static void kw_check_conflict(List *options, const char *a, const char *b);
 static DefElem *kw_get_option(List *options, const char *name);
 static char *kw_option_string(List *options, const char *name);
@@ -178,6 +187,8 @@ kwatch_fdw_validator(PG_FUNCTION_ARGS)
 		kw_check_server_options(options);
 	else if (catalog == UserMappingRelationId)
 		kw_check_user_mapping_options(options);
+	else if (catalog == ForeignTableRelationId)
+		kw_check_foreign_table_options(options);
 
 	PG_RETURN_VOID();
 }
@@ -342,7 +353,7 @@ kw_check_value(DefElem *def, const KwFdwOption *opt)
 		bool		b = defGetBoolean(def);
 
 		/* in_cluster 'false' reads nothing: no privilege needed. */
-		if (!b)
+		if (!b || (opt->flags & KW_OPT_PLAIN))
 			return;
 	}
 	else
@@ -373,6 +384,15 @@ kw_check_value(DefElem *def, const KwFdwOption *opt)
 					 errmsg("invalid value for option \"%s\": \"%s\"",
 							def->defname, value),
 					 errhint("The API server's URL starts with \"https://\" (or \"http://\"), like \"https://127.0.0.1:6443\".")));
+
+		if ((opt->flags & KW_OPT_DNS_LABEL) &&
+			(strlen(value) > 63 ||
+			 strspn(value, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(value) ||
+			 value[0] == '-' || value[strlen(value) - 1] == '-'))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid namespace name \"%s\"", value),
+					 errhint("Namespace names are DNS labels: lower-case letters, digits and \"-\".")));
 
 		if ((opt->flags & KW_OPT_PEM) && strstr(value, "-----BEGIN ") == NULL)
 			ereport(ERROR,
@@ -463,6 +483,32 @@ kw_check_user_mapping_options(List *options)
 				(errcode(ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED),
 				 errmsg("a client certificate and its key must be set together"),
 				 errhint("Set \"client_certificate\" or \"client_certificate_data\" together with \"client_key\" or \"client_key_data\".")));
+}
+
+/*
+ * kw_check_foreign_table_options
+ *		A live table (fdw.c) names its resource: "pods", "deploy",
+ *		"deployments.apps", a CRD's plural.group.  Raises
+ *		ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED without one and
+ *		ERRCODE_INVALID_PARAMETER_VALUE for a malformed name.  Whether the
+ *		cluster serves it is only known when the table is used (42704 then).
+ */
+static void
+kw_check_foreign_table_options(List *options)
+{
+	char	   *resource = kw_option_string(options, "resource");
+
+	if (resource == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED),
+				 errmsg("a kwatch foreign table needs the option \"resource\""),
+				 errhint("For example: OPTIONS (resource 'deployments.apps').")));
+	for (const char *p = resource; *p; p++)
+		if (!(isalnum((unsigned char) *p) || *p == '-' || *p == '.'))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid resource name \"%s\"", resource),
+					 errhint("Use a resource name such as \"pods\", \"deploy\" or \"deployments.apps\".")));
 }
 
 /*

@@ -1,0 +1,207 @@
+/*-------------------------------------------------------------------------
+ *
+ * live_column.c
+ *		The columns of live foreign tables, computed from each listed object
+ *		by the same expressions that define the mirror tables' generated
+ *		columns.
+ *
+ * kwatch.live_columns(api_group, plural) (sql/kwatch--0.1.0.sql) turns
+ * kwatch.base_columns() and kwatch.typed_columns() into (name, type,
+ * expression over `object` and `cluster`) rows.  Here those expression texts
+ * are parsed and planned once per backend and resource, as one query
+ *
+ *	 SELECT (e1)::t1, (e2)::t2, ... FROM (SELECT $1::jsonb AS object,
+ *											  $2::text AS cluster) AS s
+ *
+ * whose planned target list holds each column as an expression tree over
+ * PARAM_EXTERN 1 and 2 (the planner pulls the sub-select up).  The foreign
+ * scan compiles the trees with ExecInitExpr and evaluates them per object
+ * with the object and the server name as parameter values, so a foreign
+ * table's column has exactly the value the mirror table's generated column
+ * would have, and there is one definition of each column.
+ *
+ * The texts are parsed with search_path = pg_catalog, as a SECURITY DEFINER
+ * function with SET search_path would, so a user's schema cannot capture an
+ * operator.  The cache is dropped on any pg_proc change (the extension
+ * re-created, a function replaced).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/plannodes.h"
+#include "parser/analyze.h"
+#include "parser/parse_type.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+
+#include "kwatch.h"
+
+/* Backend cache: KwLiveColumns * of resources used so far. */
+static MemoryContext live_column_cxt = NULL;
+static List *live_column_cache = NIL;
+static bool callback_registered = false;
+
+/* Any pg_proc change may invalidate the planned expressions: forget them. */
+static void
+live_column_invalidate(Datum arg, int cacheid, uint32 hashvalue)
+{
+	if (live_column_cxt)
+		MemoryContextReset(live_column_cxt);
+	live_column_cache = NIL;
+}
+
+/*
+ * load_columns: runs kwatch.live_columns() and plans the expressions;
+ * returns a KwLiveColumns palloc'd in `cxt`.  ERRORs (internal_error) when
+ * the definitions cannot be parsed, which is a bug in the extension script.
+ */
+static KwLiveColumns *
+load_columns(const char *api_group, const char *plural, MemoryContext cxt)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		args[2];
+	StringInfoData q;
+	List	   *names = NIL;
+	List	   *types = NIL;
+	KwLiveColumns *cols;
+	List	   *raw;
+	Query	   *query;
+	PlannedStmt *plan;
+	Oid			paramtypes[2] = {JSONBOID, TEXTOID};
+	int			nestlevel;
+	int			i;
+	MemoryContext caller = CurrentMemoryContext;
+	ListCell   *lc;
+
+	args[0] = CStringGetTextDatum(api_group);
+	args[1] = CStringGetTextDatum(plural);
+
+	initStringInfo(&q);
+	appendStringInfoString(&q, "SELECT ");
+
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT column_name, column_type, expression "
+							  "FROM kwatch.live_columns($1, $2)",
+							  2, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "kwatch.live_columns() failed");
+	MemoryContextSwitchTo(caller);	/* results outlive SPI_finish */
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		char	   *name = SPI_getvalue(tup, desc, 1);
+		char	   *type = SPI_getvalue(tup, desc, 2);
+		char	   *expr = SPI_getvalue(tup, desc, 3);
+
+		if (name == NULL || type == NULL || expr == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("kwatch.live_columns(%s, %s) returned an incomplete column definition",
+							quote_literal_cstr(api_group), quote_literal_cstr(plural))));
+		if (r > 0)
+			appendStringInfoString(&q, ", ");
+		appendStringInfo(&q, "(%s)::%s", expr, type);
+		names = lappend(names, pstrdup(name));
+		types = lappend(types, pstrdup(type));
+	}
+	appendStringInfoString(&q, " FROM (SELECT $1::pg_catalog.jsonb AS object, "
+						   "$2::pg_catalog.text AS cluster) AS s");
+	SPI_finish();
+
+	raw = pg_parse_query(q.data);
+	query = parse_analyze_fixedparams(linitial_node(RawStmt, raw), q.data,
+									  paramtypes, 2, NULL);
+	plan = pg_plan_query(query, q.data, 0, NULL);
+	AtEOXact_GUC(true, nestlevel);
+
+	if (!IsA(plan->planTree, Result) || plan->planTree->lefttree != NULL ||
+		list_length(plan->planTree->targetlist) != list_length(names))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("unexpected plan for the column expressions of %s", plural),
+				 errdetail("Plan node %d, %d columns for %d definitions.",
+						   (int) nodeTag(plan->planTree),
+						   list_length(plan->planTree->targetlist),
+						   list_length(names))));
+
+	cols = MemoryContextAllocZero(cxt, sizeof(KwLiveColumns));
+	cols->api_group = MemoryContextStrdup(cxt, api_group);
+	cols->plural = MemoryContextStrdup(cxt, plural);
+	cols->ncolumns = list_length(names);
+	cols->columns = MemoryContextAllocZero(cxt, sizeof(KwLiveColumn) * Max(1, cols->ncolumns));
+	i = 0;
+	foreach(lc, plan->planTree->targetlist)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+		KwLiveColumn *c = &cols->columns[i];
+
+		c->name = pstrdup((char *) list_nth(names, i));
+		c->expr = copyObject(tle->expr);
+		c->type = exprType((Node *) c->expr);
+		c->typmod = exprTypmod((Node *) c->expr);
+		MemoryContextSwitchTo(old);
+		i++;
+	}
+	return cols;
+}
+
+/*
+ * kw_live_columns: the columns of a live table of resource (api_group,
+ * plural), from the backend cache or kwatch.live_columns().  The result
+ * stays valid until the next pg_proc invalidation is processed (copy
+ * expressions into plan or executor memory before that can happen).
+ * ERRORs as load_columns.
+ */
+KwLiveColumns *
+kw_live_columns(const char *api_group, const char *plural)
+{
+	ListCell   *lc;
+	KwLiveColumns *cols;
+	MemoryContext old;
+
+	if (!callback_registered)
+	{
+		CacheRegisterSyscacheCallback(PROCOID, live_column_invalidate, (Datum) 0);
+		live_column_cxt = AllocSetContextCreate(CacheMemoryContext,
+												"kwatch live columns",
+												ALLOCSET_SMALL_SIZES);
+		callback_registered = true;
+	}
+	foreach(lc, live_column_cache)
+	{
+		cols = (KwLiveColumns *) lfirst(lc);
+		if (strcmp(cols->api_group, api_group) == 0 &&
+			strcmp(cols->plural, plural) == 0)
+			return cols;
+	}
+	cols = load_columns(api_group, plural, live_column_cxt);
+	old = MemoryContextSwitchTo(live_column_cxt);
+	live_column_cache = lappend(live_column_cache, cols);
+	MemoryContextSwitchTo(old);
+	return cols;
+}
+
+/*
+ * kw_live_column_find: the column called `name`, or NULL.
+ */
+KwLiveColumn *
+kw_live_column_find(KwLiveColumns *cols, const char *name)
+{
+	for (int i = 0; i < cols->ncolumns; i++)
+		if (strcmp(cols->columns[i].name, name) == 0)
+			return &cols->columns[i];
+	return NULL;
+}
