@@ -55,17 +55,21 @@ Stable API (used by other test modules; extend, do not change):
                                       504), "http" (HTTP 504), "silent" (the
                                       1.20 watch cache: waits for newer RVs)
   faults (first matching fault with times left applies, then counts down):
-    .inject(kind, on="any", resource=None, times=1, **params) -> Fault
+    .inject(kind, on="any", resource=None, times=1, when=None, **params) -> Fault
          on: "list" (any LIST page), "first_page", "continue" (a page with a
-         continue token), "watch", "discovery", "any"; resource: as above or
-         None for all.  times=None: forever.  Fault.hits: the requests hit.
+         continue token), "watch", "discovery", "any" (LIST or WATCH);
+         resource: as above or None for all; when: a predicate on the
+         Request (e.g. lambda r: r.query.get("limit") != "1" to spare
+         kwatch.watch()'s probe).  times=None: forever.  Fault.hits: the
+         requests it hit (Fault.times can be changed at any time).
       kinds and params:
         "status"  code, reason=None, message=None, retry_after=None
                   -> that HTTP status with a Status body (and Retry-After)
         "html"    code=502 -> a proxy's HTML error page (text/html)
-        "drop"    after_events=0, mid_event=True: WATCH: after N events send
-                  the first half of the next one (when there is one) and
-                  cut the connection.  LIST: half of the body, then cut.
+        "drop"    after_events=0, mid_event=True: WATCH: after N events,
+                  send the first half of the next event (waiting for one)
+                  and cut the connection; mid_event=False: cut right after
+                  N events.  LIST: half of the body, then cut.
         "stall"   after_events=0: WATCH: headers and N events, then silence
                   with the socket open until the client leaves.  LIST: the
                   headers and half of the body, then silence.
@@ -290,11 +294,12 @@ def fields_match(reqs, obj):
 class Fault:
     """One injected fault (see the module docstring for kinds and params)."""
 
-    def __init__(self, kind, on="any", resource=None, times=1, **params):
+    def __init__(self, kind, on="any", resource=None, times=1, when=None, **params):
         self.kind = kind
         self.on = on
         self.resource = resource
         self.times = times
+        self.when = when
         self.params = params
         self.hits = []
 
@@ -302,6 +307,8 @@ class Fault:
         if self.times is not None and self.times <= 0:
             return False
         if self.resource is not None and req.resource != self.resource:
+            return False
+        if self.when is not None and not self.when(req):
             return False
         if self.on == "any":
             return req.kind in ("list", "watch")
@@ -596,14 +603,14 @@ class FakeAPI:
         self._cut_all()
 
     # ---- faults and requests
-    def inject(self, kind, on="any", resource=None, times=1, **params):
+    def inject(self, kind, on="any", resource=None, times=1, when=None, **params):
         kinds = ("status", "html", "drop", "stall", "short_watch", "raw", "split", "pack",
                  "too_old", "too_large", "expire_continue")
         if kind not in kinds:
             raise ValueError("unknown fault kind %r (one of %s)" % (kind, ", ".join(kinds)))
         if on not in ("list", "first_page", "continue", "watch", "discovery", "any"):
             raise ValueError("unknown 'on' %r" % on)
-        f = Fault(kind, on, resource, times, **params)
+        f = Fault(kind, on, resource, times, when, **params)
         with self.lock:
             self.faults.append(f)
         return f
@@ -721,6 +728,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         fake = self.fake
         req = self.req = Request("GET", self.path)
+        self._fault_spent = False
         with fake.lock:
             fake.requests.append(req)
         if fake.down:
@@ -1027,21 +1035,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 req.events += len(pending[:n])
                 pending = pending[n:]
             return pending
-        while pending:
+        after = p.get("after_events", 0)
+        eager = kind in ("raw", "stall") or (kind == "drop" and not p.get("mid_event", True))
+        while True:
+            if eager and req.events >= after:
+                kind = self._fire(f, kind)
+                eager = False
+            if not pending:
+                break
             ev = pending.pop(0)
-            if kind in ("drop", "stall", "raw") and req.events >= p.get("after_events", 0):
-                if kind == "drop":
-                    if p.get("mid_event", True):
-                        self._chunk(ev[:max(1, len(ev) // 2)])
-                    self._cut()
-                if kind == "stall":
-                    self._stall()
-                self._chunk(p["data"])
-                self._fault_spent = True
-                kind = None
-                if p.get("close", True):
-                    self._end()
-                    self._cut()
+            if kind == "drop" and req.events >= after:
+                self._chunk(ev[:max(1, len(ev) // 2)])     # half an event, then cut
+                self._cut()
             if kind == "split":
                 n = max(1, p.get("chunk_bytes", 1))
                 for i in range(0, len(ev), n):
@@ -1049,15 +1054,22 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             else:
                 self._chunk(ev)
             req.events += 1
-        if kind in ("drop", "stall", "raw") and final and req.events >= p.get("after_events", 0):
-            # the fault was due but no event came: apply it at the end
-            if kind == "drop":
-                self._cut()
-            if kind == "stall":
-                self._stall()
-            self._chunk(p["data"])
-            self._fault_spent = True
+        if final and kind == "drop":
+            self._cut()           # mid_event but no event came: cut at the end
         return pending
+
+    def _fire(self, f, kind):
+        """Applies a drop/stall/raw fault now; returns the kind still in force."""
+        if kind == "drop":
+            self._cut()
+        if kind == "stall":
+            self._stall()
+        self._chunk(f.params["data"])
+        self._fault_spent = True
+        if f.params.get("close", True):
+            self._end()
+            self._cut()
+        return None
 
     def _end(self):
         try:
