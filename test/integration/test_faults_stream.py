@@ -131,11 +131,31 @@ def malformed_case(ctx, fake, data, what):
     assert f.hits and f.hits[0].events == 1
     after = [r for r in worker_requests(fake) if r.at > f.hits[0].at]
     assert after, "nothing requested after the malformed stream"
+    # watched again from the last good event, after a backoff, without relisting
+    assert after[0].kind == "watch", after
     assert after[0].query.get("resourceVersion") == good["metadata"]["resourceVersion"], after
+    assert not [r for r in after if r.kind == "list"], after
     st = watch_status(srv, "pods")
-    assert st["state"] == "watching"
+    assert st["state"] == "watching" and st["relists"] == 0 and st["decode_errors"] == 1, st
     assert st["resource_version"] == later["metadata"]["resourceVersion"]
     return st, after
+
+
+def test_persistently_malformed_watch_relists(ctx, fake):
+    """The same malformed stream on every watch: after 3 attempts from the
+    last good RV, a relist (PROTOCOL 13)."""
+    srv, table = start(ctx, fake)
+    f = fake.inject("raw", on="watch", times=3, data=b'{"type":"ADDED","object":{"metadata":{"name":"x"}}\n')
+    cut_watch(fake)
+    fake.create("pods", pod("after"))
+    wait_converged(table, srv, fake, "pods")
+    st = wait_status(srv, "pods", lambda s: s["relists"] == 1 and s["state"] == "watching")
+    assert st["decode_errors"] == 3 and len(f.hits) == 3, st
+    rvs = {r.query.get("resourceVersion") for r in f.hits}
+    assert len(rvs) == 1, f.hits      # each retry from the same, last good RV
+    lst = [r for r in worker_requests(fake, "list") if r.at > f.hits[-1].at]
+    assert lst and lst[0].query.get("resourceVersion") == rvs.pop() and \
+        lst[0].query.get("resourceVersionMatch") == "NotOlderThan", lst
 
 
 def test_malformed_json_in_watch_stream(ctx, fake):
