@@ -251,9 +251,8 @@ fix_surrogates(const char *s, int len, int *newlen)
 /*
  * kw_sanitize_json: makes object text storable as jsonb: \u0000 escapes
  * written out literally, lone surrogate escapes and invalid UTF-8 replaced
- * by U+FFFD (see README
- * "Objects PostgreSQL cannot store").  Returns true when it changed the
- * text, replacing *json (palloc'd) and *len.
+ * by U+FFFD (see README "Faults and bad input").  Returns true when it
+ * changed the text, replacing *json (palloc'd) and *len.
  */
 bool
 kw_sanitize_json(char **json, int *len)
@@ -301,7 +300,7 @@ kw_valid_identity(const char *s)
  * kw_decode_object: fills `out` (palloc'd strings) from a json-c object
  * `jobj` (a json_object *).  Removes metadata.managedFields from jobj.
  * Returns KW_DECODE_OK; KW_DECODE_SANITIZED when \u0000 escapes or invalid
- * UTF-8 had to be rewritten (see README "Objects PostgreSQL cannot store");
+ * UTF-8 had to be rewritten (see README "Faults and bad input");
  * KW_DECODE_SKIP with a reason in *why when the object lacks metadata.uid,
  * metadata.name or metadata.resourceVersion, or one of them (or the
  * namespace) is not valid UTF-8.
@@ -439,7 +438,7 @@ kw_watch_decoder_finish(KwWatchDecoder *dec, char **error)
  * kw_watch_decoder_event_sanitized: whether the event being delivered to
  * the callback contained the JSON escape \u0000 (rewritten) or a lone
  * surrogate escape (decoded by json-c as U+FFFD), so that the object is
- * stored sanitized (README "Objects PostgreSQL cannot store").
+ * stored sanitized (README "Faults and bad input").
  */
 bool
 kw_watch_decoder_event_sanitized(KwWatchDecoder *dec)
