@@ -111,6 +111,9 @@ selectors (ADDED/DELETED when entering/leaving a label selector, 14),
 BOOKMARK (15), 410 for a compacted RV (16), timeoutSeconds (17).
 
 Standalone:  python3 test/fakeapi/server.py [--port N] [--pods N] [--tls]
+
+In front of a REAL API server, fakeapi.proxy.FaultProxy(upstream, ca_file=,
+token=) offers the same faults, requests log and set_down (see proxy.py).
 """
 import argparse
 import base64
@@ -437,7 +440,7 @@ class FakeAPI:
     def start(self):
         api = self
 
-        class Handler(_Handler):
+        class Handler(self._handler_base()):
             fake = api
 
         class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
@@ -461,6 +464,9 @@ class FakeAPI:
                                         name="fakeapi", daemon=True)
         self._thread.start()
         return self
+
+    def _handler_base(self):
+        return _Handler
 
     def stop(self):
         with self.cond:

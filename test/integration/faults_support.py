@@ -22,6 +22,7 @@ from conftest import sql, wait_until, watch_status, mirror_rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fakeapi.server import FakeAPI, RawJSON, parse_label_selector, labels_match  # noqa: E402,F401
+from fakeapi.proxy import FaultProxy  # noqa: E402,F401
 
 
 @pytest.fixture
@@ -32,8 +33,18 @@ def fake():
     api.stop()
 
 
+@pytest.fixture
+def proxy():
+    """A started FaultProxy in front of the test cluster's kube-apiserver."""
+    px = FaultProxy(conftest.CLUSTER.server, ca_file=conftest.CLUSTER.ca,
+                    token=conftest.CLUSTER.token).start()
+    yield px
+    px.stop()
+
+
 def fake_server(ctx, api, suffix=""):
-    """CREATE SERVER <test name><suffix> with api_server = the fake's URL;
+    """CREATE SERVER <test name><suffix> with api_server = the fake's (or a
+    FaultProxy's) URL;
     dropped by ctx's cleanup.  Returns its name (the rows' cluster)."""
     name = ctx.base + suffix
     sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {})")
