@@ -93,8 +93,9 @@ Stable API (used by other test modules; extend, do not change):
   requests (every request, in arrival order):
     .requests -> [Request]  Request: method, path, query (dict: name ->
                  last value), kind ("list", "watch", "discovery", "other"),
-                 resource, status (HTTP status sent, None when cut before),
-                 fault (the Fault applied or None), events (events sent)
+                 resource, namespace, status (HTTP status sent, None when
+                 cut before), fault (the Fault applied or None), events
+                 (watch events sent), at (time.monotonic() on arrival)
     .requests_for(kind=None, resource=None) -> [Request]
     .wait_for_request(pred, timeout=30) -> Request
   RawJSON(bytes or str): a value serialized verbatim (invalid UTF-8,

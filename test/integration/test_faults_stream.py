@@ -252,3 +252,27 @@ def test_watch_too_old_http_410_relists(ctx, fake):
     fake.create("pods", pod("after-410"))
     wait_converged(table, srv, fake, "pods")
     assert f.hits and f.hits[0].status == 410
+
+
+def test_fake_over_tls_with_a_dropped_watch(ctx):
+    """The fake over https (its own throw-away CA): kwatch verifies it."""
+    from psycopg2 import sql as pgsql
+    from faults_support import FakeAPI
+    api = FakeAPI(tls=True).start()
+    try:
+        srv = ctx.base
+        sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS "
+                      "(api_server {}, certificate_authority {})").format(
+            pgsql.Identifier(srv), pgsql.Literal(api.url), pgsql.Literal(api.ca_file)))
+        ctx.servers.append(srv)
+        api.create("pods", pod("tls-0"))
+        table = watch("pods", srv)
+        wait_converged(table, srv, api, "pods")
+        f = api.inject("drop", on="watch", after_events=1)
+        cut_watch(api)
+        api.create("pods", pod("tls-1"))
+        api.create("pods", pod("tls-2"))
+        wait_converged(table, srv, api, "pods")
+        assert f.hits and api.url.startswith("https://")
+    finally:
+        api.stop()
