@@ -207,22 +207,27 @@ def test_watch_timeout_rewatches_from_last_rv(ctx, fake, settings):
 
 def test_no_bookmarks_then_compaction_relists(ctx, fake, settings):
     """A server that never sends bookmarks: a quiet watch's RV falls behind
-    the compaction; the next watch gets 410 and the watch relists."""
+    while other resources change; after a compaction the next watch gets 410
+    and the watch relists (PROTOCOL 15, 16)."""
     settings(watch_timeout="1s")
     fake.bookmark_interval = None
     srv, table = start(ctx, fake)
+    quiet_rv = watch_status(srv, "pods")["resource_version"]
     for i in range(3):
         fake.create("namespaces", {"metadata": {"name": "ns-%d" % i}})   # other resource
-    deleted = fake.delete("pods", "default", "p1")
     fake.compact()
+    st = wait_status(srv, "pods", lambda s: s["relists"] == 1 and s["state"] == "watching",
+                     msg="a relist after the 410")
+    assert st["bookmarks"] == 0, st
+    assert any(r.query.get("resourceVersion") == quiet_rv for r in worker_requests(fake, "watch"))
+    fake.delete("pods", "default", "p1")
     wait_converged(table, srv, fake, "pods")
-    st = watch_status(srv, "pods")
-    assert st["bookmarks"] == 0 and st["relists"] >= 0
-    assert deleted["metadata"]["uid"] not in {r[0] for r in sql(
-        "SELECT uid FROM %s WHERE cluster = %%s" % table, (srv,))}
 
 
-def test_bookmarks_move_the_resume_point(ctx, fake):
+def test_bookmarks_move_the_resume_point(ctx, fake, settings):
+    """With bookmarks the quiet watch's RV follows the store: a compaction
+    then costs no relist."""
+    settings(watch_timeout="1s")
     fake.bookmark_interval = 0.3
     srv, table = start(ctx, fake)
     fake.create("namespaces", {"metadata": {"name": "bm-other"}})   # RV moves, no pod event
@@ -232,6 +237,12 @@ def test_bookmarks_move_the_resume_point(ctx, fake):
     assert st["added"] == 3
     # the checkpoint moved with it
     assert sql("SELECT resource_version FROM kwatch.registrations WHERE server = %s", (srv,))[0][0] == rv
+    fake.compact()
+    n = len(worker_requests(fake, "watch"))
+    fake.wait_for_request(lambda r: r.kind == "watch" and len(worker_requests(fake, "watch")) > n + 1)
+    fake.create("pods", pod("after-compaction"))
+    wait_converged(table, srv, fake, "pods")
+    assert watch_status(srv, "pods")["relists"] == 0
 
 
 def test_watch_too_old_error_event_relists(ctx, fake):
