@@ -588,12 +588,13 @@ deliver_event(KwWatchEventCallback cb, void *arg, KwEventType t,
 }
 
 /*
- * kw_watch_decoder_feed: decodes the next `len` bytes of a watch stream,
- * calling cb(arg, type, object) for each complete event in order; the
- * object (a json_object *) is only valid during the call.  Returns false
- * with a palloc'd *error when the stream is malformed (bad JSON, an event
- * without type/object, an unknown type, an event over the size limit): the
- * caller must abandon the stream (PROTOCOL 13).
+ * kw_watch_decoder_feed: decodes the next `inlen` bytes `in` of a watch
+ * stream (after rewrite_nul), calling cb(arg, type, object) for each
+ * complete event in order; the object (a json_object *) is only valid
+ * during the call, kw_watch_decoder_event_sanitized tells whether it was
+ * sanitized.  Returns false with a palloc'd *error when the stream is
+ * malformed (bad JSON, an event without type/object, an unknown type, an
+ * event over the limits): the caller must abandon the stream (PROTOCOL 13).
  */
 bool
 kw_watch_decoder_feed(KwWatchDecoder *dec, const char *in, size_t inlen,
