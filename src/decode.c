@@ -382,13 +382,15 @@ struct KwWatchDecoder
 								 * U+FFFD) */
 	int			n_nul;
 	int			max_nul;
+	MemoryContext cxt;			/* the decoder's (nul_at grows there) */
 	bool		event_nul;		/* the unfinished event had one */
 	bool		delivered_nul;	/* the event being delivered had one */
 };
 
 /*
  * kw_watch_decoder_create: a decoder for one WATCH response body.  Uses
- * malloc'd json-c state: free it with kw_watch_decoder_free.
+ * malloc'd json-c state: free it with kw_watch_decoder_free.  Its memory
+ * lives in CurrentMemoryContext, which must outlive the transfer.
  */
 KwWatchDecoder *
 kw_watch_decoder_create(void)
@@ -399,6 +401,7 @@ kw_watch_decoder_create(void)
 	if (dec->tok == NULL)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 	initStringInfo(&dec->buf);
+	dec->cxt = CurrentMemoryContext;
 	return dec;
 }
 
@@ -453,9 +456,10 @@ note_fix(KwWatchDecoder *dec)
 	if (dec->n_nul == dec->max_nul)
 	{
 		dec->max_nul = Max(8, dec->max_nul * 2);
+		/* feed runs in the batch's context, reset at every flush */
 		dec->nul_at = dec->nul_at ?
 			repalloc(dec->nul_at, sizeof(int) * dec->max_nul) :
-			palloc(sizeof(int) * dec->max_nul);
+			MemoryContextAlloc(dec->cxt, sizeof(int) * dec->max_nul);
 	}
 	dec->nul_at[dec->n_nul++] = dec->buf.len;
 }

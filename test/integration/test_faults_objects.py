@@ -267,3 +267,25 @@ def test_object_without_uid_is_skipped(ctx, fake):
                30, "the second good pod")
     wait_status(srv, "pods", lambda s: s["skipped_objects"] == 2)
     assert nouid
+
+
+def test_escapes_split_across_chunks_in_watch(ctx, fake):
+    """\\u0000, surrogate escapes and invalid UTF-8 arriving one byte per chunk."""
+    srv = fake_server(ctx, fake)
+    table = watch("pods", srv)
+    wait_status(srv, "pods", lambda s: s["state"] == "watching")
+    f = fake.inject("split", on="watch", chunk_bytes=1)
+    fake.set_down(True)
+    fake.set_down(False)
+    fake.create("pods", pod("good-a"))
+    fake.create("pods", nul_pod())
+    fake.create("pods", utf8_pod())
+    fake.create("pods", surrogate_pod())
+    fake.create("pods", pod("esc", annotations={"q": 'a\\"b\\\\u0000c\\\\', "u": "\u00e9\u20ac"}))
+
+    def expected(o):
+        return unsurrogate(sanitized(o))
+    wait_converged(table, srv, fake, "pods", transform=expected)
+    assert f.hits and f.hits[0].events == 5
+    st = watch_status(srv, "pods")
+    assert st["sanitized_objects"] == 3 and st["decode_errors"] == 0, st
