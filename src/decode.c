@@ -475,15 +475,30 @@ note_fix(KwWatchDecoder *dec)
 static void
 rewrite_nul(KwWatchDecoder *dec, const char *data, size_t len)
 {
+	size_t		run = 0;		/* start of the bytes not copied yet */
+
+#define COPY_RUN(upto) \
+	do { \
+		if ((upto) > run) \
+			appendBinaryStringInfo(&dec->buf, data + run, (upto) - run); \
+		run = (upto); \
+	} while (0)
+
 	resetStringInfo(&dec->buf);
 	dec->n_nul = 0;
 	for (size_t i = 0; i < len; i++)
 	{
 		char		c = data[i];
 
+		/* the common case: a byte that changes no state is copied in a run */
+		if (dec->nhold == 0 && !dec->escape && !dec->pending_high &&
+			c != '"' && c != '\\')
+			continue;
+
 		if (dec->nhold > 0)
 		{
 			dec->hold[dec->nhold++] = c;
+			run = i + 1;
 			if (dec->nhold == 6)
 			{
 				unsigned int v = hex4(dec->hold + 2);
@@ -508,8 +523,10 @@ rewrite_nul(KwWatchDecoder *dec, const char *data, size_t len)
 			}
 			continue;
 		}
-		if (dec->pending_high && !(dec->escape && c == 'u') && !(dec->in_string && c == '\\' && !dec->escape))
+		if (dec->pending_high && !(dec->escape && c == 'u') &&
+			!(dec->in_string && c == '\\' && !dec->escape))
 		{
+			COPY_RUN(i);
 			note_fix(dec);		/* a high surrogate not followed by an escape */
 			dec->pending_high = false;
 		}
@@ -517,7 +534,6 @@ rewrite_nul(KwWatchDecoder *dec, const char *data, size_t len)
 		{
 			if (c == '"')
 				dec->in_string = true;
-			appendStringInfoChar(&dec->buf, c);
 			continue;
 		}
 		if (dec->escape)
@@ -528,23 +544,28 @@ rewrite_nul(KwWatchDecoder *dec, const char *data, size_t len)
 				dec->hold[0] = '\\';
 				dec->hold[1] = 'u';
 				dec->nhold = 2;
+				run = i + 1;
 			}
 			else
 			{
+				/* the held backslash, then this byte in the next run */
 				appendStringInfoChar(&dec->buf, '\\');
-				appendStringInfoChar(&dec->buf, c);
+				run = i;
 			}
 			continue;
 		}
 		if (c == '\\')
 		{
-			dec->escape = true;
+			COPY_RUN(i);
+			dec->escape = true;	/* held until the next byte says what it is */
+			run = i + 1;
 			continue;
 		}
 		if (c == '"')
 			dec->in_string = false;
-		appendStringInfoChar(&dec->buf, c);
 	}
+	COPY_RUN(len);
+#undef COPY_RUN
 }
 
 /* nul_between: whether a rewrite happened at an offset of buf in [from, to). */
