@@ -20,8 +20,14 @@
  * metadata.managedFields and makes the text storable as jsonb.
  *
  * Limits (as PostgreSQL's own libcurl client bounds its inputs): one object
- * or event may be at most KW_MAX_OBJECT_BYTES and KW_MAX_DEPTH deep;
- * anything larger is a malformed stream.
+ * or event may be at most KW_MAX_OBJECT_BYTES and KW_MAX_DEPTH deep.  A
+ * LIST item over a limit is skipped (KwListItem.skip_reason); a watch event
+ * over a limit makes the stream malformed.
+ *
+ * The JSON escape \u0000 is rewritten to the six characters \u0000 (JSON
+ * text \\u0000) before json-c sees a watch stream, since json-c keeps
+ * object keys as C strings and would cut a key at the NUL; LIST items and
+ * serialized watch objects go through kw_sanitize_json.
  *
  *-------------------------------------------------------------------------
  */
@@ -35,8 +41,16 @@
 
 /* Kubernetes caps objects at 1.5 MB in etcd; leave room for large CRs. */
 #define KW_MAX_OBJECT_BYTES (64 * 1024 * 1024)
-/* Deep enough for CRD schemas; bounds json-c's parser stack. */
-#define KW_MAX_DEPTH 256
+/*
+ * Nesting depth: Go's encoding/json, which writes every object the API
+ * server serves, refuses values nested deeper than 10000 levels
+ * (maxNestingDepth in src/encoding/json/scanner.go), so any object fits,
+ * inside a watch event or a list.  json-c's tokener callocs its stack for
+ * this depth (32 bytes a level, pages touched only as deep as a document
+ * goes); PostgreSQL's jsonb input stores 10000 levels within the default
+ * max_stack_depth.
+ */
+#define KW_MAX_DEPTH (10000 + 16)
 
 /*
  * kw_event_type_name: "ADDED", "MODIFIED", ... as Kubernetes spells them.
@@ -75,6 +89,29 @@ kw_json_get_string(void *obj, const char *key)
 		json_object_is_type(v, json_type_string))
 		return json_object_get_string(v);
 	return NULL;
+}
+
+/* hex4: the value of 4 hex digits (0x10000 when they are not hex digits). */
+static unsigned int
+hex4(const char *s)
+{
+	unsigned int v = 0;
+
+	for (int i = 0; i < 4; i++)
+	{
+		char		c = s[i];
+
+		v <<= 4;
+		if (c >= '0' && c <= '9')
+			v |= c - '0';
+		else if (c >= 'a' && c <= 'f')
+			v |= c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			v |= c - 'A' + 10;
+		else
+			return 0x10000;
+	}
+	return v;
 }
 
 /*
@@ -159,10 +196,63 @@ repair_utf8(const char *s, int len, int *newlen)
 }
 
 /*
+ * fix_surrogates: replaces each lone UTF-16 surrogate escape (\ud800 not
+ * followed by a low one, or a lone \udc00) by \ufffd, as json-c and Go's
+ * encoding/json decode them; jsonb rejects them.  Returns a new palloc'd
+ * string, or NULL when there was none.
+ */
+static char *
+fix_surrogates(const char *s, int len, int *newlen)
+{
+	StringInfoData out;
+	bool		found = false;
+	int			start = 0;
+
+	for (int i = 0; i < len; i++)
+	{
+		unsigned int v;
+
+		if (s[i] != '\\')
+			continue;
+		if (!(i + 5 < len && s[i + 1] == 'u'))
+		{
+			i++;				/* skip the escaped character */
+			continue;
+		}
+		v = hex4(s + i + 2);
+		if (v >= 0xD800 && v <= 0xDBFF && i + 11 < len && s[i + 6] == '\\' &&
+			s[i + 7] == 'u' && hex4(s + i + 8) >= 0xDC00 && hex4(s + i + 8) <= 0xDFFF)
+		{
+			i += 11;			/* a valid pair */
+			continue;
+		}
+		if (v < 0xD800 || v > 0xDFFF)
+		{
+			i += 5;
+			continue;
+		}
+		if (!found)
+		{
+			initStringInfo(&out);
+			found = true;
+		}
+		appendBinaryStringInfo(&out, s + start, i - start);
+		appendStringInfoString(&out, "\\ufffd");
+		i += 5;
+		start = i + 1;
+	}
+	if (!found)
+		return NULL;
+	appendBinaryStringInfo(&out, s + start, len - start);
+	*newlen = out.len;
+	return out.data;
+}
+
+/*
  * kw_sanitize_json: makes object text storable as jsonb: \u0000 escapes
- * written out literally and invalid UTF-8 replaced by U+FFFD (see README
- * "Objects PostgreSQL cannot store").  Returns true when it changed the
- * text, replacing *json (palloc'd) and *len.
+ * written out literally, lone surrogate escapes and invalid UTF-8 replaced
+ * by U+FFFD (see README "Faults and bad input").  Returns true when it
+ * changed the text, replacing *json (palloc'd) and *len.
  */
 bool
 kw_sanitize_json(char **json, int *len)
@@ -172,6 +262,12 @@ kw_sanitize_json(char **json, int *len)
 	bool		changed = false;
 
 	if ((fixed = escape_nul(*json, *len, &fixedlen)) != NULL)
+	{
+		*json = fixed;
+		*len = fixedlen;
+		changed = true;
+	}
+	if ((fixed = fix_surrogates(*json, *len, &fixedlen)) != NULL)
 	{
 		*json = fixed;
 		*len = fixedlen;
@@ -187,12 +283,27 @@ kw_sanitize_json(char **json, int *len)
 }
 
 /*
+ * kw_valid_identity: whether `s` (NUL-terminated) is valid UTF-8, as an
+ * object's uid, name, namespace and resourceVersion must be to be stored in
+ * text columns and NOTIFY payloads (Kubernetes validation never lets others
+ * through; a proxy or a broken server might).
+ */
+bool
+kw_valid_identity(const char *s)
+{
+	int			len = (int) strlen(s);
+
+	return pg_encoding_verifymbstr(PG_UTF8, s, len) == len;
+}
+
+/*
  * kw_decode_object: fills `out` (palloc'd strings) from a json-c object
  * `jobj` (a json_object *).  Removes metadata.managedFields from jobj.
  * Returns KW_DECODE_OK; KW_DECODE_SANITIZED when \u0000 escapes or invalid
- * UTF-8 had to be rewritten (see README "Objects PostgreSQL cannot store");
+ * UTF-8 had to be rewritten (see README "Faults and bad input");
  * KW_DECODE_SKIP with a reason in *why when the object lacks metadata.uid,
- * metadata.name or metadata.resourceVersion.
+ * metadata.name or metadata.resourceVersion, or one of them (or the
+ * namespace) is not valid UTF-8.
  */
 KwDecodeResult
 kw_decode_object(void *jobj, KwObject *out, char **why)
@@ -227,6 +338,14 @@ kw_decode_object(void *jobj, KwObject *out, char **why)
 						"metadata.resourceVersion");
 		return KW_DECODE_SKIP;
 	}
+	if (!kw_valid_identity(uid) || !kw_valid_identity(name) ||
+		(ns && !kw_valid_identity(ns)) || !kw_valid_identity(rv))
+	{
+		*why = psprintf("object %s%s%s has an identity field (metadata.uid, name, namespace or resourceVersion) that is not valid UTF-8",
+						ns && kw_valid_identity(ns) ? ns : "", ns ? "/" : "",
+						kw_valid_identity(name) ? name : "(invalid name)");
+		return KW_DECODE_SKIP;
+	}
 	out->uid = pstrdup(uid);
 	out->name = pstrdup(name);
 	out->namespace = (ns && ns[0]) ? pstrdup(ns) : NULL;
@@ -251,11 +370,27 @@ struct KwWatchDecoder
 {
 	json_tokener *tok;
 	size_t		pending_bytes;	/* bytes fed into the unfinished event */
+	/* the \u0000 rewriter (see rewrite_nul) */
+	StringInfoData buf;			/* the current chunk, rewritten */
+	bool		in_string;
+	bool		escape;			/* a backslash in a string is held */
+	char		hold[6];		/* a held "\uXXXX" escape, so far */
+	int			nhold;
+	bool		pending_high;	/* the last escape was a high surrogate */
+	int		   *nul_at;			/* offsets in buf of a \u0000 rewritten or a
+								 * lone surrogate escape (json-c makes it
+								 * U+FFFD) */
+	int			n_nul;
+	int			max_nul;
+	MemoryContext cxt;			/* the decoder's (nul_at grows there) */
+	bool		event_nul;		/* the unfinished event had one */
+	bool		delivered_nul;	/* the event being delivered had one */
 };
 
 /*
  * kw_watch_decoder_create: a decoder for one WATCH response body.  Uses
- * malloc'd json-c state: free it with kw_watch_decoder_free.
+ * malloc'd json-c state: free it with kw_watch_decoder_free.  Its memory
+ * lives in CurrentMemoryContext, which must outlive the transfer.
  */
 KwWatchDecoder *
 kw_watch_decoder_create(void)
@@ -265,6 +400,8 @@ kw_watch_decoder_create(void)
 	dec->tok = json_tokener_new_ex(KW_MAX_DEPTH);
 	if (dec->tok == NULL)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	initStringInfo(&dec->buf);
+	dec->cxt = CurrentMemoryContext;
 	return dec;
 }
 
@@ -277,7 +414,168 @@ kw_watch_decoder_free(KwWatchDecoder *dec)
 	if (dec == NULL)
 		return;
 	json_tokener_free(dec->tok);
+	pfree(dec->buf.data);
+	if (dec->nul_at)
+		pfree(dec->nul_at);
 	pfree(dec);
+}
+
+/*
+ * kw_watch_decoder_finish: after the server ended the stream cleanly,
+ * whether it ended between events.  Returns false with a palloc'd *error
+ * when an event was cut short (a truncated body: PROTOCOL 13).
+ */
+bool
+kw_watch_decoder_finish(KwWatchDecoder *dec, char **error)
+{
+	if (dec->pending_bytes > 0 || dec->nhold > 0 || dec->escape)
+	{
+		*error = psprintf("watch stream ended inside an event (%zu bytes of it received)",
+						  dec->pending_bytes + dec->nhold);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * kw_watch_decoder_event_sanitized: whether the event being delivered to
+ * the callback contained the JSON escape \u0000 (rewritten) or a lone
+ * surrogate escape (decoded by json-c as U+FFFD), so that the object is
+ * stored sanitized (README "Faults and bad input").
+ */
+bool
+kw_watch_decoder_event_sanitized(KwWatchDecoder *dec)
+{
+	return dec->delivered_nul;
+}
+
+/* note_fix: remembers that the text at the end of dec->buf was sanitized. */
+static void
+note_fix(KwWatchDecoder *dec)
+{
+	if (dec->n_nul == dec->max_nul)
+	{
+		dec->max_nul = Max(8, dec->max_nul * 2);
+		/* feed runs in the batch's context, reset at every flush */
+		dec->nul_at = dec->nul_at ?
+			repalloc(dec->nul_at, sizeof(int) * dec->max_nul) :
+			MemoryContextAlloc(dec->cxt, sizeof(int) * dec->max_nul);
+	}
+	dec->nul_at[dec->n_nul++] = dec->buf.len;
+}
+
+/*
+ * rewrite_nul: copies `len` bytes of the stream into dec->buf, rewriting
+ * each JSON escape \u0000 inside a string as \\u0000 (the six characters
+ * \u0000) and noting where, and noting lone surrogate escapes (json-c
+ * decodes them as U+FFFD).  An escape split across chunks is held until
+ * its end arrives.  Everything else passes unchanged; malformed JSON is
+ * left for json-c to reject.
+ */
+static void
+rewrite_nul(KwWatchDecoder *dec, const char *data, size_t len)
+{
+	size_t		run = 0;		/* start of the bytes not copied yet */
+
+#define COPY_RUN(upto) \
+	do { \
+		if ((upto) > run) \
+			appendBinaryStringInfo(&dec->buf, data + run, (upto) - run); \
+		run = (upto); \
+	} while (0)
+
+	resetStringInfo(&dec->buf);
+	dec->n_nul = 0;
+	for (size_t i = 0; i < len; i++)
+	{
+		char		c = data[i];
+
+		/* the common case: a byte that changes no state is copied in a run */
+		if (dec->nhold == 0 && !dec->escape && !dec->pending_high &&
+			c != '"' && c != '\\')
+			continue;
+
+		if (dec->nhold > 0)
+		{
+			dec->hold[dec->nhold++] = c;
+			run = i + 1;
+			if (dec->nhold == 6)
+			{
+				unsigned int v = hex4(dec->hold + 2);
+
+				if (v >= 0xDC00 && v <= 0xDFFF && dec->pending_high)
+					dec->pending_high = false;	/* a valid pair */
+				else
+				{
+					if (dec->pending_high ||
+						(v >= 0xDC00 && v <= 0xDFFF))
+						note_fix(dec);	/* a lone surrogate */
+					dec->pending_high = (v >= 0xD800 && v <= 0xDBFF);
+				}
+				if (v == 0)
+				{
+					note_fix(dec);
+					appendBinaryStringInfo(&dec->buf, "\\\\u0000", 7);
+				}
+				else
+					appendBinaryStringInfo(&dec->buf, dec->hold, 6);
+				dec->nhold = 0;
+			}
+			continue;
+		}
+		if (dec->pending_high && !(dec->escape && c == 'u') &&
+			!(dec->in_string && c == '\\' && !dec->escape))
+		{
+			COPY_RUN(i);
+			note_fix(dec);		/* a high surrogate not followed by an escape */
+			dec->pending_high = false;
+		}
+		if (!dec->in_string)
+		{
+			if (c == '"')
+				dec->in_string = true;
+			continue;
+		}
+		if (dec->escape)
+		{
+			dec->escape = false;
+			if (c == 'u')
+			{
+				dec->hold[0] = '\\';
+				dec->hold[1] = 'u';
+				dec->nhold = 2;
+				run = i + 1;
+			}
+			else
+			{
+				/* the held backslash, then this byte in the next run */
+				appendStringInfoChar(&dec->buf, '\\');
+				run = i;
+			}
+			continue;
+		}
+		if (c == '\\')
+		{
+			COPY_RUN(i);
+			dec->escape = true;	/* held until the next byte says what it is */
+			run = i + 1;
+			continue;
+		}
+		if (c == '"')
+			dec->in_string = false;
+	}
+	COPY_RUN(len);
+#undef COPY_RUN
+}
+
+/* nul_between: whether a rewrite happened at an offset of buf in [from, to). */
+static bool
+nul_between(KwWatchDecoder *dec, size_t from, size_t to)
+{
+	for (int i = 0; i < dec->n_nul; i++)
+		if ((size_t) dec->nul_at[i] >= from && (size_t) dec->nul_at[i] < to)
+			return true;
+	return false;
 }
 
 static bool
@@ -315,18 +613,25 @@ deliver_event(KwWatchEventCallback cb, void *arg, KwEventType t,
 }
 
 /*
- * kw_watch_decoder_feed: decodes the next `len` bytes of a watch stream,
- * calling cb(arg, type, object) for each complete event in order; the
- * object (a json_object *) is only valid during the call.  Returns false
- * with a palloc'd *error when the stream is malformed (bad JSON, an event
- * without type/object, an unknown type, an event over the size limit): the
- * caller must abandon the stream (PROTOCOL 13).
+ * kw_watch_decoder_feed: decodes the next `inlen` bytes `in` of a watch
+ * stream (after rewrite_nul), calling cb(arg, type, object) for each
+ * complete event in order; the object (a json_object *) is only valid
+ * during the call, kw_watch_decoder_event_sanitized tells whether it was
+ * sanitized.  Returns false with a palloc'd *error when the stream is
+ * malformed (bad JSON, an event without type/object, an unknown type, an
+ * event over the limits): the caller must abandon the stream (PROTOCOL 13).
  */
 bool
-kw_watch_decoder_feed(KwWatchDecoder *dec, const char *data, size_t len,
+kw_watch_decoder_feed(KwWatchDecoder *dec, const char *in, size_t inlen,
 					  KwWatchEventCallback cb, void *arg, char **error)
 {
 	size_t		off = 0;
+	const char *data;
+	size_t		len;
+
+	rewrite_nul(dec, in, inlen);
+	data = dec->buf.data;
+	len = dec->buf.len;
 
 	while (off < len)
 	{
@@ -355,6 +660,7 @@ kw_watch_decoder_feed(KwWatchDecoder *dec, const char *data, size_t len,
 			if (jerr == json_tokener_continue)
 			{
 				dec->pending_bytes += len - off;
+				dec->event_nul |= nul_between(dec, off, len);
 				if (dec->pending_bytes > KW_MAX_OBJECT_BYTES)
 				{
 					*error = psprintf("watch event larger than %d MB",
@@ -367,6 +673,8 @@ kw_watch_decoder_feed(KwWatchDecoder *dec, const char *data, size_t len,
 							  json_tokener_error_desc(jerr));
 			return false;
 		}
+		dec->delivered_nul = dec->event_nul || nul_between(dec, off, off + used);
+		dec->event_nul = false;
 		off += used;
 		dec->pending_bytes = 0;
 		json_tokener_reset(dec->tok);
@@ -417,6 +725,7 @@ struct KwListDecoder
 	bool		escape;
 	bool		is_obj[KW_MAX_DEPTH + 2];	/* container at depth is an object */
 	bool		expect_key[KW_MAX_DEPTH + 2];
+	char		item_skip[80];	/* non-empty: the current item is skipped */
 	char		key1[KW_KEY_MAX];	/* last key at depth 1 */
 	char		key3[KW_KEY_MAX];	/* last key in the item */
 	char		key4[KW_KEY_MAX];	/* last key in the item's metadata */
@@ -521,6 +830,7 @@ emit_item(KwListDecoder *dec, KwListItemCallback cb, void *arg)
 	item.resource_version = dec->has_id[3] ? dec->id[3].data : NULL;
 	item.json = dec->capture.data;
 	item.json_len = dec->capture.len;
+	item.skip_reason = dec->item_skip[0] ? dec->item_skip : NULL;
 	cb(arg, &item);
 	resetStringInfo(&dec->capture);
 	return true;
@@ -529,9 +839,11 @@ emit_item(KwListDecoder *dec, KwListItemCallback cb, void *arg)
 /*
  * kw_list_decoder_feed: scans the next `len` bytes of a LIST body, calling
  * cb(arg, item) for each complete element of "items" (text and identity
- * valid during the call only).  Returns false with a palloc'd *error when
- * the body is not a JSON object, an item is an array, or limits are
- * exceeded; scalar items (never sent by Kubernetes) are ignored.
+ * valid during the call only).  An item deeper than KW_MAX_DEPTH or larger
+ * than KW_MAX_OBJECT_BYTES is handed over with skip_reason set and no text.
+ * Returns false with a palloc'd *error when the body is not a JSON object,
+ * an item is an array, or the list itself is too deep; scalar items (never
+ * sent by Kubernetes) are ignored.
  */
 bool
 kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
@@ -541,7 +853,7 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 
 #define FLUSH_RUN(upto) \
 	do { \
-		if (dec->capturing && !dec->skipping && (upto) > run) \
+		if (dec->capturing && !dec->skipping && !dec->item_skip[0] && (upto) > run) \
 			appendBinaryStringInfo(&dec->capture, data + run, (upto) - run); \
 		else if (dec->capturing_meta && (upto) > run) \
 			appendBinaryStringInfo(&dec->meta, data + run, (upto) - run); \
@@ -552,6 +864,8 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 	{
 		char		c = data[i];
 		int			d = dec->depth;
+		/* below KW_MAX_DEPTH only depth is counted (inside a skipped item) */
+		int			di = Min(d, KW_MAX_DEPTH + 1);
 
 		if (dec->in_string)
 		{
@@ -568,6 +882,7 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 					dec->str_depth = 0;
 					/* the key of the managedFields member: cut it out */
 					if (dec->str_is_key && d == 4 && dec->capturing &&
+						!dec->item_skip[0] &&
 						strcmp(dec->key3, "metadata") == 0 &&
 						strcmp(dec->key4, "managedFields") == 0)
 					{
@@ -588,7 +903,7 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 		{
 			case '"':
 				dec->in_string = true;
-				dec->str_is_key = dec->is_obj[d] && dec->expect_key[d];
+				dec->str_is_key = dec->is_obj[di] && dec->expect_key[di];
 				/* collect keys at depths 1/3/4 and values at 1 and 4 */
 				if (d == 1 || (dec->capturing && d == 3 && dec->str_is_key) ||
 					(dec->capturing && d == 4 && strcmp(dec->key3, "metadata") == 0))
@@ -606,9 +921,23 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 				}
 				if (d >= KW_MAX_DEPTH)
 				{
-					*error = psprintf("list response nested deeper than %d levels",
-									  KW_MAX_DEPTH);
-					return false;
+					if (!dec->capturing)
+					{
+						*error = psprintf("list response nested deeper than %d levels",
+										  KW_MAX_DEPTH);
+						return false;
+					}
+					/* an item too deep to store: skip it, go on with the list */
+					if (!dec->item_skip[0])
+					{
+						FLUSH_RUN(i);
+						resetStringInfo(&dec->capture);
+						dec->member_start = 0;
+						snprintf(dec->item_skip, sizeof(dec->item_skip),
+								 "nested deeper than %d levels", KW_MAX_DEPTH);
+					}
+					dec->depth = d + 1;
+					break;
 				}
 				if (d == 1 && c == '[' && strcmp(dec->key1, "items") == 0)
 					dec->in_items = true;
@@ -627,6 +956,7 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 					}
 					FLUSH_RUN(i);
 					dec->capturing = true;
+					dec->item_skip[0] = '\0';
 					resetStringInfo(&dec->capture);
 					memset(dec->has_id, 0, sizeof(dec->has_id));
 					dec->key3[0] = '\0';
@@ -674,11 +1004,11 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 					dec->in_items = false;
 				break;
 			case ':':
-				dec->expect_key[d] = false;
+				dec->expect_key[di] = false;
 				break;
 			case ',':
-				if (dec->is_obj[d])
-					dec->expect_key[d] = true;
+				if (dec->is_obj[di])
+					dec->expect_key[di] = true;
 				if (d == 4 && dec->capturing && strcmp(dec->key3, "metadata") == 0)
 				{
 					if (dec->skipping)
@@ -699,9 +1029,11 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 		}
 		if (dec->capturing && dec->capture.len > KW_MAX_OBJECT_BYTES)
 		{
-			*error = psprintf("list item larger than %d MB",
-							  KW_MAX_OBJECT_BYTES / (1024 * 1024));
-			return false;
+			/* too large to store: skip the item, go on with the list */
+			resetStringInfo(&dec->capture);
+			dec->member_start = 0;
+			snprintf(dec->item_skip, sizeof(dec->item_skip),
+					 "larger than %d MB", KW_MAX_OBJECT_BYTES / (1024 * 1024));
 		}
 	}
 	FLUSH_RUN(len);

@@ -172,6 +172,7 @@ typedef enum KwDecodeResult
 extern const char *kw_event_type_name(KwEventType t);
 extern const char *kw_json_get_string(void *obj, const char *key);
 extern KwDecodeResult kw_decode_object(void *jobj, KwObject *out, char **why);
+extern bool kw_valid_identity(const char *s);
 
 /* Watch stream decoder (PROTOCOL 12, 13). */
 typedef struct KwWatchDecoder KwWatchDecoder;
@@ -183,6 +184,8 @@ extern void kw_watch_decoder_free(KwWatchDecoder *dec);
 extern bool kw_watch_decoder_feed(KwWatchDecoder *dec, const char *data,
 								  size_t len, KwWatchEventCallback cb,
 								  void *arg, char **error);
+extern bool kw_watch_decoder_event_sanitized(KwWatchDecoder *dec);
+extern bool kw_watch_decoder_finish(KwWatchDecoder *dec, char **error);
 
 extern bool kw_sanitize_json(char **json, int *len);
 
@@ -198,6 +201,8 @@ typedef struct KwListItem
 	char	   *resource_version;
 	char	   *json;			/* valid during the callback only */
 	int			json_len;
+	const char *skip_reason;	/* non-NULL: the item cannot be decoded (too
+								 * deep or too large); json is empty */
 } KwListItem;
 
 typedef void (*KwListItemCallback) (void *arg, KwListItem *item);

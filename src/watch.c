@@ -52,6 +52,8 @@
 #define KW_HEALTHY_RESET_MS 10000
 /* Delay before retrying a batch that hit lock_timeout. */
 #define KW_LOCK_RETRY_MS 1000
+/* Malformed watch streams in a row (no event in between) before relisting. */
+#define KW_DECODE_RELIST_AFTER 3
 
 typedef enum KwXfer
 {
@@ -102,6 +104,7 @@ struct KwWatch
 	bool		first_list_done;
 	bool		retried_401;
 	int			short_watches;
+	int			decode_failures;	/* malformed watch streams in a row */
 	int			backoff_ms;
 	TimestampTz next_attempt;
 
@@ -370,7 +373,7 @@ on_watch_event(void *arg, KwEventType t, void *jobj)
 		skip_object(w, why);
 		return;
 	}
-	if (r == KW_DECODE_SANITIZED)
+	if (r == KW_DECODE_SANITIZED || kw_watch_decoder_event_sanitized(w->wdec))
 		note_sanitized(w, &obj);
 	push_event(w, t, &obj);
 	w->pending_rv = obj.resource_version;
@@ -388,6 +391,15 @@ on_list_item(void *arg, KwListItem *item)
 	const char *known;
 	KwObject	obj;
 
+	if (item->skip_reason)
+	{
+		skip_object(w, psprintf("list item %s%s%s (uid %s) is %s",
+								item->namespace ? item->namespace : "",
+								item->namespace ? "/" : "",
+								item->name ? item->name : "(unnamed)",
+								item->uid ? item->uid : "unknown", item->skip_reason));
+		return;
+	}
 	if (item->uid == NULL || item->name == NULL || item->resource_version == NULL)
 	{
 		skip_object(w, psprintf("list item %s%s%s has no %s",
@@ -397,6 +409,17 @@ on_list_item(void *arg, KwListItem *item)
 								item->uid == NULL ? "metadata.uid" :
 								item->name == NULL ? "metadata.name" :
 								"metadata.resourceVersion"));
+		return;
+	}
+	if (!kw_valid_identity(item->uid) || !kw_valid_identity(item->name) ||
+		!kw_valid_identity(item->resource_version) ||
+		(item->namespace && !kw_valid_identity(item->namespace)) ||
+		strchr(item->uid, '\\') || strchr(item->name, '\\') ||
+		strchr(item->resource_version, '\\') ||
+		(item->namespace && strchr(item->namespace, '\\')))
+	{
+		/* as kw_decode_object: identity must be plain text (the framer sees it raw) */
+		skip_object(w, "a list item's metadata.uid, name, namespace or resourceVersion is not plain UTF-8 text");
 		return;
 	}
 	memset(&obj, 0, sizeof(obj));
@@ -642,12 +665,36 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 			w->abort_src = KW_ERRSRC_DECODE;
 		}
 	}
+	if (kind == XFER_WATCH && curlcode == CURLE_OK && status == 200 && !w->abort_reason &&
+		!kw_watch_decoder_finish(w->wdec, &err))
+	{
+		w->abort_reason = MemoryContextStrdup(w->cxt, err);
+		w->abort_src = KW_ERRSRC_DECODE;
+	}
 	stop_transfer(w);
 
 	/* 1. we ended the stream: malformed data or an ERROR event */
 	if (w->abort_reason)
 	{
 		record_error(w, w->abort_src, w->abort_reason);
+		if (kind == XFER_WATCH && w->abort_src == KW_ERRSRC_DECODE)
+		{
+			/*
+			 * A malformed watch stream (a proxy's page, a cut or corrupt
+			 * event): the events before it are applied, so watch again from
+			 * the last good resourceVersion after a backoff, as client-go's
+			 * reflector retries a watch on an internal error.  The same
+			 * failure again and again, with no event in between, relists
+			 * (PROTOCOL 13), whose LIST skips an object it cannot read.
+			 */
+			w->decode_failures = w->xfer_events > 0 ? 1 : w->decode_failures + 1;
+			if (w->decode_failures < KW_DECODE_RELIST_AFTER)
+			{
+				schedule_retry(w, 0, KW_STATE_BACKOFF);
+				return;
+			}
+			w->decode_failures = 0;
+		}
 		restart_list(w, !w->abort_relist_no_rv);
 		if (w->abort_src == KW_ERRSRC_DECODE)
 			schedule_retry(w, 0, KW_STATE_BACKOFF);
@@ -779,6 +826,10 @@ typedef struct FlushArgs
 	KwWatch    *w;
 	KwApplyCounts counts;
 	int			skipped;
+	/* the events to apply and the checkpoint after them */
+	KwEvent    *events;
+	int			nevents;
+	const char *rv;
 } FlushArgs;
 
 static void
@@ -787,8 +838,67 @@ apply_events_body(void *arg)
 	FlushArgs  *a = (FlushArgs *) arg;
 	KwWatch    *w = a->w;
 
-	kw_sync_apply_events(w->plans, &w->reg, w->events, w->nevents,
-						 w->pending_rv, &a->counts);
+	kw_sync_apply_events(w->plans, &w->reg, a->events, a->nevents,
+						 a->rv, &a->counts);
+}
+
+/*
+ * object_error: whether an error applying objects is the objects' fault: a
+ * data exception (class 22: text jsonb refuses, like a lone surrogate
+ * escape) or a limit (class 54: nesting beyond max_stack_depth, a value
+ * over 255 MB).  Anything else (disk full, a lock) is not.
+ */
+static bool
+object_error(int sqlstate)
+{
+	return ERRCODE_TO_CATEGORY(sqlstate) == ERRCODE_DATA_EXCEPTION ||
+		ERRCODE_TO_CATEGORY(sqlstate) == ERRCODE_PROGRAM_LIMIT_EXCEEDED;
+}
+
+/*
+ * apply_events_singly: applies the pending events one per transaction
+ * after the batch failed on an object PostgreSQL rejects.  A rejected
+ * object is skipped: counted, logged with its identity, and its row (an
+ * older version) deleted in its place, so the table holds what a relist
+ * would (the LIST path skips such objects too).  Counts add to a->counts.
+ * Returns false with *err and *sqlstate on any other error.
+ */
+static bool
+apply_events_singly(KwWatch *w, FlushArgs *a, char **err, int *sqlstate)
+{
+	for (int i = 0; i < w->nevents; i++)
+	{
+		KwEvent		one = w->events[i];
+		FlushArgs	b;
+
+		memset(&b, 0, sizeof(b));
+		b.w = w;
+		b.events = &one;
+		b.nevents = 1;
+		b.rv = one.obj.resource_version;
+		if (!kw_sync_in_transaction(apply_events_body, &b, err, sqlstate))
+		{
+			if (!object_error(*sqlstate))
+				return false;
+			COUNT(w, skipped_objects, 1);
+			ereport(WARNING,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("kwatch: skipped object %s%s%s (uid %s) of %s from server \"%s\" at resourceVersion %s: %s",
+							one.obj.namespace ? one.obj.namespace : "",
+							one.obj.namespace ? "/" : "", one.obj.name,
+							one.obj.uid, w->reg.plural, w->reg.server,
+							one.obj.resource_version, *err)));
+			memset(&b.counts, 0, sizeof(b.counts));
+			one.type = KW_EV_DELETED;
+			if (!kw_sync_in_transaction(apply_events_body, &b, err, sqlstate))
+				return false;
+		}
+		a->counts.added += b.counts.added;
+		a->counts.modified += b.counts.modified;
+		a->counts.deleted += b.counts.deleted;
+		a->counts.notified += b.counts.notified;
+	}
+	return true;
 }
 
 static void
@@ -875,7 +985,18 @@ kw_watch_flush(KwWatch *w)
 
 	if (w->nevents > 0)
 	{
-		if (!kw_sync_in_transaction(apply_events_body, &a, &err, &sqlstate))
+		bool		ok;
+
+		a.events = w->events;
+		a.nevents = w->nevents;
+		a.rv = w->pending_rv;
+		ok = kw_sync_in_transaction(apply_events_body, &a, &err, &sqlstate);
+		if (!ok && object_error(sqlstate))
+		{
+			memset(&a.counts, 0, sizeof(a.counts));
+			ok = apply_events_singly(w, &a, &err, &sqlstate);
+		}
+		if (!ok)
 			apply_failed(w, err, sqlstate);
 		else
 		{
@@ -912,6 +1033,7 @@ kw_watch_flush(KwWatch *w)
 			w->first_list_done = true;
 			w->backoff_ms = 0;
 			w->short_watches = 0;
+			w->decode_failures = 0;
 			w->known = NULL;
 			MemoryContextReset(w->list_cxt);
 			count_apply(w, &a.counts, true);
