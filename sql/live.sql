@@ -16,6 +16,11 @@ CREATE FOREIGN TABLE bad (name text) SERVER live_nowhere OPTIONS (resource 'pods
 CREATE FOREIGN TABLE bad (name text) SERVER live_nowhere OPTIONS (resource 'pods', namespaced 'maybe');
 CREATE FOREIGN TABLE bad (name text) SERVER live_nowhere OPTIONS (resource 'pods', use_remote_estimat 'false');
 CREATE FOREIGN TABLE bad (name text) SERVER live_nowhere OPTIONS (resource '');
+-- api_version goes into the request path: a version name, nothing else
+CREATE FOREIGN TABLE bad (name text) SERVER live_nowhere
+  OPTIONS (resource 'pods', api_version 'v1/namespaces/kube-system/secrets#', namespaced 'true');
+CREATE FOREIGN TABLE bad (name text) SERVER live_nowhere
+  OPTIONS (resource 'pods', api_version 'v1?watch=1&x=', namespaced 'true');
 ALTER SERVER live_nowhere OPTIONS (SET use_remote_estimate 'off');
 ALTER SERVER live_nowhere OPTIONS (SET use_remote_estimate 'yes please');
 
