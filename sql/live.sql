@@ -16,6 +16,11 @@ CREATE FOREIGN TABLE bad (name text) SERVER live_nowhere OPTIONS (resource 'pods
 CREATE FOREIGN TABLE bad (name text) SERVER live_nowhere OPTIONS (resource 'pods', namespaced 'maybe');
 CREATE FOREIGN TABLE bad (name text) SERVER live_nowhere OPTIONS (resource 'pods', use_remote_estimat 'false');
 CREATE FOREIGN TABLE bad (name text) SERVER live_nowhere OPTIONS (resource '');
+-- api_version goes into the request path: a version name, nothing else
+CREATE FOREIGN TABLE bad (name text) SERVER live_nowhere
+  OPTIONS (resource 'pods', api_version 'v1/namespaces/kube-system/secrets#', namespaced 'true');
+CREATE FOREIGN TABLE bad (name text) SERVER live_nowhere
+  OPTIONS (resource 'pods', api_version 'v1?watch=1&x=', namespaced 'true');
 ALTER SERVER live_nowhere OPTIONS (SET use_remote_estimate 'off');
 ALTER SERVER live_nowhere OPTIONS (SET use_remote_estimate 'yes please');
 
@@ -59,6 +64,11 @@ EXPLAIN (COSTS OFF) SELECT name FROM live.shop_pods WHERE namespace = 'other';
 -- field values are escaped; label values that can't be label values stay local
 EXPLAIN (COSTS OFF) SELECT name FROM live.pods WHERE name = 'a,b=c\d';
 EXPLAIN (COSTS OFF) SELECT name FROM live.pods WHERE labels->>'app' = 'not a label value';
+-- label keys whose prefix is no DNS subdomain stay local (the server would say 400)
+EXPLAIN (COSTS OFF) SELECT name FROM live.pods WHERE labels->>'-x.io/app' = 'web'
+  AND labels ? 'a..b/c' AND labels->>'a-.io/b' IS NULL AND labels->>'x.io-/b' = 'v';
+EXPLAIN (COSTS OFF) SELECT name FROM live.pods WHERE labels->>'app.kubernetes.io/name' = 'web'
+  AND labels ? 'a-1.b2/c';
 -- not pushed: unsupported fields, other operators, cluster-scoped namespace, volatile
 EXPLAIN (COSTS OFF) SELECT name FROM live.pods WHERE host_ip = '10.0.0.1' OR name = 'x';
 EXPLAIN (COSTS OFF) SELECT name FROM live.pods WHERE name LIKE 'web-%' AND restart_count > 3;

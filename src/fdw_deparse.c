@@ -236,21 +236,34 @@ valid_label_name(const char *s, int max, bool allow_empty)
 
 /*
  * valid_label_key: a qualified name, [prefix/]name, with a DNS-subdomain
- * prefix (validation.IsQualifiedName).
+ * prefix (validation.IsQualifiedName, IsDNS1123Subdomain: dot-separated
+ * labels of [a-z0-9-], each starting and ending alphanumeric).  The server
+ * rejects a selector with any other key (400), so such keys stay local.
  */
 static bool
 valid_label_key(const char *key)
 {
 	const char *slash = strchr(key, '/');
+	const char *label;
 
 	if (slash == NULL)
 		return valid_label_name(key, 63, false);
 	if (slash == key || slash - key > 253 || strchr(slash + 1, '/'))
 		return false;
-	for (const char *p = key; p < slash; p++)
-		if (!(islower((unsigned char) *p) || isdigit((unsigned char) *p) ||
-			  *p == '-' || *p == '.'))
+	label = key;
+	for (const char *p = key; p <= slash; p++)
+	{
+		if (p == slash || *p == '.')
+		{
+			/* the label [label, p) must be non-empty, alphanumeric at both ends */
+			if (p == label || p[-1] == '-' || *label == '-')
+				return false;
+			label = p + 1;
+		}
+		else if (!(islower((unsigned char) *p) || isdigit((unsigned char) *p) ||
+				   *p == '-'))
 			return false;
+	}
 	return valid_label_name(slash + 1, 63, false);
 }
 

@@ -490,13 +490,14 @@ kw_check_user_mapping_options(List *options)
  *		A live table (fdw.c) names its resource: "pods", "deploy",
  *		"deployments.apps", a CRD's plural.group.  Raises
  *		ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED without one and
- *		ERRCODE_INVALID_PARAMETER_VALUE for a malformed name.  Whether the
+ *		ERRCODE_INVALID_PARAMETER_VALUE for a malformed name or api_version.  Whether the
  *		cluster serves it is only known when the table is used (42704 then).
  */
 static void
 kw_check_foreign_table_options(List *options)
 {
 	char	   *resource = kw_option_string(options, "resource");
+	char	   *api_version;
 
 	if (resource == NULL)
 		ereport(ERROR,
@@ -509,6 +510,23 @@ kw_check_foreign_table_options(List *options)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid resource name \"%s\"", resource),
 					 errhint("Use a resource name such as \"pods\", \"deploy\" or \"deployments.apps\".")));
+
+	/*
+	 * api_version goes into the request path (fdw.c kw_live_path): only a
+	 * version name, a DNS-1035 label as apiextensions validates CRD versions
+	 * ("v1", "v1beta1"), so that no '/', '?', '#' or '&' can change the
+	 * request.
+	 */
+	api_version = kw_option_string(options, "api_version");
+	if (api_version != NULL &&
+		(strlen(api_version) > 63 ||
+		 strspn(api_version, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(api_version) ||
+		 !(api_version[0] >= 'a' && api_version[0] <= 'z') ||
+		 api_version[strlen(api_version) - 1] == '-'))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid API version \"%s\"", api_version),
+				 errhint("Use the version part of the resource's apiVersion, such as \"v1\" or \"v1beta1\".")));
 }
 
 /*

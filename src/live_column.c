@@ -159,10 +159,33 @@ load_columns(const char *api_group, const char *plural, MemoryContext cxt)
 }
 
 /*
+ * copy_columns: a deep copy of `src` in the current memory context.
+ */
+static KwLiveColumns *
+copy_columns(KwLiveColumns *src)
+{
+	KwLiveColumns *c = palloc(sizeof(KwLiveColumns));
+
+	c->api_group = pstrdup(src->api_group);
+	c->plural = pstrdup(src->plural);
+	c->ncolumns = src->ncolumns;
+	c->columns = palloc0(sizeof(KwLiveColumn) * Max(1, src->ncolumns));
+	for (int i = 0; i < src->ncolumns; i++)
+	{
+		c->columns[i].name = pstrdup(src->columns[i].name);
+		c->columns[i].type = src->columns[i].type;
+		c->columns[i].typmod = src->columns[i].typmod;
+		c->columns[i].expr = copyObject(src->columns[i].expr);
+	}
+	return c;
+}
+
+/*
  * kw_live_columns: the columns of a live table of resource (api_group,
- * plural), from the backend cache or kwatch.live_columns().  The result
- * stays valid until the next pg_proc invalidation is processed (copy
- * expressions into plan or executor memory before that can happen).
+ * plural), from the backend cache or kwatch.live_columns(), as a copy in
+ * the current memory context.  A copy, because the callers look columns up
+ * while doing catalog lookups, and any lock taken on a catalog may process
+ * a pg_proc invalidation that resets the cache (use after free otherwise).
  * ERRORs as load_columns.
  */
 KwLiveColumns *
@@ -185,13 +208,13 @@ kw_live_columns(const char *api_group, const char *plural)
 		cols = (KwLiveColumns *) lfirst(lc);
 		if (strcmp(cols->api_group, api_group) == 0 &&
 			strcmp(cols->plural, plural) == 0)
-			return cols;
+			return copy_columns(cols);
 	}
 	cols = load_columns(api_group, plural, live_column_cxt);
 	old = MemoryContextSwitchTo(live_column_cxt);
 	live_column_cache = lappend(live_column_cache, cols);
 	MemoryContextSwitchTo(old);
-	return cols;
+	return copy_columns(cols);
 }
 
 /*

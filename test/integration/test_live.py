@@ -590,3 +590,50 @@ def test_declared_types_are_coerced(ctx, live):
         assert row == want and row[0][0] == "abc" and row[0][1] == 0
     finally:
         sql("DROP FOREIGN TABLE %s" % t)
+
+
+def test_cancel_in_the_middle_of_a_page_leaves_the_session_sound(ctx):
+    """A scan cancelled while its page is half received (items already
+    handed out, the transfer still running) frees its curl handles with the
+    query's memory: later scans in the same backend, including a correlated
+    subquery that rescans with a new parameter each time, return exactly the
+    server's rows, and a cursor closed mid-page does the same."""
+    from live_support import FakeApiServer, HalfPageServer, pod_list
+    body = pod_list(["a", "b", "c", "d"])
+    half = HalfPageServer(body, body.index('"uid-c"'))  # a and b complete, c cut
+    fake = FakeApiServer([(200, {}, pod_list(["a", "b", "c"]))] * 12)
+    try:
+        t_half = fake_table(ctx, half, "-half")
+        t_fake = fake_table(ctx, fake, "-whole")
+        conn = conftest.PG.connect()
+        try:
+            for _ in range(2):
+                sql("SET statement_timeout = '1s'", conn=conn)
+                with pytest.raises(psycopg2.Error) as e:
+                    sql("SELECT name FROM %s" % t_half, conn=conn)
+                assert e.value.pgcode == "57014", e.value.pgerror
+                sql("RESET statement_timeout", conn=conn)
+                assert sql("SELECT name FROM %s ORDER BY name" % t_fake, conn=conn) == \
+                    [("a",), ("b",), ("c",)]
+            # a cursor that got the page's first items, then closed with the transfer running
+            conn.autocommit = False
+            cur = conn.cursor()
+            cur.execute("DECLARE c CURSOR FOR SELECT name FROM %s" % t_half)
+            cur.execute("FETCH 2 FROM c")
+            assert cur.fetchall() == [("a",), ("b",)]
+            cur.execute("CLOSE c")
+            conn.commit()
+            conn.autocommit = True
+            # correlated subquery: a rescan per outer row, the name bound each time
+            del fake.requests[:]
+            rows = sql("SELECT v, (SELECT count(*) FROM %s p WHERE p.name = x.v)"
+                       " FROM (VALUES ('a'), ('c'), ('zz')) x(v) ORDER BY v" % t_fake, conn=conn)
+            assert rows == [("a", 1), ("c", 1), ("zz", 0)]
+            assert fake.requests == ["/api/v1/pods?fieldSelector=metadata.name%%3D%s&limit=500" % v
+                                     for v in ("a", "c", "zz")]
+            assert sql_one("SELECT 1", conn=conn) == 1
+        finally:
+            conn.close()
+    finally:
+        half.close()
+        fake.close()
