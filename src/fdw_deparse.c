@@ -226,10 +226,10 @@ valid_label_name(const char *s, int max, bool allow_empty)
 
 	if (n == 0)
 		return allow_empty;
-	if (n > max || !isalnum((unsigned char) s[0]) || !isalnum((unsigned char) s[n - 1]))
+	if (n > max || !kw_ascii_alnum(s[0]) || !kw_ascii_alnum(s[n - 1]))
 		return false;
 	for (int i = 0; i < n; i++)
-		if (!isalnum((unsigned char) s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+		if (!kw_ascii_alnum(s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
 			return false;
 	return true;
 }
@@ -260,7 +260,7 @@ valid_label_key(const char *key)
 				return false;
 			label = p + 1;
 		}
-		else if (!(islower((unsigned char) *p) || isdigit((unsigned char) *p) ||
+		else if (!(kw_ascii_lower(*p) || kw_ascii_digit(*p) ||
 				   *p == '-'))
 			return false;
 	}

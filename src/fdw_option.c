@@ -505,7 +505,7 @@ kw_check_foreign_table_options(List *options)
 				 errmsg("a kwatch foreign table needs the option \"resource\""),
 				 errhint("For example: OPTIONS (resource 'deployments.apps').")));
 	for (const char *p = resource; *p; p++)
-		if (!(isalnum((unsigned char) *p) || *p == '-' || *p == '.'))
+		if (!(kw_ascii_alnum(*p) || *p == '-' || *p == '.'))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid resource name \"%s\"", resource),

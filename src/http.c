@@ -288,7 +288,7 @@ kw_url_append_param(StringInfo url, const char *key, const char *value)
 	appendStringInfoChar(url, '=');
 	for (const unsigned char *p = (const unsigned char *) value; *p; p++)
 	{
-		if (isalnum(*p) || *p == '-' || *p == '.' || *p == '_' || *p == '~')
+		if (kw_ascii_alnum((unsigned char) *p) || *p == '-' || *p == '.' || *p == '_' || *p == '~')
 			appendStringInfoChar(url, *p);
 		else
 			appendStringInfo(url, "%%%02X", *p);

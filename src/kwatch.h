@@ -37,6 +37,31 @@
 #include "utils/hsearch.h"
 
 #define KWATCH_VERSION "0.1.0"
+
+/*
+ * ASCII-only character classes.  Kubernetes' grammars (DNS labels and
+ * subdomains, label keys and values: k8s.io/apimachinery/pkg/util/validation)
+ * and URL escaping (RFC 3986 unreserved) are defined on ASCII; <ctype.h>'s
+ * isalnum() and friends follow the server's locale and would accept e.g.
+ * Latin-1 letters in a non-C locale.
+ */
+static inline bool
+kw_ascii_digit(unsigned char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static inline bool
+kw_ascii_lower(unsigned char c)
+{
+	return c >= 'a' && c <= 'z';
+}
+
+static inline bool
+kw_ascii_alnum(unsigned char c)
+{
+	return kw_ascii_digit(c) || kw_ascii_lower(c) || (c >= 'A' && c <= 'Z');
+}
 #define KWATCH_USER_AGENT "kwatch/" KWATCH_VERSION
 
 /* Longest resourceVersion kept in shared memory (etcd revisions are ~20). */
