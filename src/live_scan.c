@@ -79,6 +79,7 @@ struct KwLiveScan
 	long		status;			/* HTTP status of the current page, 0 = unknown */
 	StringInfoData errbody;		/* body of a non-200 response */
 	char	   *decode_error;
+	ErrorData  *callback_error;	/* an ERROR raised inside write_cb */
 	bool		transfer_done;
 	CURLcode	curlcode;
 	bool		finished;
@@ -156,7 +157,7 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 	KwLiveScan *scan = (KwLiveScan *) userdata;
 	size_t		n = size * nmemb;
 	MemoryContext old;
-	bool		ok = true;
+	volatile bool ok = true;
 
 	scan->waiting_since = GetCurrentTimestamp();
 	if (scan->status == 0)
@@ -168,9 +169,26 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 			appendBinaryStringInfo(&scan->errbody, ptr, n);
 		return n;
 	}
-	old = MemoryContextSwitchTo(scan->cxt);
-	ok = kw_list_decoder_feed(scan->dec, ptr, n, on_item, scan,
-							  &scan->decode_error);
+	/*
+	 * An ERROR (out of memory) must not longjmp through libcurl, which
+	 * forbids it: keep it, abort the transfer, and drive() raises it once
+	 * curl_multi_perform() has returned.
+	 */
+	old = CurrentMemoryContext;
+	PG_TRY();
+	{
+		MemoryContextSwitchTo(scan->cxt);
+		ok = kw_list_decoder_feed(scan->dec, ptr, n, on_item, scan,
+								  &scan->decode_error);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(scan->cxt);
+		scan->callback_error = CopyErrorData();
+		FlushErrorState();
+		ok = false;
+	}
+	PG_END_TRY();
 	MemoryContextSwitchTo(old);
 	return ok ? n : 0;			/* 0 aborts the transfer */
 }
@@ -367,6 +385,8 @@ drive(KwLiveScan *scan)
 
 	CHECK_FOR_INTERRUPTS();
 	curl_multi_perform(scan->multi, &running);
+	if (scan->callback_error)
+		ReThrowError(scan->callback_error);
 	while ((msg = curl_multi_info_read(scan->multi, &left)) != NULL)
 	{
 		if (msg->msg == CURLMSG_DONE)
