@@ -137,6 +137,7 @@ BEGIN
     CREATE SCHEMA k8s;
   END IF;
   IF to_regclass(format('k8s.%I', table_name)) IS NOT NULL THEN
+    PERFORM kwatch.restore_generated_columns(table_name, api_group, plural);
     RETURN format('k8s.%I', table_name)::regclass;
   END IF;
   FOREACH c IN ARRAY kwatch.typed_columns(api_group, plural) LOOP
@@ -482,3 +483,37 @@ ORDER BY r.id;
 
 GRANT USAGE ON SCHEMA kwatch TO PUBLIC;
 GRANT SELECT ON watches TO PUBLIC;
+
+-- ---------------------------------------------------------------------
+-- Extension dropped and re-created (issue 3)
+-- ---------------------------------------------------------------------
+
+-- restore_generated_columns(table_name, api_group, plural): adds back the
+-- generated columns of an existing mirror table k8s.<table_name> that use
+-- this extension's functions (created_at, deleted_at, pods' ready and
+-- restart_count, nodes' ready).  DROP EXTENSION kwatch CASCADE drops those
+-- columns (pg_depend: a column default expression depends on its functions,
+-- see src/backend/catalog/dependency.c) but not the tables, which are the
+-- user's; watch() after CREATE EXTENSION reuses the table and calls this.
+-- Columns that exist are left alone (no lock is taken then); restored ones
+-- come last in the column order.  Errors: those of ALTER TABLE.
+CREATE FUNCTION restore_generated_columns(table_name text, api_group text, plural text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  c text;
+BEGIN
+  FOREACH c IN ARRAY ARRAY[
+      $c$created_at timestamptz GENERATED ALWAYS AS (kwatch.k8s_timestamp(object->'metadata'->>'creationTimestamp')) STORED$c$,
+      $c$deleted_at timestamptz GENERATED ALWAYS AS (kwatch.k8s_timestamp(object->'metadata'->>'deletionTimestamp')) STORED$c$]
+      || kwatch.typed_columns(api_group, plural) LOOP
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute
+                   WHERE attrelid = format('k8s.%I', table_name)::regclass
+                     AND attname = split_part(c, ' ', 1) AND NOT attisdropped) THEN
+      EXECUTE format('ALTER TABLE k8s.%I ADD COLUMN %s', table_name, c);
+    END IF;
+  END LOOP;
+END
+$$;
