@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make soak [MINUTES=30]: the convergence engine of test_convergence.py run
 # for MINUTES at a high rate (KWATCH_CONVERGE_OPS changes per round, default
-# 800, spread over 4-12 s) with faults, against its own control plane and
+# 800, spread over 2-6 s) with faults, against its own control plane and
 # PostgreSQL in $KWATCH_SOAK_DIR (default $KWATCH_TEST_DIR/soak, so it can run
 # beside the test suite).  Prints the report: rounds, changes, notifications,
 # rows, faults injected by kind, mismatches (must be 0), the worker's RssAnon

@@ -36,6 +36,7 @@ from psycopg2 import sql as pgsql
 
 import conftest
 from conftest import sql, sql_one
+from netfault_proxy import FaultProxy
 
 
 # ---------------------------------------------------------------- API client
@@ -459,8 +460,23 @@ class Faults:
         finally:
             conn.close()
 
+    def net_cut(self, rnd):
+        """every connection through the proxy cut at once (watches and LISTs)."""
+        self.e.proxy.cut()
+
+    def net_freeze(self, rnd):
+        """the connections through the proxy go silent, kept open, for longer
+        than kwatch.inactivity_timeout: a half-open connection to notice."""
+        self.e.proxy.freeze(rnd.uniform(self.e.inactivity_s + 1, self.e.inactivity_s + 4))
+
+    def net_errors(self, rnd):
+        """the next 1-4 requests through the proxy get 429 (Retry-After: 1),
+        503 or a proxy's HTML error page."""
+        self.e.proxy.fail_next(rnd.randrange(1, 5), rnd.choice(["429", "503", "html"]))
+        self.e.proxy.cut()  # so that the watches ask again now
+
     MENU = ["apiserver_restart", "compact", "compact_and_restart", "etcd_stop", "pg_restart",
-            "worker_kill", "table_lock", "alter_table"]
+            "worker_kill", "table_lock", "alter_table", "net_cut", "net_freeze", "net_errors"]
 
     def inject(self, name, rnd):
         getattr(self, name)(rnd)
@@ -501,7 +517,7 @@ class Engine:
     moments, then check()."""
 
     def __init__(self, ctx, seed, faults=None, ops_per_round=60, threads=6, slots=12, pace=1.0,
-                 log=print):
+                 inactivity_s=5, log=print):
         self.ctx, self.seed = ctx, seed
         self.rnd = random.Random(seed)
         self.log = log
@@ -516,6 +532,8 @@ class Engine:
         self.watches = []
         self.slots = slots
         self.pace = pace
+        self.inactivity_s = inactivity_s
+        self.proxy = None
 
     def tag(self):
         return "[seed %s round %d]" % (self.seed, self.rounds)
@@ -539,8 +557,12 @@ class Engine:
 
         a = ctx.server("-a")  # per-namespace watches, no selector / a tier selector
         b = ctx.server("-b")  # cluster-wide watches selecting this run's objects
+        c = self.proxied_server("-c")  # through the fault-injecting proxy
         run_sel = "kwc-run=" + self.run_label
         specs = [
+            (c, cm, "configmaps", self.ns[1], "tier in (b,c)"),
+            (c, pod, "pods", self.ns[0], None),
+            (c, wid, crd, None, run_sel),
             (a, cm, "configmaps", self.ns[0], None),
             (a, pod, "pods", self.ns[1], "tier in (a,b)"),
             (a, wid, crd, self.ns[2], None),
@@ -565,6 +587,20 @@ class Engine:
         for w in self.watches:
             conftest.wait_watching(w.server, w.resource, timeout=60)
         self.memory.sample()
+
+    def proxied_server(self, suffix):
+        """A foreign server reaching the API server through FaultProxy."""
+        cl = conftest.CLUSTER
+        self.proxy = FaultProxy(cl.server, cl.dir / "pki").start()
+        name = self.ctx.base + suffix
+        ident = pgsql.Identifier(name)
+        sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch "
+                      "OPTIONS (api_server {}, certificate_authority {})")
+            .format(ident, pgsql.Literal(self.proxy.url), pgsql.Literal(cl.ca)))
+        sql(pgsql.SQL("CREATE USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS (token {})")
+            .format(ident, pgsql.Literal(cl.token)))
+        self.ctx.servers.append(name)
+        return name
 
     # -- one round
     def round(self):
@@ -716,6 +752,8 @@ class Engine:
 
     def close(self):
         self.tracker.finish()
+        if self.proxy is not None:
+            self.proxy.stop()
         # user columns a fault added stay harmless, but leave the tables as found
         for table in sorted({w.table for w in self.watches}):
             for i in range(4):

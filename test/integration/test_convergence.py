@@ -8,7 +8,8 @@ content) and the last notification of every object matches its final state
     KWATCH_CONVERGE_SECONDS=s   length of the run (default 75: the CI run)
     KWATCH_CONVERGE_OPS=n       changes per round (default 40; soak 800)
     KWATCH_CONVERGE_PACE=x      each round spreads its changes over 2-6 s times x
-                                (default 1; soak 2)
+                                (default 1)
+    KWATCH_CONVERGE_FAULTS=a,b  only these faults (names: converge_support.Faults.MENU)
     KWATCH_SOAK=1               soak mode (test/bench/soak.sh): keep going after
                                 a mismatch, print a report, fail at the end
 """
@@ -26,13 +27,17 @@ def test_convergence_under_faults(ctx, settings):
     seconds = float(os.environ.get("KWATCH_CONVERGE_SECONDS", "75"))
     soak = os.environ.get("KWATCH_SOAK") == "1"
     ops = int(os.environ.get("KWATCH_CONVERGE_OPS", "800" if soak else "40"))
-    pace = float(os.environ.get("KWATCH_CONVERGE_PACE", "2" if soak else "1"))
-    threads = int(os.environ.get("KWATCH_CONVERGE_THREADS", "16" if soak else "6"))
+    pace = float(os.environ.get("KWATCH_CONVERGE_PACE", "1"))
+    threads = int(os.environ.get("KWATCH_CONVERGE_THREADS", "24" if soak else "6"))
     report_path = os.environ.get("KWATCH_SOAK_REPORT")
     print("convergence: seed %d (replay with KWATCH_SEED=%d)" % (seed, seed))
     # short watches: many re-watches from a checkpoint, where 410s come from
-    settings(watch_timeout="10s")
-    eng = Engine(ctx, seed, ops_per_round=ops, threads=threads, slots=60 if soak else 12, pace=pace,
+    # and a short inactivity deadline, so that the proxy's frozen
+    # connections are noticed within a round
+    settings(watch_timeout="10s", inactivity_timeout="5s")
+    menu = [f for f in os.environ.get("KWATCH_CONVERGE_FAULTS", "").split(",") if f] or None
+    eng = Engine(ctx, seed, faults=menu, ops_per_round=ops, threads=threads, slots=60 if soak else 12,
+                 pace=pace, inactivity_s=5,
                  log=lambda m: print(time.strftime("%H:%M:%S"), m, flush=True))
     failures = []
     try:
@@ -61,6 +66,7 @@ def test_convergence_under_faults(ctx, settings):
             % (eng.tracker.count, eng.tracker.count / max(total, 1e-9), eng.tracker.resyncs),
             "rows at the end: %d" % eng.counts(),
             "faults injected: %d %s" % (sum(eng.faults.injected.values()), dict(eng.faults.injected)),
+            "proxy: %s" % dict(eng.proxy.stats),
             "mismatches: %d" % eng.mismatches,
             "worker RssAnon: %s" % eng.memory.report(),
         ]
