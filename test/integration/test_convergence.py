@@ -18,7 +18,6 @@ import time
 
 import pytest
 
-import conftest
 from converge_support import Engine, seed_from_env
 
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import conftest
-from conftest import (assert_table_matches_server, create_pods, kubectl, mirror_diff, row_uids,
+from conftest import (assert_table_matches_server, create_pods, kubectl, row_uids,
                       sql, sql_one, wait_until, wait_watching, watch, watch_status)
 from converge_support import NotificationTracker, cluster_api
 
