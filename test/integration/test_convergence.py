@@ -5,7 +5,7 @@ content) and the last notification of every object matches its final state
 (DELETED for objects gone).
 
     KWATCH_SEED=n               replay a sequence (printed in every failure)
-    KWATCH_CONVERGE_SECONDS=s   length of the run (default 75: the CI run)
+    KWATCH_CONVERGE_SECONDS=s   length of the run (default 60: the CI run)
     KWATCH_CONVERGE_OPS=n       changes per round (default 40; soak 800)
     KWATCH_CONVERGE_PACE=x      each round spreads its changes over 2-6 s times x
                                 (default 1)
@@ -23,7 +23,7 @@ from converge_support import Engine, seed_from_env
 
 def test_convergence_under_faults(ctx, settings):
     seed = seed_from_env()
-    seconds = float(os.environ.get("KWATCH_CONVERGE_SECONDS", "75"))
+    seconds = float(os.environ.get("KWATCH_CONVERGE_SECONDS", "60"))
     soak = os.environ.get("KWATCH_SOAK") == "1"
     ops = int(os.environ.get("KWATCH_CONVERGE_OPS", "800" if soak else "40"))
     pace = float(os.environ.get("KWATCH_CONVERGE_PACE", "1"))
