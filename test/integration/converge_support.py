@@ -278,11 +278,12 @@ def rss_anon_kb(pid):
 
 
 class MemoryLog:
-    """RssAnon of each kwatch worker process: first and last sample per pid
-    (the worker restarts after a kill or a PostgreSQL restart)."""
+    """RssAnon of each kwatch worker process, sampled after every round (the
+    worker restarts after a kill or a PostgreSQL restart, so growth is judged
+    per process)."""
 
     def __init__(self):
-        self.by_pid = {}  # pid -> [first_kb, last_kb, samples]
+        self.by_pid = {}  # pid -> [kB, ...]
         self.order = []
 
     def sample(self):
@@ -296,21 +297,22 @@ class MemoryLog:
         if kb is None:
             return
         if pid not in self.by_pid:
-            self.by_pid[pid] = [kb, kb, 0]
+            self.by_pid[pid] = []
             self.order.append(pid)
-        self.by_pid[pid][1] = kb
-        self.by_pid[pid][2] += 1
+        self.by_pid[pid].append(kb)
 
     def report(self):
         if not self.order:
             return "no samples"
         first = self.by_pid[self.order[0]][0]
-        last = self.by_pid[self.order[-1]][1]
-        longest = max(self.order, key=lambda p: self.by_pid[p][2])
-        f, l, n = self.by_pid[longest]
-        return ("start %d kB, end %d kB (%d worker processes); longest-lived pid %d: "
-                "%d -> %d kB over %d samples"
-                % (first, last, len(self.order), longest, f, l, n))
+        last = self.by_pid[self.order[-1]][-1]
+        longest = max(self.order, key=lambda p: len(self.by_pid[p]))
+        kb = self.by_pid[longest]
+        step = max(1, len(kb) // 10)
+        return ("start %d kB, end %d kB (%d worker processes); longest-lived pid %d over %d samples:"
+                " %d -> %d kB (max %d; every %dth: %s)"
+                % (first, last, len(self.order), longest, len(kb), kb[0], kb[-1], max(kb), step,
+                   " ".join(str(k) for k in kb[::step])))
 
 
 # ---------------------------------------------------------------- faults
