@@ -51,7 +51,7 @@ all install installcheck:
 	@echo "kwatch: PostgreSQL server headers are missing; run 'make deps' first" >&2; exit 1
 endif
 
-.PHONY: deps test demo demo-stop bench print-regress
+.PHONY: deps test demo demo-stop bench print-regress soak bench-recovery
 
 print-regress:
 	@echo $(REGRESS)
@@ -76,3 +76,13 @@ demo-stop:
 
 bench:
 	@PODS=$(PODS) bash test/bench/run.sh
+
+# Fault soak (issue 3): the convergence test for MINUTES (default 30) at a
+# high rate with faults; prints rows, changes, faults, mismatches, memory.
+soak:
+	@MINUTES=$(MINUTES) bash test/bench/soak.sh
+
+# Recovery timings (issue 3): API server back -> table converged, stalled
+# connection noticed, relist after a 410 on OBJECTS (default 10000) objects.
+bench-recovery:
+	@OBJECTS=$(OBJECTS) bash test/bench/recovery.sh

@@ -163,6 +163,7 @@ BEGIN
     CREATE SCHEMA k8s;
   END IF;
   IF to_regclass(format('k8s.%I', table_name)) IS NOT NULL THEN
+    PERFORM kwatch.restore_generated_columns(table_name, api_group, plural);
     RETURN format('k8s.%I', table_name)::regclass;
   END IF;
   FOREACH c IN ARRAY kwatch.base_columns() || kwatch.typed_columns(api_group, plural) LOOP
@@ -566,6 +567,8 @@ LANGUAGE C VOLATILE PARALLEL SAFE;
 CREATE FUNCTION events_oldest_seq() RETURNS bigint
 AS 'MODULE_PATHNAME', 'kwatch_events_oldest_seq'
 LANGUAGE C VOLATILE PARALLEL SAFE;
+
+-- ---------------------------------------------------------------------
 -- Live foreign tables (src/fdw.c): a scan of a foreign table of a kwatch
 -- server is a chunked LIST against its API server, with WHERE clauses
 -- pushed down as namespace, label selector and field selector.
@@ -592,4 +595,35 @@ AS $$
               || ARRAY['object jsonb NOT NULL']) WITH ORDINALITY AS d(def, n),
        regexp_match(d.def, '^(\w+) (.+?)(?: NOT NULL| GENERATED ALWAYS AS \((.*)\) STORED)?$') AS m
   ORDER BY d.n
+
+-- ---------------------------------------------------------------------
+-- Extension dropped and re-created (issue 3)
+-- ---------------------------------------------------------------------
+
+-- restore_generated_columns(table_name, api_group, plural): adds back the
+-- generated columns of an existing mirror table k8s.<table_name> that use
+-- this extension's functions (created_at, deleted_at, pods' ready and
+-- restart_count, nodes' ready).  DROP EXTENSION kwatch CASCADE drops those
+-- columns (pg_depend: a column default expression depends on its functions,
+-- see src/backend/catalog/dependency.c) but not the tables, which are the
+-- user's; watch() after CREATE EXTENSION reuses the table and calls this.
+-- Columns that exist are left alone (no lock is taken then); restored ones
+-- come last in the column order.  Errors: those of ALTER TABLE.
+CREATE FUNCTION restore_generated_columns(table_name text, api_group text, plural text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  c text;
+BEGIN
+  FOREACH c IN ARRAY kwatch.base_columns() || kwatch.typed_columns(api_group, plural) LOOP
+    CONTINUE WHEN c NOT LIKE '% GENERATED ALWAYS AS %';
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute
+                   WHERE attrelid = format('k8s.%I', table_name)::regclass
+                     AND attname = split_part(c, ' ', 1) AND NOT attisdropped) THEN
+      EXECUTE format('ALTER TABLE k8s.%I ADD COLUMN %s', table_name, c);
+    END IF;
+  END LOOP;
+END
 $$;

@@ -135,12 +135,14 @@ log_tail() {
 }
 
 # Local TCP ports in use on this machine, from /proc/net/tcp{,6}. With "all", every socket
-# state counts (for picking new ports); otherwise TIME_WAIT is ignored, since a Go listener
-# (SO_REUSEADDR) can bind over it (for re-using our own ports after a stop).
+# state counts (for picking new ports); otherwise only listening sockets count, since a Go
+# listener (SO_REUSEADDR) binds over the connections a killed server leaves behind in
+# TIME_WAIT, FIN_WAIT or CLOSE_WAIT while its clients have not closed them yet (for
+# re-using our own ports after a stop or restart).
 used_ports() {
     awk -v all="${1:-}" '
         function hex(h,   i, n) { n = 0; for (i = 1; i <= length(h); i++) n = n * 16 + index("0123456789ABCDEF", toupper(substr(h, i, 1))) - 1; return n }
-        FNR > 1 && (all != "" || $4 != "06") { n = split($2, a, ":"); print hex(a[n]) }
+        FNR > 1 && (all != "" || $4 == "0A") { n = split($2, a, ":"); print hex(a[n]) }
     ' /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -un
 }
 port_free() { ! used_ports | grep -qx "$1"; }
