@@ -595,6 +595,7 @@ AS $$
               || ARRAY['object jsonb NOT NULL']) WITH ORDINALITY AS d(def, n),
        regexp_match(d.def, '^(\w+) (.+?)(?: NOT NULL| GENERATED ALWAYS AS \((.*)\) STORED)?$') AS m
   ORDER BY d.n
+$$;
 
 -- ---------------------------------------------------------------------
 -- Extension dropped and re-created (issue 3)
