@@ -31,10 +31,10 @@ stop() {
 }
 
 start() {
-  say "1/7 dependencies"
+  say "1/8 dependencies"
   bash test/install-deps.sh
 
-  say "2/7 build and install kwatch"
+  say "2/8 build and install kwatch"
   make -s
   $SUDO make -s install >/dev/null
   echo "installed into $(pg_config --pkglibdir)"
@@ -42,12 +42,12 @@ start() {
   mkdir -p "$state" .demo
   chmod 755 "$state"
   if [ -n "${KWATCH_DEMO_KUBECONFIG:-}" ]; then
-    say "3/7 using your cluster: $KWATCH_DEMO_KUBECONFIG"
+    say "3/8 using your cluster: $KWATCH_DEMO_KUBECONFIG"
     kubeconfig=$(realpath "$KWATCH_DEMO_KUBECONFIG")
     kubectl --kubeconfig "$kubeconfig" version >/dev/null
     local_cluster=0
   else
-    say "3/7 local Kubernetes control plane (etcd + kube-apiserver + controller-manager 1.20)"
+    say "3/8 local Kubernetes control plane (etcd + kube-apiserver + controller-manager 1.20)"
     $SUDO bash test/k8s/build.sh
     bash test/k8s/cluster.sh start "$state/k8s"
     chmod -R a+rX "$state/k8s"
@@ -56,7 +56,7 @@ start() {
   fi
   export KUBECONFIG=$kubeconfig
 
-  say "4/7 PostgreSQL with kwatch preloaded"
+  say "4/8 PostgreSQL with kwatch preloaded"
   port=$(cat "$state/pgport" 2>/dev/null || free_port)
   echo "$port" >"$state/pgport"
   bash test/pg.sh start "$state/pg" "$port" app
@@ -71,7 +71,7 @@ ENV
   echo "PostgreSQL on port $port (socket $PGHOST), database app"
 
   if [ "$local_cluster" = 1 ]; then
-    say "5/7 a small workload: namespaces shop, billing, monitoring"
+    say "5/8 a small workload: namespaces shop, billing, monitoring"
     for ns in shop billing monitoring; do
       kubectl get ns "$ns" >/dev/null 2>&1 || kubectl create namespace "$ns" >/dev/null
     done
@@ -87,10 +87,10 @@ ENV
     mkdep monitoring exporter prom/node-exporter:1.7 1 ops
     kubectl get deployments -A
   else
-    say "5/7 workload: using what your cluster runs (nothing is created)"
+    say "5/8 workload: using what your cluster runs (nothing is created)"
   fi
 
-  say "6/7 watching pods, replicasets, deployments, namespaces"
+  say "6/8 watching pods, replicasets, deployments, namespaces"
   psql -X -q -v ON_ERROR_STOP=1 <<SQL
 CREATE EXTENSION IF NOT EXISTS kwatch;
 DO \$\$ BEGIN
@@ -121,7 +121,7 @@ SQL
   echo "k8s.pods: $(psql -XAtc 'SELECT count(*) FROM k8s.pods') rows;  kubectl get pods -A: $(kubectl get pods -A --no-headers 2>/dev/null | wc -l) pods"
 
   if [ "$local_cluster" = 1 ]; then
-    say "7/7 LISTEN kwatch_pods while shop/web scales 3 -> 5 -> 3"
+    say "7/8 LISTEN kwatch_pods while shop/web scales 3 -> 5 -> 3"
     /usr/bin/python3 test/listen.py kwatch_pods 6 &
     lpid=$!
     sleep 1
@@ -131,10 +131,28 @@ SQL
     wait $lpid || true
   fi
 
+  say "8/8 live tables (a LIST per scan) and the event stream"
+  psql -X -q -v ON_ERROR_STOP=1 <<'SQL'
+CREATE SCHEMA IF NOT EXISTS k8s_live;
+DO $$ BEGIN
+  IF to_regclass('k8s_live.pods') IS NULL THEN
+    IMPORT FOREIGN SCHEMA k8s LIMIT TO (pods, nodes, configmaps, services) FROM SERVER demo INTO k8s_live;
+  END IF;
+END $$;
+SQL
+  echo "-- the WHERE clause becomes the request (selectors are pushed down, rows re-checked):"
+  psql -X -c "EXPLAIN (COSTS OFF) SELECT name, phase FROM k8s_live.pods WHERE labels->>'app' = 'web' AND namespace = 'shop'"
+  psql -X -c "SELECT name, phase FROM k8s_live.pods WHERE labels->>'app' = 'web' AND namespace = 'shop' ORDER BY name"
+  echo "-- kwatch.events: every change applied, numbered; a client that missed NOTIFYs reads from its last seq:"
+  psql -X -c "SELECT seq, type, namespace, name, resource_version FROM kwatch.events
+              WHERE seq > kwatch.events_last_seq() - 8 AND table_name = 'pods' ORDER BY seq"
+
   cat <<EOF
 
 Everything is running.
   . .demo/env; psql            # e.g. SELECT name, phase FROM k8s.pods WHERE labels->>'app' = 'web';
+                               #      SELECT * FROM kwatch.events WHERE seq > 0 ORDER BY seq;
+                               #      SELECT name, object->'data' FROM k8s_live.configmaps WHERE namespace = 'kube-system';
   . .demo/env; kubectl get pods -A
   make demo-stop               # stop PostgreSQL and the control plane
 EOF
