@@ -10,6 +10,8 @@
 # PostgreSQL refuses to run as root: when root, the server runs as the
 # `postgres` system user (created by Debian's postgresql packages) and DIR
 # is handed to it.  The socket lives in DIR; PGHOST=DIR works.
+# KWATCH_PG_PRELOAD: more shared_preload_libraries at initdb (the
+# integration tests load auto_explain, off until a test turns it on).
 set -euo pipefail
 cmd=${1:?usage: pg.sh start|stop|restart|kill DIR [PORT DB]}
 dir=$(realpath -m "${2:?state directory}")
@@ -31,7 +33,7 @@ start)
 port = $port
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$dir'
-shared_preload_libraries = 'kwatch'
+shared_preload_libraries = 'kwatch${KWATCH_PG_PRELOAD:+,$KWATCH_PG_PRELOAD}'
 kwatch.database = '$db'
 kwatch.backoff_initial = '200ms'
 kwatch.backoff_max = '5s'
