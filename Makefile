@@ -28,7 +28,7 @@ DATA = $(wildcard sql/kwatch--*.sql)
 
 # pg_regress suites (sql/<name>.sql, expected/<name>.out); run by test/run.sh
 # against a temporary instance that preloads kwatch (test/regress.conf).
-REGRESS = options kubeconfig registration events live
+REGRESS = options kubeconfig registration events live upgrade
 REGRESS_OPTS = --temp-config=test/regress.conf
 
 PG_CONFIG ?= pg_config
@@ -44,6 +44,9 @@ PG_CFLAGS   = -Wall -Wextra -Werror -Wno-unused-parameter \
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
+# PGXS tracks no header dependencies (without --enable-depend): a changed
+# struct in the shared header must rebuild every object.
+$(OBJS): src/kwatch.h
 else
 # A fresh machine has no server headers yet: `make test` and `make demo`
 # install them (test/install-deps.sh); plain `make` says how.

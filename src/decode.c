@@ -36,6 +36,7 @@
 #include <json-c/json.h>
 
 #include "mb/pg_wchar.h"
+#include "utils/json.h"
 
 #include "kwatch.h"
 
@@ -298,7 +299,12 @@ kw_valid_identity(const char *s)
 
 /*
  * kw_decode_object: fills `out` (palloc'd strings) from a json-c object
- * `jobj` (a json_object *).  Removes metadata.managedFields from jobj.
+ * `jobj` (a json_object *).  Removes metadata.managedFields from jobj, and
+ * adds `apiVersion` and `kind` (the watch's resolved resource, see
+ * kw_api_version_string) when the object lacks them; the server's values
+ * win when present (Kubernetes writes them on watch events,
+ * k8s.io/apimachinery/pkg/runtime/serializer/versioning).  Either may be
+ * NULL: nothing is added.
  * Returns KW_DECODE_OK; KW_DECODE_SANITIZED when \u0000 escapes or invalid
  * UTF-8 had to be rewritten (see README "Faults and bad input");
  * KW_DECODE_SKIP with a reason in *why when the object lacks metadata.uid,
@@ -306,7 +312,8 @@ kw_valid_identity(const char *s)
  * namespace) is not valid UTF-8.
  */
 KwDecodeResult
-kw_decode_object(void *jobj, KwObject *out, char **why)
+kw_decode_object(void *jobj, const char *api_version, const char *kind,
+				 KwObject *out, char **why)
 {
 	json_object *o = (json_object *) jobj;
 	json_object *meta;
@@ -352,6 +359,10 @@ kw_decode_object(void *jobj, KwObject *out, char **why)
 	out->resource_version = pstrdup(rv);
 
 	json_object_object_del(meta, "managedFields");
+	if (api_version && !json_object_object_get_ex(o, "apiVersion", NULL))
+		json_object_object_add(o, "apiVersion", json_object_new_string(api_version));
+	if (kind && !json_object_object_get_ex(o, "kind", NULL))
+		json_object_object_add(o, "kind", json_object_new_string(kind));
 	text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN |
 											 JSON_C_TO_STRING_NOSLASHESCAPE,
 											 &textlen);
@@ -744,16 +755,51 @@ struct KwListDecoder
 	StringInfoData id[4];		/* uid, name, namespace, resourceVersion */
 	bool		has_id[4];
 	int64		items;
+	/* '{"apiVersion":..,"kind":..,' written before each item's members */
+	char	   *type_prefix;
+	int			type_prefix_len;
 };
 
 /*
+ * kw_api_version_string: an object's apiVersion for a resource of
+ * `api_group` ("" for the core group) at `version`: "group/version", or
+ * "version" for the core group (k8s.io/apimachinery/pkg/runtime/schema
+ * GroupVersion.String).  palloc'd.
+ */
+char *
+kw_api_version_string(const char *api_group, const char *version)
+{
+	return api_group[0] ? psprintf("%s/%s", api_group, version) : pstrdup(version);
+}
+
+/*
  * kw_list_decoder_create: a decoder for one LIST response body (one page).
- * Free with kw_list_decoder_free.
+ * A LIST carries apiVersion and kind once, on the list, and none on its
+ * items (k8s.io/apimachinery/pkg/runtime/serializer/versioning writes them
+ * only on top-level objects): with `api_version` and `kind` non-NULL, each
+ * item gets them as its first members, so that listed and watched objects
+ * have one shape.  Members the item carries itself come later and win (a
+ * later duplicate key wins in jsonb, PostgreSQL docs 8.14).  Free with
+ * kw_list_decoder_free.
  */
 KwListDecoder *
-kw_list_decoder_create(void)
+kw_list_decoder_create(const char *api_version, const char *kind)
 {
 	KwListDecoder *dec = palloc0(sizeof(KwListDecoder));
+
+	if (api_version && api_version[0] && kind && kind[0])
+	{
+		StringInfoData p;
+
+		initStringInfo(&p);
+		appendStringInfoString(&p, "{\"apiVersion\":");
+		escape_json(&p, api_version);
+		appendStringInfoString(&p, ",\"kind\":");
+		escape_json(&p, kind);
+		appendStringInfoChar(&p, ',');
+		dec->type_prefix = p.data;
+		dec->type_prefix_len = p.len;
+	}
 
 	initStringInfo(&dec->str);
 	initStringInfo(&dec->capture);
@@ -778,6 +824,8 @@ kw_list_decoder_free(KwListDecoder *dec)
 	pfree(dec->kind.data);
 	for (int i = 0; i < 4; i++)
 		pfree(dec->id[i].data);
+	if (dec->type_prefix)
+		pfree(dec->type_prefix);
 	pfree(dec);
 }
 
@@ -824,6 +872,19 @@ emit_item(KwListDecoder *dec, KwListItemCallback cb, void *arg)
 	KwListItem	item;
 
 	dec->items++;
+	if (dec->type_prefix && !dec->item_skip[0])
+	{
+		/* an item without members: the prefix's comma must go */
+		int			at = dec->type_prefix_len;
+
+		while (at < dec->capture.len && strchr(" \t\r\n", dec->capture.data[at]))
+			at++;
+		if (at < dec->capture.len && dec->capture.data[at] == '}')
+		{
+			dec->capture.len = dec->type_prefix_len - 1;
+			appendStringInfoChar(&dec->capture, '}');
+		}
+	}
 	item.uid = dec->has_id[0] ? dec->id[0].data : NULL;
 	item.name = dec->has_id[1] ? dec->id[1].data : NULL;
 	item.namespace = dec->has_id[2] && dec->id[2].len > 0 ? dec->id[2].data : NULL;
@@ -958,6 +1019,13 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 					dec->capturing = true;
 					dec->item_skip[0] = '\0';
 					resetStringInfo(&dec->capture);
+					if (dec->type_prefix)
+					{
+						/* the prefix replaces the item's opening brace */
+						appendBinaryStringInfo(&dec->capture, dec->type_prefix,
+											   dec->type_prefix_len);
+						run = i + 1;
+					}
 					memset(dec->has_id, 0, sizeof(dec->has_id));
 					dec->key3[0] = '\0';
 				}

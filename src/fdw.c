@@ -295,11 +295,14 @@ discover_cached(KwClusterConfig *cfg, Oid serverid, Oid userid,
  * cluster config (*cfg) for its server and that user.  With options
  * api_version and namespaced (as IMPORT FOREIGN SCHEMA writes them) the
  * resource option is taken as plural[.group] without asking the server;
- * otherwise it is resolved by discovery.  ERRORs: 42704 unknown resource,
+ * otherwise it is resolved by discovery (cached).  The objects' kind comes
+ * from the option kind (IMPORT writes it too); when `need_kind` and the
+ * table has none (made by hand, or imported by kwatch 0.1.0) from discovery
+ * as well, so that planning and EXPLAIN still contact nobody.  ERRORs: 42704 unknown resource,
  * 42703 a column no live table has, and whatever the server config raises.
  */
 static KwLiveTable *
-resolve_table(Oid relid, Oid userid, KwClusterConfig **cfg)
+resolve_table(Oid relid, Oid userid, bool need_kind, KwClusterConfig **cfg)
 {
 	ForeignTable *ft = GetForeignTable(relid);
 	ForeignServer *srv = GetForeignServer(ft->serverid);
@@ -307,6 +310,7 @@ resolve_table(Oid relid, Oid userid, KwClusterConfig **cfg)
 	char	   *resource = option_string(ft->options, "resource");
 	char	   *api_version = option_string(ft->options, "api_version");
 	DefElem    *namespaced = option_elem(ft->options, "namespaced");
+	char	   *kind = option_string(ft->options, "kind");
 	DefElem    *estimate = option_elem(ft->options, "use_remote_estimate");
 	Relation	rel;
 	TupleDesc	desc;
@@ -333,6 +337,15 @@ resolve_table(Oid relid, Oid userid, KwClusterConfig **cfg)
 		t->api_group = dot ? pstrdup(dot + 1) : pstrdup("");
 		t->api_version = pstrdup(api_version);
 		t->namespaced = defGetBoolean(namespaced);
+		if (kind)
+			t->kind = pstrdup(kind);
+		else if (need_kind)
+		{
+			KwResource	r;
+
+			discover_cached(*cfg, srv->serverid, userid, resource, &r);
+			t->kind = r.kind;
+		}
 	}
 	else
 	{
@@ -343,6 +356,7 @@ resolve_table(Oid relid, Oid userid, KwClusterConfig **cfg)
 		t->api_group = r.api_group;
 		t->api_version = api_version ? pstrdup(api_version) : r.api_version;
 		t->namespaced = r.namespaced;
+		t->kind = kind ? pstrdup(kind) : r.kind;
 	}
 	if (t->namespace && !t->namespaced)
 		ereport(ERROR,
@@ -504,7 +518,7 @@ kwGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	ListCell   *lc;
 	char	   *ns;
 
-	ps->table = resolve_table(foreigntableid, userid, &cfg);
+	ps->table = resolve_table(foreigntableid, userid, false, &cfg);
 	kw_classify_conditions(root, baserel, ps->table, &ps->req);
 	baserel->fdw_private = ps;
 
@@ -698,7 +712,7 @@ kwBeginForeignScan(ForeignScanState *node, int eflags)
 
 	st = palloc0(sizeof(KwScanState));
 	node->fdw_state = st;
-	st->table = resolve_table(RelationGetRelid(rel), scan_user(rte), &st->cfg);
+	st->table = resolve_table(RelationGetRelid(rel), scan_user(rte), true, &st->cfg);
 	st->namespace = strVal(list_nth(fsplan->fdw_private, FdwPrivNamespace));
 	st->label_terms = (List *) list_nth(fsplan->fdw_private, FdwPrivLabels);
 	st->field_terms = (List *) list_nth(fsplan->fdw_private, FdwPrivFields);
@@ -817,7 +831,10 @@ start_scan(ForeignScanState *node, KwScanState *st)
 	if (ns == NULL && st->namespaces != NIL)
 		ns = strVal(list_nth(st->namespaces, st->next_namespace++));
 	st->scan = kw_live_scan_begin(st->cfg, kw_live_path(&st->plan_table, ns), labels,
-								  fields, st->page_size, st->plan_table.plural);
+								  fields, st->page_size, st->plan_table.plural,
+								  kw_api_version_string(st->plan_table.api_group,
+														st->plan_table.api_version),
+								  st->table->kind);
 	return true;
 }
 
@@ -860,7 +877,10 @@ kwIterateForeignScan(ForeignScanState *node)
 											   strVal(list_nth(st->namespaces,
 															   st->next_namespace++))),
 								  st->labels, st->fields, st->page_size,
-								  st->plan_table.plural);
+								  st->plan_table.plural,
+								  kw_api_version_string(st->plan_table.api_group,
+														st->plan_table.api_version),
+								  st->table->kind);
 		MemoryContextSwitchTo(old);
 		{
 			int			pages;
@@ -1040,7 +1060,7 @@ import_table_name(KwResource *r, List *taken)
  * [LIMIT TO (...) | EXCEPT (...)]: one CREATE FOREIGN TABLE per resource
  * that can be listed (kw_discover_listable), named as mirror tables are
  * (plural, group-qualified on a collision), with the mirror tables'
- * columns and options resource/api_version/namespaced so that scans need
+ * columns and options resource/api_version/namespaced/kind so that scans need
  * no discovery.  PostgreSQL applies LIMIT TO/EXCEPT to the table names.
  * ERRORs: 3F000 for a remote schema other than "k8s", HV00D for options,
  * and the discovery errors (http.c).
@@ -1090,13 +1110,14 @@ kwImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 							 quote_identifier(cols->columns[i].name),
 							 format_type_with_typemod(cols->columns[i].type,
 													  cols->columns[i].typmod));
-		appendStringInfo(&s, ") SERVER %s OPTIONS (resource %s, api_version %s, namespaced %s)",
+		appendStringInfo(&s, ") SERVER %s OPTIONS (resource %s, api_version %s, namespaced %s, kind %s)",
 						 quote_identifier(srv->servername),
 						 quote_literal_cstr(r->api_group[0] ?
 											psprintf("%s.%s", r->plural, r->api_group) :
 											r->plural),
 						 quote_literal_cstr(r->api_version),
-						 r->namespaced ? "'true'" : "'false'");
+						 r->namespaced ? "'true'" : "'false'",
+						 quote_literal_cstr(r->kind));
 		commands = lappend(commands, s.data);
 	}
 	return commands;

@@ -116,6 +116,7 @@ static const KwFdwOption kw_fdw_options[] = {
 	{"namespace", ForeignTableRelationId, KW_OPT_DNS_LABEL},
 	{"api_version", ForeignTableRelationId, KW_OPT_HEADER},
 	{"namespaced", ForeignTableRelationId, KW_OPT_BOOL | KW_OPT_PLAIN},
+	{"kind", ForeignTableRelationId, KW_OPT_HEADER},
 
 	{NULL, InvalidOid, 0}
 };

@@ -36,7 +36,7 @@
 #include "storage/lwlock.h"
 #include "utils/hsearch.h"
 
-#define KWATCH_VERSION "0.1.0"
+#define KWATCH_VERSION "0.2.0"
 
 /*
  * ASCII-only character classes.  Kubernetes' grammars (DNS labels and
@@ -196,7 +196,10 @@ typedef enum KwDecodeResult
 
 extern const char *kw_event_type_name(KwEventType t);
 extern const char *kw_json_get_string(void *obj, const char *key);
-extern KwDecodeResult kw_decode_object(void *jobj, KwObject *out, char **why);
+extern KwDecodeResult kw_decode_object(void *jobj, const char *api_version,
+										const char *kind, KwObject *out,
+										char **why);
+extern char *kw_api_version_string(const char *api_group, const char *version);
 extern bool kw_valid_identity(const char *s);
 
 /* Watch stream decoder (PROTOCOL 12, 13). */
@@ -232,7 +235,8 @@ typedef struct KwListItem
 
 typedef void (*KwListItemCallback) (void *arg, KwListItem *item);
 
-extern KwListDecoder *kw_list_decoder_create(void);
+extern KwListDecoder *kw_list_decoder_create(const char *api_version,
+											 const char *kind);
 extern void kw_list_decoder_free(KwListDecoder *dec);
 extern bool kw_list_decoder_feed(KwListDecoder *dec, const char *data,
 								 size_t len, KwListItemCallback cb, void *arg,
@@ -517,6 +521,7 @@ typedef struct KwLiveTable
 	char	   *api_group;
 	char	   *api_version;
 	char	   *plural;
+	char	   *kind;			/* the objects' kind (option or discovery) */
 	bool		namespaced;
 	char	   *namespace;		/* table option: always this namespace */
 	bool		use_remote_estimate;
@@ -553,7 +558,9 @@ typedef struct KwLiveScan KwLiveScan;
 extern KwLiveScan *kw_live_scan_begin(KwClusterConfig *cfg, const char *path,
 									  const char *label_selector,
 									  const char *field_selector, int limit,
-									  const char *what);
+									  const char *what,
+									  const char *api_version,
+									  const char *kind);
 extern bool kw_live_scan_next(KwLiveScan *scan, char **json, int *len);
 extern void kw_live_scan_end(KwLiveScan *scan);
 extern void kw_live_scan_counts(KwLiveScan *scan, int *pages, int64 *items);

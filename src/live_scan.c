@@ -65,6 +65,8 @@ struct KwLiveScan
 	char	   *field_selector;
 	int			limit;
 	char	   *what;			/* "pods", for messages */
+	char	   *api_version;	/* "group/version" and kind of the objects */
+	char	   *kind;
 	MemoryContext cxt;			/* the scan's; its reset callback frees curl */
 	MemoryContext item_cxt;		/* framed items not yet handed out */
 	MemoryContextCallback cleanup;
@@ -213,7 +215,7 @@ start_page(KwLiveScan *scan, const char *continue_token)
 
 	if (scan->dec)
 		kw_list_decoder_free(scan->dec);
-	scan->dec = kw_list_decoder_create();
+	scan->dec = kw_list_decoder_create(scan->api_version, scan->kind);
 	scan->status = 0;
 	resetStringInfo(&scan->errbody);
 	scan->transfer_done = false;
@@ -418,13 +420,15 @@ drive(KwLiveScan *scan)
  * kw_live_scan_begin: starts listing `path` ("/api/v1/namespaces/x/pods")
  * on cluster `cfg` with the given selectors (NULL for none) and page size
  * `limit` (0 = unchunked), in a new memory context under the current one.
- * `what` names the resource in messages.  ERRORs when the token file is
- * unreadable or libcurl fails to start.
+ * `what` names the resource in messages.  Each object gets `api_version`
+ * ("group/version") and `kind` when it lacks them (kw_list_decoder_create).
+ * ERRORs when the token file is unreadable or libcurl fails to start.
  */
 KwLiveScan *
 kw_live_scan_begin(KwClusterConfig *cfg, const char *path,
 				   const char *label_selector, const char *field_selector,
-				   int limit, const char *what)
+				   int limit, const char *what, const char *api_version,
+				   const char *kind)
 {
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
 											  "kwatch live scan",
@@ -441,6 +445,8 @@ kw_live_scan_begin(KwClusterConfig *cfg, const char *path,
 	scan->field_selector = field_selector ? pstrdup(field_selector) : NULL;
 	scan->limit = limit;
 	scan->what = pstrdup(what);
+	scan->api_version = api_version ? pstrdup(api_version) : NULL;
+	scan->kind = kind ? pstrdup(kind) : NULL;
 	initStringInfo(&scan->errbody);
 	scan->cleanup.func = cleanup_callback;
 	scan->cleanup.arg = scan;

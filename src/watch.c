@@ -74,6 +74,7 @@ struct KwWatch
 	KwWatchStatus *slot;
 	KwWatchStatus private_slot; /* used when shared slots ran out */
 	KwSyncPlans *plans;
+	char	   *object_api_version; /* "group/version": objects' apiVersion */
 
 	/* the transfer in flight */
 	KwXfer		xfer;
@@ -367,7 +368,7 @@ on_watch_event(void *arg, KwEventType t, void *jobj)
 		return;
 	}
 
-	r = kw_decode_object(o, &obj, &why);
+	r = kw_decode_object(o, w->object_api_version, w->reg.kind, &obj, &why);
 	if (r == KW_DECODE_SKIP)
 	{
 		skip_object(w, why);
@@ -508,7 +509,7 @@ start_transfer(KwWatch *w, KwXfer kind, const char *url)
 	w->xfer_started = w->last_data = GetCurrentTimestamp();
 	w->xfer_events = 0;
 	if (kind == XFER_LIST)
-		w->ldec = kw_list_decoder_create();
+		w->ldec = kw_list_decoder_create(w->object_api_version, w->reg.kind);
 	else
 		w->wdec = kw_watch_decoder_create();
 	MemoryContextSwitchTo(old);
@@ -1221,6 +1222,7 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 	r->resource_version = NULL;
 	r->created_at = reg->created_at ? pstrdup(reg->created_at) : NULL;
 
+	w->object_api_version = kw_api_version_string(r->api_group, r->api_version);
 	w->plans = kw_sync_plans_create(r, cxt);
 	w->slot = kw_status_acquire(r->id);
 	if (w->slot == NULL)

@@ -587,6 +587,11 @@ class FakeAPI:
         with self.lock:
             return [copy.deepcopy(o) for _, o in _sorted(self.store[res.key])]
 
+    def type_meta(self, resource):
+        """(apiVersion, kind) of the resource's objects."""
+        res = self._resource(resource)
+        return res.api_version, res.kind
+
     def compact(self):
         """Forget the history up to now (etcd compaction + watch cache turnover)."""
         with self.cond:

@@ -13,7 +13,7 @@ afterwards, so tests share the cluster and the mirror tables but not rows:
 rows of different servers differ by their `cluster` column.
 
 Helpers importable from the tests (`from conftest import ...`): kubectl,
-kubectl_json, sql, sql_one, wait_until, Listener,
+kubectl_json, sql, sql_one, wait_until, Listener, normalise,
 assert_table_matches_server, mirror_diff, watch_status, PG, CLUSTER.
 """
 import copy
@@ -328,11 +328,16 @@ class Listener:
         self.close()
 
 
-def _normalise(obj):
+def normalise(obj, api_version=None, kind=None):
+    """`obj` as kwatch stores it: without metadata.managedFields.  A server
+    object without apiVersion/kind (a LIST item: only the list carries them)
+    gets the resource's, which every mirrored and live object must carry."""
     o = copy.deepcopy(obj)
-    o.pop("kind", None)
-    o.pop("apiVersion", None)
     o.get("metadata", {}).pop("managedFields", None)
+    if api_version is not None:
+        o.setdefault("apiVersion", api_version)
+    if kind is not None:
+        o.setdefault("kind", kind)
     return o
 
 
@@ -373,7 +378,7 @@ def mirror_diff(table, cluster, kubectl_get_args):
                           ("labels", m.get("labels") or {})):
             if r[col] != want:
                 problems.append("%s: column %s = %r, server %r" % (what, col, r[col], want))
-        so, ro = _normalise(s), _normalise(r["object"])
+        so, ro = normalise(s), normalise(r["object"])
         if so != ro:
             keys = sorted(k for k in set(so) | set(ro) if so.get(k) != ro.get(k))
             problems.append("%s: object differs in %s: row %s vs server %s"
@@ -454,6 +459,9 @@ def environment():
         run(["bash", PG_SH, "stop", PG_DIR], check=False)
     shutil.rmtree(PG_DIR, ignore_errors=True)
     PG = Postgres(PG_DIR, free_port())
+    # auto_explain logs nothing until a test sets auto_explain.log_min_duration
+    # (test_relist_plans.py reads the plans the worker runs)
+    os.environ.setdefault("KWATCH_PG_PRELOAD", "auto_explain")
     try:
         PG.start()
         sql("CREATE EXTENSION kwatch")

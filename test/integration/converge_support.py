@@ -32,7 +32,7 @@ import psycopg2
 from psycopg2 import sql as pgsql
 
 import conftest
-from conftest import sql, sql_one
+from conftest import normalise, sql, sql_one
 from k8s_api import Api
 from netfault_proxy import FaultProxy
 
@@ -427,14 +427,6 @@ class WatchSpec:
         return "%s %s ns=%s sel=%s" % (self.server, self.resource, self.namespace, self.selector)
 
 
-def _normalise(obj):
-    o = json.loads(json.dumps(obj))
-    o.pop("kind", None)
-    o.pop("apiVersion", None)
-    o.get("metadata", {}).pop("managedFields", None)
-    return o
-
-
 class Engine:
     """Sets up namespaces, a CRD and watches for one test (ctx), then runs
     rounds: a burst of planned operations with faults injected at random
@@ -609,7 +601,7 @@ class Engine:
             if rv != m["resourceVersion"]:
                 problems.append("%s/%s: row rv %s, server %s" % (m.get("namespace"), m["name"], rv,
                                                                  m["resourceVersion"]))
-            elif _normalise(obj) != _normalise(server[u]):
+            elif normalise(obj) != normalise(server[u], w.kind.api_version, w.kind.kind):
                 problems.append("%s/%s: content differs at rv %s" % (m.get("namespace"), m["name"], rv))
         return problems, server
 

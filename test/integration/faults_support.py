@@ -8,7 +8,6 @@ with the fake's store.
         table = watch("pods", srv)
         wait_converged(table, srv, fake, "pods")
 """
-import copy
 import json
 import sys
 import time
@@ -18,7 +17,7 @@ import pytest
 from psycopg2 import sql as pgsql
 
 import conftest
-from conftest import sql, wait_until, watch_status, mirror_rows
+from conftest import mirror_rows, normalise, sql, wait_until, watch_status
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fakeapi.server import FakeAPI, RawJSON, parse_label_selector, labels_match  # noqa: E402,F401
@@ -66,14 +65,6 @@ def pod(name, namespace="default", labels=None, **extra):
     return o
 
 
-def _normalise(obj):
-    o = copy.deepcopy(obj)
-    o.pop("kind", None)
-    o.pop("apiVersion", None)
-    o.get("metadata", {}).pop("managedFields", None)
-    return o
-
-
 def expected_objects(api, resource, namespace=None, label_selector=None, exclude=()):
     """{uid: object} the mirror should hold: the fake's objects of `resource`
     matching the watch's namespace and label selector, minus uids in exclude."""
@@ -118,8 +109,8 @@ def fake_diff(table, cluster, api, resource, namespace=None, label_selector=None
                        ("labels", m.get("labels") or {})):
             if r[col] != v:
                 problems.append("%s: column %s = %r, server %r" % (what, col, r[col], v))
-        so = _normalise(transform(s) if transform else s)
-        ro = _normalise(r["object"])
+        so = normalise(transform(s) if transform else s, *api.type_meta(resource))
+        ro = normalise(r["object"])
         if so != ro:
             keys = sorted(k for k in set(so) | set(ro) if so.get(k) != ro.get(k))
             problems.append("%s: object differs in %s: row %s vs server %s"

@@ -2,8 +2,8 @@
 
 live_diff() compares the rows of a query on a live table with what
 `kubectl get ... -o json` returns, object by object (uid, resourceVersion,
-namespace, name, labels and the whole object, kind/apiVersion and
-managedFields aside), as conftest.mirror_diff does for mirror tables.
+namespace, name, labels and the whole object including apiVersion and
+kind, managedFields aside), as conftest.mirror_diff does for mirror tables.
 """
 import json
 import socket
@@ -14,7 +14,7 @@ import psycopg2.extras
 from psycopg2 import sql as pgsql
 
 import conftest
-from conftest import _normalise, kubectl_json, sql
+from conftest import kubectl_json, normalise, sql
 
 
 def live_rows(query, params=None):
@@ -50,9 +50,9 @@ def live_diff(rows, items):
                           ("labels", m.get("labels") or {})):
             if r[col] != want:
                 problems.append("%s: column %s = %r, server %r" % (what, col, r[col], want))
-        if _normalise(s) != _normalise(r["object"]):
+        if normalise(s) != normalise(r["object"]):
             problems.append("%s: object differs: %s vs %s" % (
-                what, json.dumps(_normalise(r["object"]))[:400], json.dumps(_normalise(s))[:400]))
+                what, json.dumps(normalise(r["object"]))[:400], json.dumps(normalise(s))[:400]))
     return "; ".join(problems) if problems else None
 
 

@@ -1,0 +1,35 @@
+-- Extension update 0.1.0 -> 0.2.0: rows that 0.1.0 wrote from a LIST (items
+-- carry no apiVersion/kind) get them from their watch's resource, once;
+-- keys an object already has are kept; rows of other clusters and tables
+-- without a watch are not touched.
+DROP EXTENSION IF EXISTS kwatch CASCADE;
+CREATE EXTENSION kwatch VERSION '0.1.0';
+SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
+SELECT kwatch.create_mirror_table('upgrade_pods', '', 'v1', 'pods');
+SELECT kwatch.create_mirror_table('upgrade_crontabs', 'stable.example.com', 'v1', 'crontabs');
+-- registrations as 0.1.0 stored them (their servers do not exist: the worker
+-- marks these watches failed and writes nothing)
+INSERT INTO kwatch.registrations (server, resource, api_group, api_version, plural, kind,
+                                  namespaced, table_name, channel, owner)
+VALUES ('old', 'pods', '', 'v1', 'pods', 'Pod', true, 'upgrade_pods', 'kwatch_upgrade_pods', 10),
+       ('old', 'crontabs.stable.example.com', 'stable.example.com', 'v1', 'crontabs', 'CronTab',
+        true, 'upgrade_crontabs', 'kwatch_upgrade_crontabs', 10);
+INSERT INTO k8s.upgrade_pods (cluster, uid, resource_version, object) VALUES
+  ('old', 'u1', '1', '{"metadata": {"name": "listed", "namespace": "n", "uid": "u1", "resourceVersion": "1"}}'),
+  ('old', 'u2', '2', '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "watched", "namespace": "n", "uid": "u2", "resourceVersion": "2"}}'),
+  ('old', 'u3', '3', '{"apiVersion": "v1beta1", "metadata": {"name": "odd", "namespace": "n", "uid": "u3", "resourceVersion": "3"}}'),
+  ('unwatched', 'u4', '4', '{"metadata": {"name": "other", "namespace": "n", "uid": "u4", "resourceVersion": "4"}}');
+INSERT INTO k8s.upgrade_crontabs (cluster, uid, resource_version, object) VALUES
+  ('old', 'c1', '5', '{"metadata": {"name": "ct", "namespace": "n", "uid": "c1", "resourceVersion": "5"}, "spec": {"cronSpec": "* * * * *"}}');
+
+ALTER EXTENSION kwatch UPDATE TO '0.2.0';
+SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
+SELECT cluster, uid, object->>'apiVersion' AS api_version, object->>'kind' AS kind,
+       object->'metadata'->>'name' AS name
+  FROM k8s.upgrade_pods ORDER BY uid;
+SELECT object FROM k8s.upgrade_crontabs;
+-- the generated columns still follow the object
+SELECT name, namespace FROM k8s.upgrade_pods ORDER BY uid;
+
+DELETE FROM kwatch.registrations;
+DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs;
