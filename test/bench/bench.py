@@ -121,8 +121,12 @@ def main():
     cur.execute("DROP SERVER IF EXISTS bench CASCADE")
     cur.execute("CREATE SERVER bench FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig %s)",
                 (os.environ["KUBECONFIG"],))
-    cur.execute("SELECT kwatch.worker_pid()")
-    pid = cur.fetchone()[0]
+    # pg.sh creates the database after the postmaster started: the worker's
+    # first attempt may have failed, and the postmaster retries after 5 s
+    pid, t0 = None, time.time()
+    while pid is None and time.time() - t0 < 30:
+        cur.execute("SELECT kwatch.worker_pid()")
+        pid = cur.fetchone()[0] or time.sleep(0.2)
     rss0, _ = rss_kb(pid)
     t0 = time.time()
     cur.execute("SELECT kwatch.watch('pods', server => 'bench', notify => true)")

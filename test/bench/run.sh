@@ -13,6 +13,9 @@ mkdir -p "$dir"; chmod 755 "$dir"
 bash test/k8s/cluster.sh start "$dir/k8s"
 chmod -R a+rX "$dir/k8s"
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# a fresh PostgreSQL each run (pg.sh writes the port into the config at initdb)
+bash test/pg.sh stop "$dir/pg" 2>/dev/null || true
+rm -rf "$dir/pg"
 bash test/pg.sh start "$dir/pg" "$port" bench
 cleanup() {
   if [ "${KWATCH_KEEP:-0}" != 1 ]; then
@@ -25,3 +28,5 @@ PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres \
   /usr/bin/python3 test/bench/bench.py --pods "${PODS:-10000}"
 PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres \
   /usr/bin/python3 test/bench/events.py
+PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres \
+  /usr/bin/python3 test/bench/relist.py
