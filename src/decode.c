@@ -37,6 +37,7 @@
 
 #include "mb/pg_wchar.h"
 #include "utils/json.h"
+#include "utils/memutils.h"
 
 #include "kwatch.h"
 
@@ -758,6 +759,7 @@ struct KwListDecoder
 	/* '{"apiVersion":..,"kind":..,' written before each item's members */
 	char	   *type_prefix;
 	int			type_prefix_len;
+	char	   *api_version;	/* NULL: items are left as they are */
 };
 
 /*
@@ -772,33 +774,46 @@ kw_api_version_string(const char *api_group, const char *version)
 	return api_group[0] ? psprintf("%s/%s", api_group, version) : pstrdup(version);
 }
 
+/* set_type_prefix: '{"apiVersion":..,"kind":..,' for each item. */
+static void
+set_type_prefix(KwListDecoder *dec, const char *kind)
+{
+	MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(dec));
+	StringInfoData p;
+
+	initStringInfo(&p);
+	appendStringInfoString(&p, "{\"apiVersion\":");
+	escape_json(&p, dec->api_version);
+	appendStringInfoString(&p, ",\"kind\":");
+	escape_json(&p, kind);
+	appendStringInfoChar(&p, ',');
+	dec->type_prefix = p.data;
+	dec->type_prefix_len = p.len;
+	MemoryContextSwitchTo(old);
+}
+
 /*
  * kw_list_decoder_create: a decoder for one LIST response body (one page).
  * A LIST carries apiVersion and kind once, on the list, and none on its
  * items (k8s.io/apimachinery/pkg/runtime/serializer/versioning writes them
- * only on top-level objects): with `api_version` and `kind` non-NULL, each
- * item gets them as its first members, so that listed and watched objects
- * have one shape.  Members the item carries itself come later and win (a
- * later duplicate key wins in jsonb, PostgreSQL docs 8.14).  Free with
- * kw_list_decoder_free.
+ * only on top-level objects): with `api_version` non-NULL, each item gets
+ * it and `kind` as its first members, so that listed and watched objects
+ * have one shape.  A NULL `kind` is taken from the list's own kind
+ * ("PodList" -> "Pod": k8s.io/apimachinery/pkg/runtime/scheme.go names
+ * every list type <Kind>List), for live tables whose kind nobody recorded.
+ * Members the item carries itself come later and win (a later duplicate
+ * key wins in jsonb, PostgreSQL docs 8.14).  Free with kw_list_decoder_free.
  */
 KwListDecoder *
 kw_list_decoder_create(const char *api_version, const char *kind)
 {
 	KwListDecoder *dec = palloc0(sizeof(KwListDecoder));
 
-	if (api_version && api_version[0] && kind && kind[0])
+	if (api_version && api_version[0])
 	{
-		StringInfoData p;
-
-		initStringInfo(&p);
-		appendStringInfoString(&p, "{\"apiVersion\":");
-		escape_json(&p, api_version);
-		appendStringInfoString(&p, ",\"kind\":");
-		escape_json(&p, kind);
-		appendStringInfoChar(&p, ',');
-		dec->type_prefix = p.data;
-		dec->type_prefix_len = p.len;
+		dec->api_version = pstrdup(api_version);
+		if (kind && kind[0])
+			set_type_prefix(dec, kind);
 	}
 
 	initStringInfo(&dec->str);
@@ -826,6 +841,8 @@ kw_list_decoder_free(KwListDecoder *dec)
 		pfree(dec->id[i].data);
 	if (dec->type_prefix)
 		pfree(dec->type_prefix);
+	if (dec->api_version)
+		pfree(dec->api_version);
 	pfree(dec);
 }
 
@@ -1019,6 +1036,11 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 					dec->capturing = true;
 					dec->item_skip[0] = '\0';
 					resetStringInfo(&dec->capture);
+					/* no kind given: the list's, less "List" (read before "items") */
+					if (dec->api_version && !dec->type_prefix &&
+						dec->kind.len > 4 &&
+						strcmp(dec->kind.data + dec->kind.len - 4, "List") == 0)
+						set_type_prefix(dec, pnstrdup(dec->kind.data, dec->kind.len - 4));
 					if (dec->type_prefix)
 					{
 						/* the prefix replaces the item's opening brace */

@@ -296,13 +296,13 @@ discover_cached(KwClusterConfig *cfg, Oid serverid, Oid userid,
  * api_version and namespaced (as IMPORT FOREIGN SCHEMA writes them) the
  * resource option is taken as plural[.group] without asking the server;
  * otherwise it is resolved by discovery (cached).  The objects' kind comes
- * from the option kind (IMPORT writes it too); when `need_kind` and the
- * table has none (made by hand, or imported by kwatch 0.1.0) from discovery
- * as well, so that planning and EXPLAIN still contact nobody.  ERRORs: 42704 unknown resource,
+ * from the option kind (IMPORT writes it too), else from discovery when it
+ * was asked anyway; NULL otherwise (a table made by hand or imported by
+ * kwatch 0.1.0: the scan takes it from the LIST, kw_list_decoder_create).  ERRORs: 42704 unknown resource,
  * 42703 a column no live table has, and whatever the server config raises.
  */
 static KwLiveTable *
-resolve_table(Oid relid, Oid userid, bool need_kind, KwClusterConfig **cfg)
+resolve_table(Oid relid, Oid userid, KwClusterConfig **cfg)
 {
 	ForeignTable *ft = GetForeignTable(relid);
 	ForeignServer *srv = GetForeignServer(ft->serverid);
@@ -337,15 +337,7 @@ resolve_table(Oid relid, Oid userid, bool need_kind, KwClusterConfig **cfg)
 		t->api_group = dot ? pstrdup(dot + 1) : pstrdup("");
 		t->api_version = pstrdup(api_version);
 		t->namespaced = defGetBoolean(namespaced);
-		if (kind)
-			t->kind = pstrdup(kind);
-		else if (need_kind)
-		{
-			KwResource	r;
-
-			discover_cached(*cfg, srv->serverid, userid, resource, &r);
-			t->kind = r.kind;
-		}
+		t->kind = kind ? pstrdup(kind) : NULL;
 	}
 	else
 	{
@@ -518,7 +510,7 @@ kwGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 	ListCell   *lc;
 	char	   *ns;
 
-	ps->table = resolve_table(foreigntableid, userid, false, &cfg);
+	ps->table = resolve_table(foreigntableid, userid, &cfg);
 	kw_classify_conditions(root, baserel, ps->table, &ps->req);
 	baserel->fdw_private = ps;
 
@@ -712,7 +704,7 @@ kwBeginForeignScan(ForeignScanState *node, int eflags)
 
 	st = palloc0(sizeof(KwScanState));
 	node->fdw_state = st;
-	st->table = resolve_table(RelationGetRelid(rel), scan_user(rte), true, &st->cfg);
+	st->table = resolve_table(RelationGetRelid(rel), scan_user(rte), &st->cfg);
 	st->namespace = strVal(list_nth(fsplan->fdw_private, FdwPrivNamespace));
 	st->label_terms = (List *) list_nth(fsplan->fdw_private, FdwPrivLabels);
 	st->field_terms = (List *) list_nth(fsplan->fdw_private, FdwPrivFields);

@@ -54,7 +54,8 @@ def test_import_foreign_schema(ctx):
                 break
         assert got == want
         assert len(tables) == len(want)
-        assert tables["pods"] == {"resource": "pods", "api_version": "v1", "namespaced": "true"}
+        assert tables["pods"] == {"resource": "pods", "api_version": "v1", "namespaced": "true",
+                                  "kind": "Pod"}
         assert tables["nodes"]["namespaced"] == "false"
         assert tables["deployments"]["resource"] == "deployments.apps"
         # events exist in two groups: the core one keeps the plain name

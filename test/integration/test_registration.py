@@ -28,15 +28,15 @@ def test_errors_leave_nothing_behind(ctx):
     assert srv in e.diag.message_primary
 
     # the API server's own message for a bad selector; nothing was created
-    assert sql_one("SELECT to_regclass('k8s.endpoints')") is None
-    e = watch_error("endpoints", srv, namespace=ns, label_selector="app in (")
+    assert sql_one("SELECT to_regclass('k8s.podtemplates')") is None
+    e = watch_error("podtemplates", srv, namespace=ns, label_selector="app in (")
     assert e.pgcode == "22023", e.pgerror
     assert "unable to parse requirement" in e.diag.message_primary, e.pgerror
-    assert sql_one("SELECT to_regclass('k8s.endpoints')") is None
-    e = watch_error("endpoints", srv, field_selector="nosuchfield=x")
+    assert sql_one("SELECT to_regclass('k8s.podtemplates')") is None
+    e = watch_error("podtemplates", srv, field_selector="nosuchfield=x")
     assert e.pgcode == "22023", e.pgerror
     assert "nosuchfield" in e.diag.message_primary, e.pgerror
-    assert sql_one("SELECT to_regclass('k8s.endpoints')") is None
+    assert sql_one("SELECT to_regclass('k8s.podtemplates')") is None
 
     # a namespace for a cluster-scoped resource; a name that is no DNS label
     e = watch_error("namespaces", srv, namespace=ns)

@@ -12,7 +12,8 @@ conftest) and checks its shape, not its time: timings belong to `make bench`.
 import re
 import time
 
-from conftest import PG, assert_table_matches_server, sql, sql_one, wait_watching, watch
+import conftest
+from conftest import assert_table_matches_server, sql, sql_one, wait_watching, watch
 from events_support import create_configmaps
 
 OBJECTS = 2000
@@ -48,7 +49,7 @@ def test_second_cluster_sync_into_analyzed_table(ctx):
     sql("ALTER SYSTEM SET auto_explain.log_nested_statements = on")
     sql("SELECT pg_reload_conf()")
     try:
-        offset = PG.log_size()
+        offset = conftest.PG.log_size()
         second = ctx.server("-b")
         # reload is asynchronous: the worker must have auto_explain on before
         # it merges the second cluster's list
@@ -61,8 +62,9 @@ def test_second_cluster_sync_into_analyzed_table(ctx):
         sql("ALTER SYSTEM RESET auto_explain.log_nested_statements")
         sql("SELECT pg_reload_conf()")
 
-    assert sql_one("SELECT count(*) FROM %s WHERE cluster = %%s" % table, (second,)) == OBJECTS
-    log = PG.log_since(offset)
+    # OBJECTS and the namespace's kube-root-ca.crt
+    assert sql_one("SELECT count(*) FROM %s WHERE cluster = %%s" % table, (second,)) == OBJECTS + 1
+    log = conftest.PG.log_since(offset)
     sweeps = _plans(log, "DELETE FROM %s t WHERE t.cluster = $1 AND NOT EXISTS" % table)
     assert sweeps, "no plan of the relist sweep in the log:\n" + log[-3000:]
     for plan in sweeps:
