@@ -26,6 +26,7 @@ int			kw_batch_size = 1000;
 int			kw_connect_timeout_s = 10;
 bool		kw_http_compression = false;
 int			kw_event_buffer = 10000;
+char	   *kw_debug_error_on_object = NULL;
 
 /*
  * kw_define_gucs: defines every kwatch.* setting and reserves the prefix so
@@ -95,6 +96,13 @@ kw_define_gucs(void)
 							"Each costs 936 bytes of shared memory (x86-64).",
 							&kw_event_buffer, 10000, 16, 1000000,
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+
+	/* a developer setting for the test suite (watch.c, inject_error) */
+	DefineCustomStringVariable("kwatch.debug_error_on_object",
+							   "Raise an ERROR in the worker while decoding an object of this name (testing only).",
+							   NULL, &kw_debug_error_on_object, "",
+							   PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("kwatch");
 }

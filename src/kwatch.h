@@ -84,6 +84,7 @@ extern int	kw_backoff_max_ms;
 extern int	kw_batch_size;
 extern int	kw_connect_timeout_s;
 extern bool kw_http_compression;
+extern char *kw_debug_error_on_object;
 
 extern void kw_define_gucs(void);
 

@@ -317,6 +317,23 @@ note_sanitized(KwWatch *w, KwObject *obj)
 					obj->name, obj->uid, w->reg.plural)));
 }
 
+/*
+ * inject_error: raises an ERROR when `name` is the object name set in the
+ * developer setting kwatch.debug_error_on_object (tests only: it proves
+ * that an ERROR inside libcurl's write callback ends the transfer and
+ * leaves the worker running, write_cb).
+ */
+static void
+inject_error(const char *name)
+{
+	if (kw_debug_error_on_object && kw_debug_error_on_object[0] && name &&
+		strcmp(name, kw_debug_error_on_object) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("injected error for object \"%s\" (kwatch.debug_error_on_object)",
+						name)));
+}
+
 /* on_watch_event: one decoded watch event -> pending batch (PROTOCOL 14-16). */
 static void
 on_watch_event(void *arg, KwEventType t, void *jobj)
@@ -369,6 +386,8 @@ on_watch_event(void *arg, KwEventType t, void *jobj)
 	}
 
 	r = kw_decode_object(o, w->object_api_version, w->reg.kind, &obj, &why);
+	if (r != KW_DECODE_SKIP)
+		inject_error(obj.name);
 	if (r == KW_DECODE_SKIP)
 	{
 		skip_object(w, why);
@@ -423,6 +442,7 @@ on_list_item(void *arg, KwListItem *item)
 		skip_object(w, "a list item's metadata.uid, name, namespace or resourceVersion is not plain UTF-8 text");
 		return;
 	}
+	inject_error(item->name);
 	memset(&obj, 0, sizeof(obj));
 	obj.uid = pstrdup(item->uid);
 	obj.namespace = item->namespace ? pstrdup(item->namespace) : NULL;
@@ -446,8 +466,8 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 	KwWatch    *w = (KwWatch *) userdata;
 	size_t		n = size * nmemb;
 	MemoryContext old;
-	char	   *error = NULL;
-	bool		ok;
+	char	   *volatile error = NULL;
+	volatile bool ok = false;
 
 	if (w->http_status == 0)
 		curl_easy_getinfo((CURL *) w->http->easy, CURLINFO_RESPONSE_CODE, &w->http_status);
@@ -468,11 +488,34 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 		return CURL_WRITEFUNC_PAUSE;
 	}
 
-	old = MemoryContextSwitchTo(w->batch_cxt);
-	if (w->xfer == XFER_LIST)
-		ok = kw_list_decoder_feed(w->ldec, ptr, n, on_list_item, w, &error);
-	else
-		ok = kw_watch_decoder_feed(w->wdec, ptr, n, on_watch_event, w, &error);
+	/*
+	 * libcurl forbids a longjmp through its callbacks: an ERROR raised while
+	 * decoding (out of memory, a limit of PostgreSQL's, an injected one) is
+	 * caught here and ends this transfer like malformed data.  Nothing needs
+	 * a transaction abort: the worker holds no transaction, lock or buffer
+	 * while it reads a stream (applies happen in kw_watch_flush).
+	 */
+	old = CurrentMemoryContext;
+	PG_TRY();
+	{
+		MemoryContextSwitchTo(w->batch_cxt);
+		if (w->xfer == XFER_LIST)
+			ok = kw_list_decoder_feed(w->ldec, ptr, n, on_list_item, w, (char **) &error);
+		else
+			ok = kw_watch_decoder_feed(w->wdec, ptr, n, on_watch_event, w, (char **) &error);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *ed;
+
+		MemoryContextSwitchTo(w->cxt);
+		ed = CopyErrorData();
+		FlushErrorState();
+		error = psprintf("ERROR while decoding: %s", ed->message);
+		FreeErrorData(ed);
+		ok = false;
+	}
+	PG_END_TRY();
 	MemoryContextSwitchTo(old);
 
 	if (!ok)

@@ -289,3 +289,57 @@ def test_escapes_split_across_chunks_in_watch(ctx, fake):
     assert f.hits and f.hits[0].events == 5
     st = watch_status(srv, "pods")
     assert st["sanitized_objects"] == 3 and st["decode_errors"] == 0, st
+
+
+def test_error_inside_the_decoder_leaves_the_worker_running(ctx, settings):
+    """An ERROR raised while the worker decodes a stream (here injected by the
+    developer setting kwatch.debug_error_on_object; in life out of memory or
+    a limit of PostgreSQL's) happens inside libcurl's write callback, which
+    must never be left by a longjmp.  It ends that transfer like malformed
+    data, on the LIST path and on the WATCH path: the worker process
+    survives, the other watches go on, and once the error stops the table
+    converges."""
+    from conftest import (assert_table_matches_server, kubectl, sql_one, wait_until,
+                          wait_watching)
+    ns = ctx.namespace()
+    srv = ctx.server()
+    other = watch("serviceaccounts", srv, namespace=ns)
+    wait_watching(srv, "serviceaccounts")
+    worker = sql_one("SELECT kwatch.worker_pid()")
+
+    def failing(n):
+        def check():
+            st = watch_status(srv, "configmaps")
+            return st if st and st["decode_errors"] >= n else None
+        st = wait_until(check, 60, "%d decode errors" % n)
+        assert "injected error" in st["last_error"], st
+        assert not st["healthy"] or st["state"] != "watching", st
+        return st
+
+    def others_go_on(name):
+        kubectl("create", "serviceaccount", name, "-n", ns)
+        assert_table_matches_server(other, srv, ["serviceaccounts", "-n", ns])
+        assert sql_one("SELECT kwatch.worker_pid()") == worker
+
+    # 1. the LIST: the object exists when the watch starts
+    settings(debug_error_on_object="poison-listed")
+    kubectl("create", "configmap", "poison-listed", "-n", ns, "--from-literal=a=b")
+    table = watch("configmaps", srv, namespace=ns)
+    failing(2)
+    others_go_on("during-list-fault")
+    settings(debug_error_on_object="")
+    wait_watching(srv, "configmaps", timeout=60)
+    assert_table_matches_server(table, srv, ["configmaps", "-n", ns], timeout=60)
+
+    # 2. a WATCH event
+    errors = watch_status(srv, "configmaps")["decode_errors"]
+    settings(debug_error_on_object="poison-watched")
+    kubectl("create", "configmap", "poison-watched", "-n", ns, "--from-literal=a=b")
+    failing(errors + 2)
+    others_go_on("during-watch-fault")
+    settings(debug_error_on_object="")
+    wait_watching(srv, "configmaps", timeout=60)
+    assert_table_matches_server(table, srv, ["configmaps", "-n", ns], timeout=60)
+    assert sql_one("SELECT count(*) FROM %s WHERE cluster = %%s AND name LIKE 'poison-%%%%'"
+                   % table, (srv,)) == 2
+    assert sql_one("SELECT kwatch.worker_pid()") == worker
