@@ -10,6 +10,7 @@ OBJS = \
 	src/worker.o \
 	src/http.o \
 	src/decode.o \
+	src/redact.o \
 	src/watch.o \
 	src/sync.o \
 	src/notify.o \

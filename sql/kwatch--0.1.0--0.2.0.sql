@@ -29,3 +29,208 @@ BEGIN
   END LOOP;
 END
 $$;
+
+-- ---------------------------------------------------------------------
+-- Secrets redacted by default (README "Security", src/redact.c): the
+-- values of a Secret's data and stringData, and its last-applied
+-- annotation, are stored as keyed digests unless the watch opts in.
+-- ---------------------------------------------------------------------
+
+ALTER TABLE @extschema@.registrations
+  ADD COLUMN secret_data boolean NOT NULL DEFAULT false;
+
+-- redact_secret(object jsonb) -> jsonb: the Secret `object` with each value
+-- of data and stringData, and the annotation
+-- kubectl.kubernetes.io/last-applied-configuration, replaced by
+-- "<redacted hmac-sha256:HEX>" (keys and everything else kept).  Not for
+-- PUBLIC: with it anyone could test a guess against a stored digest.
+-- Errors: invalid_parameter_value when object is not a JSON object.
+CREATE FUNCTION @extschema@.redact_secret(object jsonb) RETURNS jsonb
+AS 'MODULE_PATHNAME', 'kwatch_redact_secret'
+LANGUAGE C STRICT;
+REVOKE ALL ON FUNCTION @extschema@.redact_secret(jsonb) FROM PUBLIC;
+
+-- Rows 0.1.0 stored in clear, redacted once (no notification: the
+-- Kubernetes object did not change).
+DO $$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT server, table_name FROM @extschema@.registrations
+            WHERE api_group = '' AND plural = 'secrets' ORDER BY id LOOP
+    IF to_regclass(format('k8s.%I', r.table_name)) IS NULL THEN
+      CONTINUE;
+    END IF;
+    EXECUTE format('UPDATE k8s.%I SET object = @extschema@.redact_secret(object) WHERE cluster = %L',
+                   r.table_name, r.server);
+  END LOOP;
+END
+$$;
+
+DROP FUNCTION @extschema@.watch(text, text, text, text, text, boolean, text);
+
+-- watch(resource, server, namespace, label_selector, field_selector, notify,
+-- table_name, secret_data) -> regclass: registers a watch of `resource` ("pods", "pod",
+-- "po", "deployments.apps", a CRD's plural...) on foreign server `server`
+-- and returns its mirror table (k8s.<plural>, group-qualified on a name
+-- collision).  Syncing starts when the calling transaction commits.
+-- Errors: unknown server or resource (undefined_object), a resource without
+-- list/watch verbs (feature_not_supported), a bad selector or a forbidden
+-- resource (the API server's message, see _probe), an existing watch of the
+-- same resource on the same server with other settings (duplicate_object).
+-- A watch of Secrets stores each value of data and stringData, and the
+-- last-applied annotation, as a keyed digest (src/redact.c) unless
+-- secret_data => true: the mirror's readers are not the cluster's.
+CREATE FUNCTION watch(resource text,
+                      server text DEFAULT NULL,
+                      namespace text DEFAULT NULL,
+                      label_selector text DEFAULT NULL,
+                      field_selector text DEFAULT NULL,
+                      notify boolean DEFAULT true,
+                      table_name text DEFAULT NULL,
+                      secret_data boolean DEFAULT false)
+RETURNS regclass
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  srv text := COALESCE(server, @extschema@._default_server());
+  d record;
+  existing @extschema@.registrations;
+  tbl text;
+  canonical text;
+  rel regclass;
+BEGIN
+  label_selector := NULLIF(btrim(label_selector), '');
+  field_selector := NULLIF(btrim(field_selector), '');
+  namespace := NULLIF(btrim(namespace), '');
+
+  IF namespace IS NOT NULL AND namespace !~ '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$' THEN
+    RAISE EXCEPTION 'invalid namespace name "%"', namespace
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Namespace names are DNS labels: lower-case letters, digits and "-".';
+  END IF;
+
+  d := @extschema@._discover(srv, resource);
+  IF NOT (d.verbs @> ARRAY['list', 'watch']) THEN
+    RAISE EXCEPTION 'resource "%" cannot be watched', resource
+      USING ERRCODE = 'feature_not_supported',
+            DETAIL = format('The API server allows only these verbs on %s: %s.',
+                            d.plural, array_to_string(d.verbs, ', ')),
+            HINT = 'kwatch needs the list and watch verbs.';
+  END IF;
+  IF namespace IS NOT NULL AND NOT d.namespaced THEN
+    RAISE EXCEPTION 'resource "%" is cluster-scoped', d.plural
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Leave out namespace => for cluster-scoped resources.';
+  END IF;
+  canonical := CASE d.api_group WHEN '' THEN d.plural ELSE d.plural || '.' || d.api_group END;
+
+  SELECT * INTO existing FROM @extschema@.registrations r
+  WHERE r.server = srv AND r.api_group = d.api_group AND r.plural = d.plural;
+  IF FOUND THEN
+    IF existing.namespace IS NOT DISTINCT FROM namespace
+       AND existing.label_selector IS NOT DISTINCT FROM label_selector
+       AND existing.field_selector IS NOT DISTINCT FROM field_selector
+       AND existing.notify = watch.notify
+       AND existing.secret_data = COALESCE(watch.secret_data, false)
+       AND (watch.table_name IS NULL OR existing.table_name = watch.table_name) THEN
+      RETURN format('k8s.%I', existing.table_name)::regclass;
+    END IF;
+    RAISE EXCEPTION '% is already watched on server "%" with other settings', canonical, srv
+      USING ERRCODE = 'duplicate_object',
+            HINT = format('Call @extschema@.unwatch(%L, server => %L) first.', canonical, srv);
+  END IF;
+
+  -- The server validates selectors, namespace and permissions for us.
+  PERFORM @extschema@._probe(srv, d.api_group, d.api_version, d.plural, namespace,
+                        label_selector, field_selector);
+
+  -- Table: the one this resource already has (watched on another server),
+  -- else the plural, else the plural qualified by the group on a collision.
+  SELECT r.table_name INTO tbl FROM @extschema@.registrations r
+  WHERE r.api_group = d.api_group AND r.plural = d.plural LIMIT 1;
+  IF watch.table_name IS NOT NULL THEN
+    IF tbl IS NOT NULL AND tbl <> watch.table_name THEN
+      RAISE EXCEPTION '% is already mirrored into table k8s.%', canonical, tbl
+        USING ERRCODE = 'duplicate_object',
+              HINT = 'The same resource on several servers shares one table; leave out table_name.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM @extschema@.registrations r
+               WHERE r.table_name = watch.table_name
+                 AND (r.api_group, r.plural) <> (d.api_group, d.plural))
+       OR (to_regclass(format('k8s.%I', watch.table_name)) IS NOT NULL
+           AND obj_description(to_regclass(format('k8s.%I', watch.table_name)), 'pg_class')
+               IS DISTINCT FROM format('kwatch mirror of %s (%s)', d.plural,
+                   CASE d.api_group WHEN '' THEN d.api_version
+                        ELSE d.api_group || '/' || d.api_version END)) THEN
+      RAISE EXCEPTION 'table k8s.% is not a mirror of %', watch.table_name, canonical
+        USING ERRCODE = 'duplicate_table',
+              HINT = 'Choose another table_name; one table mirrors one resource.';
+    END IF;
+    tbl := watch.table_name;
+  ELSIF tbl IS NULL THEN
+    tbl := d.plural;
+    IF EXISTS (SELECT 1 FROM @extschema@.registrations r
+               WHERE r.table_name = tbl AND (r.api_group, r.plural) <> (d.api_group, d.plural))
+       OR (to_regclass(format('k8s.%I', tbl)) IS NOT NULL
+           AND obj_description(to_regclass(format('k8s.%I', tbl)), 'pg_class')
+               IS DISTINCT FROM format('kwatch mirror of %s (%s)', d.plural,
+                   CASE d.api_group WHEN '' THEN d.api_version
+                        ELSE d.api_group || '/' || d.api_version END)) THEN
+      tbl := d.plural || '_' || replace(replace(d.api_group, '.', '_'), '-', '_');
+      IF d.api_group = '' THEN
+        tbl := d.plural || '_core';
+      END IF;
+    END IF;
+  END IF;
+  IF length(tbl) > 56 THEN
+    RAISE EXCEPTION 'table name "%" is too long', tbl
+      USING ERRCODE = 'name_too_long', HINT = 'Pass a shorter table_name => ''...''.';
+  END IF;
+
+  rel := @extschema@.create_mirror_table(tbl, d.api_group, d.api_version, d.plural);
+
+  INSERT INTO @extschema@.registrations
+    (server, resource, api_group, api_version, plural, kind, namespaced,
+     namespace, label_selector, field_selector, table_name, channel, notify, owner,
+     secret_data)
+  VALUES (srv, canonical, d.api_group, d.api_version, d.plural, d.kind, d.namespaced,
+          namespace, label_selector, field_selector, tbl, 'kwatch_' || tbl,
+          watch.notify, d.caller, COALESCE(watch.secret_data, false));
+
+  PERFORM @extschema@._wake_at_commit();
+  RETURN rel;
+END
+$$;
+
+REVOKE ALL ON FUNCTION @extschema@.watch(text, text, text, text, text, boolean, text, boolean) FROM PUBLIC;
+
+CREATE OR REPLACE VIEW watches AS
+SELECT r.id,
+       r.server,
+       r.resource,
+       r.namespace,
+       r.label_selector,
+       r.field_selector,
+       format('k8s.%I', r.table_name) AS table_name,
+       r.channel,
+       r.notify,
+       COALESCE(s.state, CASE WHEN @extschema@.worker_pid() IS NULL THEN 'no worker'
+                              ELSE 'pending' END) AS state,
+       COALESCE(s.healthy, false) AS healthy,
+       COALESCE(s.resource_version, r.resource_version) AS resource_version,
+       s.objects,
+       COALESCE(s.last_sync_at, r.synced_at) AS last_sync_at,
+       s.state_since,
+       s.last_error,
+       s.last_error_at,
+       s.list_calls, s.watch_calls, s.relists,
+       s.added, s.modified, s.deleted, s.bookmarks, s.notifications,
+       s.skipped_objects, s.sanitized_objects,
+       s.http_errors, s.decode_errors, s.database_errors,
+       r.secret_data
+FROM @extschema@.registrations r
+LEFT JOIN @extschema@.watch_status() s ON s.watch_id = r.id
+ORDER BY r.id;

@@ -7,13 +7,16 @@ CREATE EXTENSION kwatch VERSION '0.1.0';
 SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
 SELECT kwatch.create_mirror_table('upgrade_pods', '', 'v1', 'pods');
 SELECT kwatch.create_mirror_table('upgrade_crontabs', 'stable.example.com', 'v1', 'crontabs');
+SELECT kwatch.create_mirror_table('upgrade_secrets', '', 'v1', 'secrets');
 -- registrations as 0.1.0 stored them (their servers do not exist: the worker
 -- marks these watches failed and writes nothing)
 INSERT INTO kwatch.registrations (server, resource, api_group, api_version, plural, kind,
                                   namespaced, table_name, channel, owner)
 VALUES ('old', 'pods', '', 'v1', 'pods', 'Pod', true, 'upgrade_pods', 'kwatch_upgrade_pods', 10),
        ('old', 'crontabs.stable.example.com', 'stable.example.com', 'v1', 'crontabs', 'CronTab',
-        true, 'upgrade_crontabs', 'kwatch_upgrade_crontabs', 10);
+        true, 'upgrade_crontabs', 'kwatch_upgrade_crontabs', 10),
+       ('old', 'secrets', '', 'v1', 'secrets', 'Secret', true, 'upgrade_secrets',
+        'kwatch_upgrade_secrets', 10);
 INSERT INTO k8s.upgrade_pods (cluster, uid, resource_version, object) VALUES
   ('old', 'u1', '1', '{"metadata": {"name": "listed", "namespace": "n", "uid": "u1", "resourceVersion": "1"}}'),
   ('old', 'u2', '2', '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "watched", "namespace": "n", "uid": "u2", "resourceVersion": "2"}}'),
@@ -21,6 +24,13 @@ INSERT INTO k8s.upgrade_pods (cluster, uid, resource_version, object) VALUES
   ('unwatched', 'u4', '4', '{"metadata": {"name": "other", "namespace": "n", "uid": "u4", "resourceVersion": "4"}}');
 INSERT INTO k8s.upgrade_crontabs (cluster, uid, resource_version, object) VALUES
   ('old', 'c1', '5', '{"metadata": {"name": "ct", "namespace": "n", "uid": "c1", "resourceVersion": "5"}, "spec": {"cronSpec": "* * * * *"}}');
+-- 0.1.0 stored Secrets in clear
+INSERT INTO k8s.upgrade_secrets (cluster, uid, resource_version, object) VALUES
+  ('old', 's1', '6', '{"kind": "Secret", "apiVersion": "v1", "type": "Opaque",
+    "metadata": {"name": "db", "namespace": "n", "uid": "s1", "resourceVersion": "6",
+      "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"stringData\":{\"password\":\"hunter2\"}}",
+                      "team": "a"}},
+    "data": {"password": "aHVudGVyMg==", "user": "YWRtaW4=", "same": "aHVudGVyMg=="}}');
 
 ALTER EXTENSION kwatch UPDATE TO '0.2.0';
 SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
@@ -30,6 +40,24 @@ SELECT cluster, uid, object->>'apiVersion' AS api_version, object->>'kind' AS ki
 SELECT object FROM k8s.upgrade_crontabs;
 -- the generated columns still follow the object
 SELECT name, namespace FROM k8s.upgrade_pods ORDER BY uid;
+-- Secrets: every value a keyed digest, keys and the rest kept; equal values
+-- give equal digests, different ones different digests
+SELECT d.key, d.value ~ '^<redacted hmac-sha256:[0-9a-f]{32}>$' AS redacted
+  FROM k8s.upgrade_secrets, jsonb_each_text(object->'data') d ORDER BY d.key;
+SELECT object->'data'->>'password' = object->'data'->>'same' AS equal_values_equal_digests,
+       object->'data'->>'password' <> object->'data'->>'user' AS different_values_differ,
+       object->'metadata'->'annotations'->>'kubectl.kubernetes.io/last-applied-configuration'
+         ~ '^<redacted hmac-sha256:[0-9a-f]{32}>$' AS last_applied_redacted,
+       object->'metadata'->'annotations'->>'team' AS other_annotation,
+       object::text LIKE '%hunter2%' OR object::text LIKE '%aHVudGVyMg%' AS leaks,
+       object->>'type' AS type, name
+  FROM k8s.upgrade_secrets;
+-- the digest function is not for everyone: it would let anyone test guesses
+SELECT has_function_privilege('public', 'kwatch.redact_secret(jsonb)', 'EXECUTE');
+SELECT kwatch.redact_secret('[1]');
+-- new watch parameter and status column
+SELECT pg_get_function_identity_arguments('kwatch.watch'::regproc);
+SELECT secret_data FROM kwatch.watches ORDER BY id;
 
 DELETE FROM kwatch.registrations;
-DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs;
+DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets;

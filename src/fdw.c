@@ -350,6 +350,12 @@ resolve_table(Oid relid, Oid userid, KwClusterConfig **cfg)
 		t->namespaced = r.namespaced;
 		t->kind = kind ? pstrdup(kind) : r.kind;
 	}
+	{
+		DefElem    *secret_data = option_elem(ft->options, "secret_data");
+
+		t->redact = kw_is_secret_resource(t->api_group, t->plural) &&
+			!(secret_data && defGetBoolean(secret_data));
+	}
 	if (t->namespace && !t->namespaced)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
@@ -888,6 +894,11 @@ kwIterateForeignScan(ForeignScanState *node)
 	ResetExprContext(st->econtext);
 	old = MemoryContextSwitchTo(st->econtext->ecxt_per_tuple_memory);
 	(void) kw_sanitize_json(&json, &len);
+	if (st->table->redact && !kw_redact_secret_json(&json, &len))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+				 errmsg("malformed Secret in the LIST response of server \"%s\": not a JSON object",
+						st->table->server)));
 	st->params->params[0].value = DirectFunctionCall1(jsonb_in, CStringGetDatum(json));
 	st->params->params[0].isnull = false;
 	for (int i = 0; i < st->natts; i++)
@@ -1054,6 +1065,8 @@ import_table_name(KwResource *r, List *taken)
  * (plural, group-qualified on a collision), with the mirror tables'
  * columns and options resource/api_version/namespaced/kind so that scans need
  * no discovery.  PostgreSQL applies LIMIT TO/EXCEPT to the table names.
+ * Secrets are left out unless asked for: named in LIMIT TO (their values
+ * redacted) or with OPTIONS (secret_data 'true') (values in clear).
  * ERRORs: 3F000 for a remote schema other than "k8s", HV00D for options,
  * and the discovery errors (http.c).
  */
@@ -1066,6 +1079,8 @@ kwImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 	List	   *taken = NIL;
 	List	   *commands = NIL;
 	ListCell   *lc;
+	bool		secret_data = false;
+	bool		secrets_named = false;
 
 	if (strcmp(stmt->remote_schema, "k8s") != 0)
 		ereport(ERROR,
@@ -1078,20 +1093,38 @@ kwImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 	{
 		DefElem    *d = (DefElem *) lfirst(lc);
 
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
-				 errmsg("invalid option \"%s\"", d->defname),
-				 errhint("IMPORT FOREIGN SCHEMA of kwatch takes no options.")));
+		if (strcmp(d->defname, "secret_data") == 0)
+			secret_data = defGetBoolean(d);
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+					 errmsg("invalid option \"%s\"", d->defname),
+					 errhint("IMPORT FOREIGN SCHEMA of kwatch takes one option, secret_data.")));
 	}
+	/* LIMIT TO (secrets): asked for by name */
+	if (stmt->list_type == FDW_IMPORT_SCHEMA_LIMIT_TO)
+		foreach(lc, stmt->table_list)
+			if (strcmp(((RangeVar *) lfirst(lc))->relname, "secrets") == 0)
+				secrets_named = true;
 
 	cfg = kw_cluster_config_for_server(srv->servername, GetUserId());
 	resources = kw_discover_listable(cfg);
 	foreach(lc, resources)
 	{
 		KwResource *r = (KwResource *) lfirst(lc);
-		char	   *table = import_table_name(r, taken);
-		KwLiveColumns *cols = kw_live_columns(r->api_group, r->plural);
+		bool		secrets = kw_is_secret_resource(r->api_group, r->plural);
+		char	   *table;
+		KwLiveColumns *cols;
 		StringInfoData s;
+
+		/*
+		 * Secrets only when asked for: by OPTIONS (secret_data 'true'), which
+		 * shows their values, or by name in LIMIT TO, redacted (redact.c).
+		 */
+		if (secrets && !secret_data && !secrets_named)
+			continue;
+		table = import_table_name(r, taken);
+		cols = kw_live_columns(r->api_group, r->plural);
 
 		taken = lappend(taken, table);
 		initStringInfo(&s);
@@ -1102,14 +1135,15 @@ kwImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 							 quote_identifier(cols->columns[i].name),
 							 format_type_with_typemod(cols->columns[i].type,
 													  cols->columns[i].typmod));
-		appendStringInfo(&s, ") SERVER %s OPTIONS (resource %s, api_version %s, namespaced %s, kind %s)",
+		appendStringInfo(&s, ") SERVER %s OPTIONS (resource %s, api_version %s, namespaced %s, kind %s%s)",
 						 quote_identifier(srv->servername),
 						 quote_literal_cstr(r->api_group[0] ?
 											psprintf("%s.%s", r->plural, r->api_group) :
 											r->plural),
 						 quote_literal_cstr(r->api_version),
 						 r->namespaced ? "'true'" : "'false'",
-						 quote_literal_cstr(r->kind));
+						 quote_literal_cstr(r->kind),
+						 secrets && secret_data ? ", secret_data 'true'" : "");
 		commands = lappend(commands, s.data);
 	}
 	return commands;

@@ -117,6 +117,8 @@ static const KwFdwOption kw_fdw_options[] = {
 	{"api_version", ForeignTableRelationId, KW_OPT_HEADER},
 	{"namespaced", ForeignTableRelationId, KW_OPT_BOOL | KW_OPT_PLAIN},
 	{"kind", ForeignTableRelationId, KW_OPT_HEADER},
+	/* a Secrets table shows values in clear (redact.c) */
+	{"secret_data", ForeignTableRelationId, KW_OPT_BOOL | KW_OPT_PLAIN},
 
 	{NULL, InvalidOid, 0}
 };

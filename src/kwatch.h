@@ -218,6 +218,11 @@ extern bool kw_watch_decoder_finish(KwWatchDecoder *dec, char **error);
 
 extern bool kw_sanitize_json(char **json, int *len);
 
+/* redact.c: Secret values kept out unless opted in */
+extern bool kw_is_secret_resource(const char *api_group, const char *plural);
+extern void kw_redact_secret_object(void *obj);
+extern bool kw_redact_secret_json(char **json, int *len);
+
 /* Paged LIST decoder (PROTOCOL 5, 6). */
 typedef struct KwListDecoder KwListDecoder;
 
@@ -332,6 +337,7 @@ typedef struct KwRegistration
 	char	   *table_name;		/* in schema k8s */
 	char	   *channel;
 	bool		notify;
+	bool		secret_data;	/* store a Secret's values in clear (redact.c) */
 	Oid			owner;
 	char	   *resource_version;	/* checkpoint: resume point */
 	char	   *created_at;		/* with id, tells a re-created registration apart */
@@ -526,6 +532,7 @@ typedef struct KwLiveTable
 	bool		namespaced;
 	char	   *namespace;		/* table option: always this namespace */
 	bool		use_remote_estimate;
+	bool		redact;			/* Secrets without option secret_data (redact.c) */
 	KwLiveColumns *columns;
 } KwLiveTable;
 

@@ -75,6 +75,7 @@ struct KwWatch
 	KwWatchStatus private_slot; /* used when shared slots ran out */
 	KwSyncPlans *plans;
 	char	   *object_api_version; /* "group/version": objects' apiVersion */
+	bool		redact;			/* a Secret watch without secret_data (redact.c) */
 
 	/* the transfer in flight */
 	KwXfer		xfer;
@@ -385,6 +386,8 @@ on_watch_event(void *arg, KwEventType t, void *jobj)
 		return;
 	}
 
+	if (w->redact)
+		kw_redact_secret_object(o);
 	r = kw_decode_object(o, w->object_api_version, w->reg.kind, &obj, &why);
 	if (r != KW_DECODE_SKIP)
 		inject_error(obj.name);
@@ -455,6 +458,14 @@ on_list_item(void *arg, KwListItem *item)
 		obj.json_len = item->json_len;
 		if (kw_sanitize_json(&obj.json, &obj.json_len))
 			note_sanitized(w, &obj);
+		if (w->redact && !kw_redact_secret_json(&obj.json, &obj.json_len))
+		{
+			/* never stored unless redacted: it may hold values in clear */
+			skip_object(w, psprintf("list item %s%s%s (uid %s) is not a JSON object",
+									obj.namespace ? obj.namespace : "",
+									obj.namespace ? "/" : "", obj.name, obj.uid));
+			return;
+		}
 	}
 	push_item(w, &obj);
 	w->list_items++;
@@ -1261,11 +1272,13 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 	r->table_name = pstrdup(reg->table_name);
 	r->channel = pstrdup(reg->channel);
 	r->notify = reg->notify;
+	r->secret_data = reg->secret_data;
 	r->owner = reg->owner;
 	r->resource_version = NULL;
 	r->created_at = reg->created_at ? pstrdup(reg->created_at) : NULL;
 
 	w->object_api_version = kw_api_version_string(r->api_group, r->api_version);
+	w->redact = kw_is_secret_resource(r->api_group, r->plural) && !r->secret_data;
 	w->plans = kw_sync_plans_create(r, cxt);
 	w->slot = kw_status_acquire(r->id);
 	if (w->slot == NULL)
@@ -1337,5 +1350,6 @@ kw_watch_same_registration(KwWatch *w, KwRegistration *reg)
 		str_eq(r->field_selector, reg->field_selector) &&
 		str_eq(r->table_name, reg->table_name) &&
 		str_eq(r->channel, reg->channel) &&
-		r->notify == reg->notify && r->owner == reg->owner;
+		r->notify == reg->notify && r->owner == reg->owner &&
+		r->secret_data == reg->secret_data;
 }

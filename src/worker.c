@@ -198,7 +198,7 @@ read_registrations_body(void *arg)
 	kw_events_restore();		/* continue the event stream's sequence */
 	rc = SPI_execute("SELECT id, server, api_group, api_version, plural, kind, namespaced,"
 					 " namespace, label_selector, field_selector, table_name, channel,"
-					 " notify, owner, resource_version, created_at"
+					 " notify, owner, resource_version, created_at, secret_data"
 					 " FROM kwatch.registrations ORDER BY id", true, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read kwatch.registrations: %s", SPI_result_code_string(rc));
@@ -225,6 +225,7 @@ read_registrations_body(void *arg)
 		r->owner = DatumGetObjectId(SPI_getbinval(t, d, 14, &isnull));
 		r->resource_version = getstr(t, d, 15, a->cxt);
 		r->created_at = getstr(t, d, 16, a->cxt);
+		r->secret_data = DatumGetBool(SPI_getbinval(t, d, 17, &isnull));
 		a->regs = lappend(a->regs, r);
 	}
 }

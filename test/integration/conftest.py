@@ -17,6 +17,8 @@ kubectl_json, sql, sql_one, wait_until, Listener, normalise,
 assert_table_matches_server, mirror_diff, watch_status, PG, CLUSTER.
 """
 import copy
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -341,6 +343,43 @@ def normalise(obj, api_version=None, kind=None):
     return o
 
 
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def redact_secret(obj):
+    """A Secret as kwatch shows it without secret_data (src/redact.c): each
+    value of data and stringData, and the last-applied annotation, replaced
+    by "<redacted hmac-sha256:HEX>" under the server's key file."""
+    key = (PG.dir / "data" / "kwatch_secret.key").read_bytes()
+
+    def digest(v):
+        b = v.encode() if isinstance(v, str) else json.dumps(v, separators=(",", ":")).encode()
+        return "<redacted hmac-sha256:%s>" % hmac.new(key, b, hashlib.sha256).hexdigest()[:32]
+    o = copy.deepcopy(obj)
+    for field in ("data", "stringData"):
+        if isinstance(o.get(field), dict):
+            o[field] = {k: digest(v) for k, v in o[field].items()}
+    ann = o.get("metadata", {}).get("annotations")
+    if isinstance(ann, dict) and LAST_APPLIED in ann:
+        ann[LAST_APPLIED] = digest(ann[LAST_APPLIED])
+    return o
+
+
+def shown(obj, secret_data=False):
+    """The server's `obj` as kwatch must show it: Secrets redacted unless
+    the watch or live table opted in with secret_data."""
+    if obj.get("kind") == "Secret" and not secret_data:
+        return redact_secret(obj)
+    return obj
+
+
+def table_secret_data(table, cluster):
+    """Whether the watch of `cluster` into mirror `table` opted into secret_data."""
+    return bool(sql_one("SELECT bool_or(secret_data) FROM kwatch.registrations"
+                        " WHERE server = %s AND format('k8s.%%I', table_name) = %s",
+                        (cluster, table)))
+
+
 def mirror_rows(table, cluster):
     """{uid: row dict} of the mirror table's rows for one cluster."""
     with PG.conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
@@ -353,7 +392,8 @@ def mirror_diff(table, cluster, kubectl_get_args):
     """None when the rows of `cluster` in `table` equal, object by object, what
     `kubectl get <kubectl_get_args> -o json` returns; else a description."""
     items = kubectl_json("get", *kubectl_get_args)["items"]
-    server = {i["metadata"]["uid"]: i for i in items}
+    secret_data = table_secret_data(table, cluster)
+    server = {i["metadata"]["uid"]: shown(i, secret_data) for i in items}
     rows = mirror_rows(table, cluster)
     problems = []
     missing = sorted(set(server) - set(rows))

@@ -14,7 +14,7 @@ import psycopg2.extras
 from psycopg2 import sql as pgsql
 
 import conftest
-from conftest import kubectl_json, normalise, sql
+from conftest import kubectl_json, normalise, shown, sql
 
 
 def live_rows(query, params=None):
@@ -29,9 +29,10 @@ def live_rows(query, params=None):
     return out
 
 
-def live_diff(rows, items):
-    """None when rows ({uid: row}) equal the server's items (a list of objects); else a description."""
-    server = {i["metadata"]["uid"]: i for i in items}
+def live_diff(rows, items, secret_data=False):
+    """None when rows ({uid: row}) equal the server's items (a list of
+    objects; Secrets redacted unless secret_data); else a description."""
+    server = {i["metadata"]["uid"]: shown(i, secret_data) for i in items}
     problems = []
     for u in sorted(set(server) - set(rows)):
         m = server[u]["metadata"]
@@ -56,7 +57,7 @@ def live_diff(rows, items):
     return "; ".join(problems) if problems else None
 
 
-def assert_live_matches(table, where, params, kubectl_get_args, attempts=20):
+def assert_live_matches(table, where, params, kubectl_get_args, attempts=20, secret_data=False):
     """SELECT ... FROM table WHERE where equals `kubectl get <args> -o json`.
     Controllers may update an object between the two reads: a difference is
     re-checked a few times (0.3 s apart) before it fails."""
@@ -67,7 +68,7 @@ def assert_live_matches(table, where, params, kubectl_get_args, attempts=20):
         rows = live_rows(q, params)
         doc = kubectl_json("get", *kubectl_get_args)
         items = doc["items"] if "items" in doc else [doc]
-        diff = live_diff(rows, items)
+        diff = live_diff(rows, items, secret_data)
         if diff is None:
             return rows
         time.sleep(0.3)
