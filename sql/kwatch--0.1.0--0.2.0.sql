@@ -234,3 +234,87 @@ SELECT r.id,
 FROM @extschema@.registrations r
 LEFT JOIN @extschema@.watch_status() s ON s.watch_id = r.id
 ORDER BY r.id;
+
+-- ---------------------------------------------------------------------
+-- unwatch checks its caller (README "Security"): only the role that
+-- registered a watch, a member of it, or a superuser may remove it.
+-- ---------------------------------------------------------------------
+
+-- _check_watch_owner(owner, server, resource): raises insufficient_privilege
+-- unless the caller outside SECURITY DEFINER is a superuser or has the
+-- privileges of `owner` (src/catalog.c).
+CREATE FUNCTION @extschema@._check_watch_owner(owner oid, server text, resource text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kwatch_check_watch_owner'
+LANGUAGE C STRICT;
+REVOKE ALL ON FUNCTION @extschema@._check_watch_owner(oid, text, text) FROM PUBLIC;
+
+-- unwatch(resource, server, drop_table) -> boolean: stops the watch of
+-- `resource` (as registered: "pods", "deployments.apps", its kind or its
+-- table name) on `server` and deletes that server's rows from the mirror
+-- table; with drop_table, drops the table when no other server still
+-- mirrors into it.  Returns false when there was no such watch.  Only the
+-- role that registered the watch (or a member of it) and superusers may
+-- remove it (_check_watch_owner; insufficient_privilege otherwise).
+CREATE OR REPLACE FUNCTION unwatch(resource text,
+                        server text DEFAULT NULL,
+                        drop_table boolean DEFAULT false)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  srv text := COALESCE(server, @extschema@._default_server());
+  r @extschema@.registrations;
+  best integer;
+  candidates text[];
+BEGIN
+  -- The name as @extschema@.watches shows it wins, then the table name, then a
+  -- plural, kind or plural.group; several equally good matches are an error.
+  WITH m AS (
+    SELECT x.id, x.resource,
+           CASE WHEN x.resource = unwatch.resource THEN 1
+                WHEN x.table_name = unwatch.resource THEN 2
+                ELSE 3 END AS rank
+    FROM @extschema@.registrations x
+    WHERE x.server = srv
+      AND (x.resource = unwatch.resource OR x.plural = unwatch.resource
+           OR lower(x.kind) = lower(unwatch.resource) OR x.table_name = unwatch.resource
+           OR x.plural || '.' || x.api_group = unwatch.resource))
+  SELECT min(m.rank), array_agg(m.resource ORDER BY m.resource)
+           FILTER (WHERE m.rank = (SELECT min(rank) FROM m))
+  INTO best, candidates FROM m;
+  IF best IS NULL THEN
+    RETURN false;
+  END IF;
+  IF cardinality(candidates) > 1 THEN
+    RAISE EXCEPTION '"%" matches several watches on server "%": %', resource, srv,
+                    array_to_string(candidates, ', ')
+      USING ERRCODE = 'ambiguous_parameter',
+            HINT = 'Use the name shown in @extschema@.watches.resource.';
+  END IF;
+  SELECT * INTO r FROM @extschema@.registrations x
+  WHERE x.server = srv AND x.resource = candidates[1];
+  IF FOUND THEN
+    PERFORM @extschema@._check_watch_owner(r.owner, srv, r.resource);
+  END IF;
+  DELETE FROM @extschema@.registrations x
+  WHERE x.server = srv AND x.resource = candidates[1]
+  RETURNING * INTO r;
+  IF NOT FOUND THEN
+    RETURN false;   -- a concurrent unwatch removed it first
+  END IF;
+  IF to_regclass(format('k8s.%I', r.table_name)) IS NOT NULL THEN
+    IF drop_table AND NOT EXISTS (SELECT 1 FROM @extschema@.registrations x
+                                  WHERE x.table_name = r.table_name) THEN
+      EXECUTE format('DROP TABLE k8s.%I', r.table_name);
+    ELSE
+      EXECUTE format('DELETE FROM k8s.%I WHERE cluster = $1', r.table_name) USING srv;
+    END IF;
+  END IF;
+  PERFORM @extschema@._wake_at_commit();
+  RETURN true;
+END
+$$;
+

@@ -38,6 +38,46 @@ DROP ROLE kw_nobody;
 -- unwatch of something never watched
 SELECT kwatch.unwatch('pods', server => 'down');
 
+-- unwatch checks its caller: a role granted EXECUTE removes its own watches
+-- (or its roles'), never another role's, with or without drop_table.
+CREATE ROLE kw_alice;
+CREATE ROLE kw_bob;
+CREATE ROLE kw_alice_team IN ROLE kw_alice;
+GRANT EXECUTE ON FUNCTION kwatch.unwatch(text, text, boolean) TO kw_alice, kw_bob;
+SELECT kwatch.create_mirror_table('configmaps', '', 'v1', 'configmaps');
+INSERT INTO kwatch.registrations (server, resource, api_group, api_version, plural, kind,
+                                  namespaced, table_name, channel, owner)
+VALUES ('down', 'configmaps', '', 'v1', 'configmaps', 'ConfigMap', true, 'configmaps',
+        'kwatch_configmaps', 'kw_alice'::regrole);
+INSERT INTO k8s.configmaps (cluster, uid, resource_version, object)
+VALUES ('down', 'u1', '1', '{"metadata": {"name": "a", "namespace": "n", "uid": "u1"}}');
+SET ROLE kw_bob;
+SELECT kwatch.unwatch('configmaps', server => 'down');
+SELECT kwatch.unwatch('configmaps', server => 'down', drop_table => true);
+RESET ROLE;
+SELECT count(*) AS watches_left FROM kwatch.registrations;
+SELECT count(*) AS rows_left FROM k8s.configmaps;
+-- a member of the owning role may
+SET ROLE kw_alice_team;
+SELECT kwatch.unwatch('configmaps', server => 'down');
+RESET ROLE;
+SELECT count(*) AS watches_left FROM kwatch.registrations;
+-- a watch whose role is gone: superusers only
+INSERT INTO kwatch.registrations (server, resource, api_group, api_version, plural, kind,
+                                  namespaced, table_name, channel, owner)
+VALUES ('down', 'configmaps', '', 'v1', 'configmaps', 'ConfigMap', true, 'configmaps',
+        'kwatch_configmaps', 'kw_bob'::regrole);
+REVOKE EXECUTE ON FUNCTION kwatch.unwatch(text, text, boolean) FROM kw_bob;
+DROP ROLE kw_bob;
+SET ROLE kw_alice;
+SELECT kwatch.unwatch('configmaps', server => 'down');
+RESET ROLE;
+SELECT kwatch.unwatch('configmaps', server => 'down', drop_table => true);
+SELECT to_regclass('k8s.configmaps');
+REVOKE EXECUTE ON FUNCTION kwatch.unwatch(text, text, boolean) FROM kw_alice;
+DROP ROLE kw_alice_team;
+DROP ROLE kw_alice;
+
 -- Helper functions of the generated columns.
 SELECT kwatch.k8s_timestamp('2024-05-01T10:00:00Z') AT TIME ZONE 'UTC' AS ts;
 SELECT kwatch.k8s_timestamp(NULL) IS NULL AS null_ok;
