@@ -131,8 +131,9 @@ SELECT count(*) AS errors FROM generate_series(1, 200) i
 --
 ALTER SERVER kc OPTIONS (SET kubeconfig :'multi');
 -- a path override replaces the -data field; credentials are replaced whole
+-- (insecure_skip_tls_verify would conflict with the CA: options.sql)
 ALTER SERVER kc OPTIONS (ADD certificate_authority '/etc/kwatch/ca.crt',
-                         ADD insecure_skip_tls_verify 'true',
+                         ADD tls_server_name 'kc.internal',
                          ADD token_file '/var/run/kwatch/token');
 SELECT pg_temp.show('kc');
 -- the PUBLIC mapping applies to everyone without one of their own

@@ -27,6 +27,15 @@ CREATE SERVER k_certs FOREIGN DATA WRAPPER kwatch
   OPTIONS (api_server 'http://10.0.0.1:8080',
            client_certificate '/etc/kwatch/client.crt',
            client_key '/etc/kwatch/client.key');
+-- plain http needs a superuser's explicit allow_insecure_http
+CREATE SERVER k_certs FOREIGN DATA WRAPPER kwatch
+  OPTIONS (api_server 'http://10.0.0.1:8080', allow_insecure_http 'true',
+           client_certificate '/etc/kwatch/client.crt',
+           client_key '/etc/kwatch/client.key');
+-- skipping TLS verification and naming a CA exclude each other (kubectl's rule)
+CREATE SERVER bad FOREIGN DATA WRAPPER kwatch
+  OPTIONS (api_server 'https://x', insecure_skip_tls_verify 'true',
+           certificate_authority '/etc/kubernetes/pki/ca.crt');
 SELECT srvname, srvoptions FROM pg_foreign_server
  WHERE srvname LIKE 'k\_%' ORDER BY srvname;
 
@@ -144,6 +153,15 @@ CREATE SERVER u_api FOREIGN DATA WRAPPER kwatch
   OPTIONS (api_server 'https://k8s.example.com', tls_server_name 'k8s');
 CREATE USER MAPPING FOR CURRENT_USER SERVER u_api OPTIONS (token_file '/etc/shadow');
 CREATE USER MAPPING FOR CURRENT_USER SERVER u_api OPTIONS (token 'mine');
+-- transport-weakening options are a superuser's
+CREATE SERVER u_bad FOREIGN DATA WRAPPER kwatch
+  OPTIONS (api_server 'https://x', insecure_skip_tls_verify 'true');
+CREATE SERVER u_bad FOREIGN DATA WRAPPER kwatch
+  OPTIONS (api_server 'http://x', allow_insecure_http 'true');
+CREATE SERVER u_bad FOREIGN DATA WRAPPER kwatch OPTIONS (api_server 'http://x');
+ALTER SERVER u_api OPTIONS (ADD insecure_skip_tls_verify 'true');
+-- 'false' weakens nothing
+ALTER SERVER u_api OPTIONS (ADD insecure_skip_tls_verify 'false');
 -- A server a superuser set up with a file can't be altered by others.
 RESET ROLE;
 ALTER SERVER k_api OWNER TO kwatch_regress_user;

@@ -98,6 +98,7 @@ static const KwFdwOption kw_fdw_options[] = {
 	{"token_file", ForeignServerRelationId, KW_OPT_FILES},
 	{"tls_server_name", ForeignServerRelationId, KW_OPT_HEADER},
 	{"insecure_skip_tls_verify", ForeignServerRelationId, KW_OPT_BOOL},
+	{"allow_insecure_http", ForeignServerRelationId, KW_OPT_BOOL},
 
 	/* USER MAPPING: the user's own credentials */
 	{"token", UserMappingRelationId, KW_OPT_SECRET | KW_OPT_HEADER},
@@ -137,11 +138,14 @@ static const char *kw_closest_option(const char *keyword, Oid catalog);
 static void kw_check_value(DefElem *def, const KwFdwOption *opt);
 static void kw_check_server_options(List *options);
 static void kw_check_user_mapping_options(List *options);
+static void kw_check_transport_options(List *options);
 static void kw_check_foreign_table_options(List *options);
 static void kw_check_conflict(List *options, const char *a, const char *b);
 static DefElem *kw_get_option(List *options, const char *name);
 static char *kw_option_string(List *options, const char *name);
-static List *kw_user_mapping_options(Oid userid, Oid serverid);
+static List *kw_user_mapping_options(Oid userid, ForeignServer *server);
+static KwClusterConfig *cluster_config(const char *server_name, Oid userid,
+									   bool check_transport);
 static void kw_apply_options(KwClusterConfig *cfg, List *options);
 static char *kw_strip_slashes(const char *url);
 static void kw_json_string(StringInfo buf, const char *key, const char *value);
@@ -458,6 +462,53 @@ kw_check_server_options(List *options)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED),
 				 errmsg("options \"client_certificate\" and \"client_key\" must be set together")));
+
+	kw_check_transport_options(options);
+}
+
+/*
+ * kw_check_transport_options
+ *		The transport rules of a server's own options (README "Security"):
+ *		the options that weaken transport security, insecure_skip_tls_verify
+ *		and allow_insecure_http, are a superuser's to set, as postgres_fdw
+ *		keeps password_required 'false' to superusers; a CA and skipping
+ *		verification exclude each other, as kubectl refuses them together
+ *		(k8s.io/client-go/transport/transport.go: "specifying a root
+ *		certificates file with the insecure flag is not allowed"); a plain
+ *		http api_server needs allow_insecure_http, since credentials would
+ *		travel in clear.  Raises ERRCODE_INSUFFICIENT_PRIVILEGE,
+ *		ERRCODE_SYNTAX_ERROR or ERRCODE_INVALID_PARAMETER_VALUE.
+ */
+static void
+kw_check_transport_options(List *options)
+{
+	DefElem    *insecure = kw_get_option(options, "insecure_skip_tls_verify");
+	DefElem    *http = kw_get_option(options, "allow_insecure_http");
+	char	   *api_server = kw_option_string(options, "api_server");
+	const char *weak[2] = {NULL, NULL};
+
+	if (insecure && defGetBoolean(insecure))
+		weak[0] = "insecure_skip_tls_verify";
+	if (http && defGetBoolean(http))
+		weak[1] = "allow_insecure_http";
+	for (int i = 0; i < 2; i++)
+		if (weak[i] && !superuser())
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("only superusers can set option \"%s\"", weak[i]),
+					 errdetail("It lets credentials reach a server whose identity is not checked or travel in clear.")));
+
+	if (weak[0] && kw_get_option(options, "certificate_authority") != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYNTAX_ERROR),
+				 errmsg("options \"insecure_skip_tls_verify\" and \"certificate_authority\" cannot be used together"),
+				 errhint("A server with a CA is verified; drop one of the two, as kubectl requires.")));
+
+	if (api_server && pg_strncasecmp(api_server, "http://", 7) == 0 && !weak[1])
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("api_server \"%s\" is plain http: credentials would travel in clear", api_server),
+				 errhint("Use https, or have a superuser add OPTIONS (allow_insecure_http 'true').")));
 }
 
 /*
@@ -597,6 +648,17 @@ kw_option_string(List *options, const char *name)
 KwClusterConfig *
 kw_cluster_config_for_server(const char *server_name, Oid userid)
 {
+	return cluster_config(server_name, userid, true);
+}
+
+/*
+ * cluster_config: kw_cluster_config_for_server's work; `check_transport`
+ * false only for kwatch.server_config(), which shows what a server resolves
+ * to, refused settings included, and connects to nothing.
+ */
+static KwClusterConfig *
+cluster_config(const char *server_name, Oid userid, bool check_transport)
+{
 	ForeignServer *server;
 	ForeignDataWrapper *fdw;
 	KwClusterConfig *cfg;
@@ -642,7 +704,31 @@ kw_cluster_config_for_server(const char *server_name, Oid userid)
 				 errhint("Set one of the options \"kubeconfig\", \"api_server\" or \"in_cluster\" with ALTER SERVER.")));
 
 	kw_apply_options(cfg, opts);
-	kw_apply_options(cfg, kw_user_mapping_options(userid, server->serverid));
+	kw_apply_options(cfg, kw_user_mapping_options(userid, server));
+
+	/*
+	 * The transport rules again on the resolved settings, which a kubeconfig
+	 * may have supplied (kw_check_transport_options).
+	 */
+	if (check_transport && cfg->insecure_skip_tls_verify && (cfg->ca_file || cfg->ca_data))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("server \"%s\" both skips TLS verification and names a certificate authority",
+						server->servername),
+				 errhint("kubectl refuses this too: drop insecure-skip-tls-verify or the CA.")));
+	if (check_transport && cfg->api_server &&
+		pg_strncasecmp(cfg->api_server, "http://", 7) == 0)
+	{
+		DefElem    *http = kw_get_option(opts, "allow_insecure_http");
+
+		if (!(http && defGetBoolean(http)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("the API server of server \"%s\" is plain http: credentials would travel in clear",
+							server->servername),
+					 errdetail("API server: %s", cfg->api_server),
+					 errhint("Use https, or have a superuser add OPTIONS (allow_insecure_http 'true') to the server.")));
+	}
 
 	cfg->server_name = pstrdup(server->servername);
 	return cfg;
@@ -650,20 +736,34 @@ kw_cluster_config_for_server(const char *server_name, Oid userid)
 
 /*
  * kw_user_mapping_options
- *		The options of userid's mapping for serverid, else of the PUBLIC
- *		mapping, else NIL.
+ *		The options of userid's mapping for `server`, else of its PUBLIC
+ *		mapping (GetUserMapping's two syscache lookups, foreign/foreign.c).
  *
- * GetUserMapping (foreign/foreign.c) does the same two syscache lookups but
- * raises an error when there is no mapping; kwatch allows none.  Returns a
- * list of DefElem palloc'd in CurrentMemoryContext.
+ * Without either, only a superuser goes on with the server's own
+ * credentials (its kubeconfig's, token_file, ...): any other role would
+ * gain them just by having USAGE on the server, so it gets postgres_fdw's
+ * error instead (ERRCODE_UNDEFINED_OBJECT, "user mapping not found"); a
+ * PUBLIC mapping, even an empty one, is how an admin shares them on
+ * purpose.  A role that no longer exists (a watch registered by a dropped
+ * role) is refused too, never re-homed to PUBLIC's or the server's
+ * credentials.  Returns a list of DefElem palloc'd in CurrentMemoryContext.
  */
 static List *
-kw_user_mapping_options(Oid userid, Oid serverid)
+kw_user_mapping_options(Oid userid, ForeignServer *server)
 {
+	Oid			serverid = server->serverid;
 	HeapTuple	tp;
 	Datum		datum;
 	bool		isnull;
 	List	   *options = NIL;
+
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(userid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist", userid),
+				 errdetail("It registered a watch on server \"%s\"; its credentials are not handed to anyone else.",
+						   server->servername),
+				 errhint("Unwatch it and watch it again as an existing role.")));
 
 	tp = SearchSysCache2(USERMAPPINGUSERSERVER,
 						 ObjectIdGetDatum(userid),
@@ -673,7 +773,18 @@ kw_user_mapping_options(Oid userid, Oid serverid)
 							 ObjectIdGetDatum(InvalidOid),
 							 ObjectIdGetDatum(serverid));
 	if (!HeapTupleIsValid(tp))
-		return NIL;
+	{
+		if (superuser_arg(userid))
+			return NIL;
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("user mapping not found for user \"%s\", server \"%s\"",
+						GetUserNameFromId(userid, false), server->servername),
+				 errdetail("Without one, only superusers use the server's own credentials."),
+				 errhint("CREATE USER MAPPING FOR %s SERVER %s OPTIONS (token '...'), or FOR PUBLIC to share the server's credentials.",
+						 quote_identifier(GetUserNameFromId(userid, false)),
+						 quote_identifier(server->servername))));
+	}
 
 	datum = SysCacheGetAttr(USERMAPPINGUSERSERVER, tp,
 							Anum_pg_user_mapping_umoptions, &isnull);
@@ -768,7 +879,7 @@ Datum
 kwatch_server_config(PG_FUNCTION_ARGS)
 {
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	KwClusterConfig *cfg = kw_cluster_config_for_server(name, GetUserId());
+	KwClusterConfig *cfg = cluster_config(name, GetUserId(), false);
 	StringInfoData buf;
 
 	initStringInfo(&buf);

@@ -56,7 +56,8 @@ def test_missing_server(ctx, fake):
 
 def test_unreachable_server(ctx):
     name = ctx.base + "-down"
-    sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {})")
+    sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
+                  " allow_insecure_http 'true')")
         .format(pgsql.Identifier(name), pgsql.Literal("http://127.0.0.1:%d" % free_port())))
     ctx.servers.append(name)
     e = watch_error("pods", name)

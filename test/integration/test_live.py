@@ -374,7 +374,7 @@ def test_cancel_interrupts_a_list_in_flight(ctx):
     name = ctx.base + "-stalled"
     try:
         sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
-                      " use_remote_estimate 'false')").format(
+                      " use_remote_estimate 'false', allow_insecure_http 'true')").format(
             pgsql.Identifier(name), pgsql.Literal("http://127.0.0.1:%d" % stalled.port)))
         ctx.servers.append(name)
         table = schema_for(ctx, "_stalled")
@@ -447,8 +447,8 @@ def status_body(code, reason, message):
 def fake_table(ctx, fake, suffix):
     name = ctx.base + suffix
     sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
-                  " use_remote_estimate 'false')").format(pgsql.Identifier(name),
-                                                          pgsql.Literal(fake.url)))
+                  " use_remote_estimate 'false', allow_insecure_http 'true')")
+        .format(pgsql.Identifier(name), pgsql.Literal(fake.url)))
     ctx.servers.append(name)
     table = schema_for(ctx, suffix)
     sql(pgsql.SQL("CREATE FOREIGN TABLE {} (namespace text, name text, uid text, labels jsonb,"
@@ -510,7 +510,7 @@ def test_stalled_server_times_out_clearly(ctx, settings):
     name = ctx.base + "-stalled"
     try:
         sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
-                      " use_remote_estimate 'false')").format(
+                      " use_remote_estimate 'false', allow_insecure_http 'true')").format(
             pgsql.Identifier(name), pgsql.Literal("http://127.0.0.1:%d" % stalled.port)))
         ctx.servers.append(name)
         table = schema_for(ctx, "_stalled")
