@@ -37,7 +37,14 @@ $$;
 -- ---------------------------------------------------------------------
 
 ALTER TABLE @extschema@.registrations
-  ADD COLUMN secret_data boolean NOT NULL DEFAULT false;
+  ADD COLUMN secret_data boolean NOT NULL DEFAULT false,
+  -- what a NOTIFY says: 'full' (type, cluster, namespace, name, uid,
+  -- resource_version, seq) or 'minimal' (seq and type only); channels are
+  -- public (anyone may LISTEN), so Secrets default to 'minimal'
+  ADD COLUMN notify_payload text NOT NULL DEFAULT 'full'
+    CHECK (notify_payload IN ('full', 'minimal'));
+UPDATE @extschema@.registrations SET notify_payload = 'minimal'
+ WHERE api_group = '' AND plural = 'secrets';
 
 -- redact_secret(object jsonb) -> jsonb: the Secret `object` with each value
 -- of data and stringData, and the annotation
@@ -70,7 +77,7 @@ $$;
 DROP FUNCTION @extschema@.watch(text, text, text, text, text, boolean, text);
 
 -- watch(resource, server, namespace, label_selector, field_selector, notify,
--- table_name, secret_data) -> regclass: registers a watch of `resource` ("pods", "pod",
+-- table_name, secret_data, notify_payload) -> regclass: registers a watch of `resource` ("pods", "pod",
 -- "po", "deployments.apps", a CRD's plural...) on foreign server `server`
 -- and returns its mirror table (k8s.<plural>, group-qualified on a name
 -- collision).  Syncing starts when the calling transaction commits.
@@ -81,6 +88,8 @@ DROP FUNCTION @extschema@.watch(text, text, text, text, text, boolean, text);
 -- A watch of Secrets stores each value of data and stringData, and the
 -- last-applied annotation, as a keyed digest (src/redact.c) unless
 -- secret_data => true: the mirror's readers are not the cluster's.
+-- notify_payload: 'full' or 'minimal' (seq and type: anyone may LISTEN on
+-- a channel); default 'minimal' for Secrets, 'full' otherwise.
 CREATE FUNCTION watch(resource text,
                       server text DEFAULT NULL,
                       namespace text DEFAULT NULL,
@@ -88,7 +97,8 @@ CREATE FUNCTION watch(resource text,
                       field_selector text DEFAULT NULL,
                       notify boolean DEFAULT true,
                       table_name text DEFAULT NULL,
-                      secret_data boolean DEFAULT false)
+                      secret_data boolean DEFAULT false,
+                      notify_payload text DEFAULT NULL)
 RETURNS regclass
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -126,6 +136,14 @@ BEGIN
             HINT = 'Leave out namespace => for cluster-scoped resources.';
   END IF;
   canonical := CASE d.api_group WHEN '' THEN d.plural ELSE d.plural || '.' || d.api_group END;
+  notify_payload := COALESCE(notify_payload,
+                             CASE WHEN d.api_group = '' AND d.plural = 'secrets' THEN 'minimal'
+                                  ELSE 'full' END);
+  IF notify_payload NOT IN ('full', 'minimal') THEN
+    RAISE EXCEPTION 'invalid notify_payload "%"', notify_payload
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Use ''full'' (identity of each change) or ''minimal'' (seq and type only).';
+  END IF;
 
   SELECT * INTO existing FROM @extschema@.registrations r
   WHERE r.server = srv AND r.api_group = d.api_group AND r.plural = d.plural;
@@ -135,6 +153,7 @@ BEGIN
        AND existing.field_selector IS NOT DISTINCT FROM field_selector
        AND existing.notify = watch.notify
        AND existing.secret_data = COALESCE(watch.secret_data, false)
+       AND existing.notify_payload = watch.notify_payload
        AND (watch.table_name IS NULL OR existing.table_name = watch.table_name) THEN
       RETURN format('k8s.%I', existing.table_name)::regclass;
     END IF;
@@ -195,19 +214,24 @@ BEGIN
   INSERT INTO @extschema@.registrations
     (server, resource, api_group, api_version, plural, kind, namespaced,
      namespace, label_selector, field_selector, table_name, channel, notify, owner,
-     secret_data)
+     secret_data, notify_payload)
   VALUES (srv, canonical, d.api_group, d.api_version, d.plural, d.kind, d.namespaced,
           namespace, label_selector, field_selector, tbl, 'kwatch_' || tbl,
-          watch.notify, d.caller, COALESCE(watch.secret_data, false));
+          watch.notify, d.caller, COALESCE(watch.secret_data, false), watch.notify_payload);
 
   PERFORM @extschema@._wake_at_commit();
   RETURN rel;
 END
 $$;
 
-REVOKE ALL ON FUNCTION @extschema@.watch(text, text, text, text, text, boolean, text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.watch(text, text, text, text, text, boolean, text, boolean, text) FROM PUBLIC;
 
-CREATE OR REPLACE VIEW watches AS
+-- kwatch.watches shows a role the watches it may know of: those it
+-- registered (or a role it belongs to did), and those of servers it has
+-- USAGE on; superusers see all.  Selectors, namespaces and the API
+-- server's error text are no one else's business.  security_barrier: no
+-- function in a user's WHERE clause sees the rows filtered out.
+CREATE OR REPLACE VIEW watches WITH (security_barrier) AS
 SELECT r.id,
        r.server,
        r.resource,
@@ -230,9 +254,15 @@ SELECT r.id,
        s.added, s.modified, s.deleted, s.bookmarks, s.notifications,
        s.skipped_objects, s.sanitized_objects,
        s.http_errors, s.decode_errors, s.database_errors,
-       r.secret_data
+       r.secret_data, r.notify_payload
 FROM @extschema@.registrations r
 LEFT JOIN @extschema@.watch_status() s ON s.watch_id = r.id
+WHERE CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles a WHERE a.oid = r.owner)
+           THEN pg_catalog.pg_has_role(r.owner, 'USAGE') ELSE false END
+   OR EXISTS (SELECT 1 FROM pg_catalog.pg_foreign_server fs
+              WHERE fs.srvname = r.server
+                AND pg_catalog.has_server_privilege(fs.oid, 'USAGE'))
+   OR (SELECT a.rolsuper FROM pg_catalog.pg_roles a WHERE a.rolname = current_user)
 ORDER BY r.id;
 
 -- ---------------------------------------------------------------------

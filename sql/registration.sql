@@ -51,6 +51,11 @@ VALUES ('down', 'configmaps', '', 'v1', 'configmaps', 'ConfigMap', true, 'config
         'kwatch_configmaps', 'kw_alice'::regrole);
 INSERT INTO k8s.configmaps (cluster, uid, resource_version, object)
 VALUES ('down', 'u1', '1', '{"metadata": {"name": "a", "namespace": "n", "uid": "u1"}}');
+-- kwatch.watches shows a role its own watches (and those of servers it may use)
+SET ROLE kw_bob;
+SELECT resource, server FROM kwatch.watches;
+SET ROLE kw_alice;
+SELECT resource, server FROM kwatch.watches;
 SET ROLE kw_bob;
 SELECT kwatch.unwatch('configmaps', server => 'down');
 SELECT kwatch.unwatch('configmaps', server => 'down', drop_table => true);

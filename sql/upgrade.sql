@@ -55,9 +55,9 @@ SELECT object->'data'->>'password' = object->'data'->>'same' AS equal_values_equ
 -- the digest function is not for everyone: it would let anyone test guesses
 SELECT has_function_privilege('public', 'kwatch.redact_secret(jsonb)', 'EXECUTE');
 SELECT kwatch.redact_secret('[1]');
--- new watch parameter and status column
+-- new watch parameters and status columns; Secrets notify seq and type only
 SELECT pg_get_function_identity_arguments('kwatch.watch'::regproc);
-SELECT secret_data FROM kwatch.watches ORDER BY id;
+SELECT resource, secret_data, notify_payload FROM kwatch.watches ORDER BY id;
 
 DELETE FROM kwatch.registrations;
 DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets;

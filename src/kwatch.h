@@ -338,6 +338,7 @@ typedef struct KwRegistration
 	char	   *channel;
 	bool		notify;
 	bool		secret_data;	/* store a Secret's values in clear (redact.c) */
+	bool		notify_minimal; /* notify_payload 'minimal': seq and type only */
 	Oid			owner;
 	char	   *resource_version;	/* checkpoint: resume point */
 	char	   *created_at;		/* with id, tells a re-created registration apart */

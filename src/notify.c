@@ -100,7 +100,10 @@ kw_notify_payload(int64 seq, const char *type, const char *cluster,
  * its number in the event stream (kw_events_append), 0 for none.  Must run
  * in the transaction that made the change.  A payload that would still
  * exceed the limit (only with absurd control-character-laden names) is sent
- * with namespace and name left out rather than dropped.
+ * with namespace and name left out rather than dropped.  A watch with
+ * notify_payload 'minimal' sends {"seq":N,"type":"..."} only: anyone may
+ * LISTEN on a channel, and names can be sensitive (a Secret's say); a
+ * reader with the rights looks the change up in kwatch.events by seq.
  */
 void
 kw_notify(KwRegistration *reg, KwEventType type, const char *namespace,
@@ -111,6 +114,19 @@ kw_notify(KwRegistration *reg, KwEventType type, const char *namespace,
 
 	if (!reg->notify)
 		return;
+	if (reg->notify_minimal)
+	{
+		StringInfoData buf;
+
+		initStringInfo(&buf);
+		appendStringInfoChar(&buf, '{');
+		if (seq > 0)
+			appendStringInfo(&buf, "\"seq\":" INT64_FORMAT ",", seq);
+		appendStringInfo(&buf, "\"type\":\"%s\"}", kw_event_type_name(type));
+		Async_Notify(reg->channel, buf.data);
+		pfree(buf.data);
+		return;
+	}
 	payload = kw_notify_payload(seq, kw_event_type_name(type), reg->server,
 								namespace, name, uid, resource_version);
 	if (strlen(payload) >= KW_NOTIFY_MAX)

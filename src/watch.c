@@ -1273,6 +1273,7 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 	r->channel = pstrdup(reg->channel);
 	r->notify = reg->notify;
 	r->secret_data = reg->secret_data;
+	r->notify_minimal = reg->notify_minimal;
 	r->owner = reg->owner;
 	r->resource_version = NULL;
 	r->created_at = reg->created_at ? pstrdup(reg->created_at) : NULL;
@@ -1351,5 +1352,6 @@ kw_watch_same_registration(KwWatch *w, KwRegistration *reg)
 		str_eq(r->table_name, reg->table_name) &&
 		str_eq(r->channel, reg->channel) &&
 		r->notify == reg->notify && r->owner == reg->owner &&
-		r->secret_data == reg->secret_data;
+		r->secret_data == reg->secret_data &&
+		r->notify_minimal == reg->notify_minimal;
 }

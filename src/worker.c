@@ -198,8 +198,13 @@ read_registrations_body(void *arg)
 	kw_events_restore();		/* continue the event stream's sequence */
 	rc = SPI_execute("SELECT id, server, api_group, api_version, plural, kind, namespaced,"
 					 " namespace, label_selector, field_selector, table_name, channel,"
-					 " notify, owner, resource_version, created_at, secret_data"
-					 " FROM kwatch.registrations ORDER BY id", true, 0);
+					 " notify, owner, resource_version, created_at,"
+	/* columns of 0.2.0, read so that a 0.1.0 schema not yet updated works */
+					 " COALESCE((to_jsonb(r)->>'secret_data')::boolean, false),"
+					 " COALESCE(to_jsonb(r)->>'notify_payload',"
+					 "   CASE WHEN api_group = '' AND plural = 'secrets' THEN 'minimal'"
+					 "   ELSE 'full' END) = 'minimal'"
+					 " FROM kwatch.registrations r ORDER BY id", true, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read kwatch.registrations: %s", SPI_result_code_string(rc));
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -226,6 +231,7 @@ read_registrations_body(void *arg)
 		r->resource_version = getstr(t, d, 15, a->cxt);
 		r->created_at = getstr(t, d, 16, a->cxt);
 		r->secret_data = DatumGetBool(SPI_getbinval(t, d, 17, &isnull));
+		r->notify_minimal = DatumGetBool(SPI_getbinval(t, d, 18, &isnull));
 		a->regs = lappend(a->regs, r);
 	}
 }
