@@ -209,7 +209,25 @@ BEGIN
       USING ERRCODE = 'name_too_long', HINT = 'Pass a shorter table_name => ''...''.';
   END IF;
 
-  rel := @extschema@.create_mirror_table(tbl, d.api_group, d.api_version, d.plural);
+  -- A new mirror table belongs to the registering role: the worker writes
+  -- it as its owner (src/sync.c), so a trigger on it runs with the owner's
+  -- rights, never a superuser's.  Another role's existing table takes only
+  -- the watches of roles that may write it.
+  IF to_regclass(format('k8s.%I', tbl)) IS NULL THEN
+    rel := @extschema@.create_mirror_table(tbl, d.api_group, d.api_version, d.plural);
+    EXECUTE format('ALTER TABLE %s OWNER TO %s', rel, d.caller::regrole);
+    EXECUTE format('GRANT USAGE ON SCHEMA k8s TO %s', d.caller::regrole);
+  ELSE
+    rel := @extschema@.create_mirror_table(tbl, d.api_group, d.api_version, d.plural);
+    IF NOT pg_has_role(d.caller, (SELECT relowner FROM pg_class WHERE oid = rel), 'USAGE')
+       AND NOT has_table_privilege(d.caller, rel, 'INSERT, UPDATE, DELETE') THEN
+      RAISE EXCEPTION 'permission denied for table %', rel
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = format('%s mirrors %s for another role; the worker would write your rows as its owner.',
+                              rel, canonical),
+              HINT = 'Its owner can GRANT INSERT, UPDATE, DELETE on it, or pass table_name => for a table of your own.';
+    END IF;
+  END IF;
 
   INSERT INTO @extschema@.registrations
     (server, resource, api_group, api_version, plural, kind, namespaced,
@@ -269,6 +287,15 @@ ORDER BY r.id;
 -- unwatch checks its caller (README "Security"): only the role that
 -- registered a watch, a member of it, or a superuser may remove it.
 -- ---------------------------------------------------------------------
+
+-- _delete_cluster_rows(rel, cluster) -> bigint: deletes the rows of
+-- `cluster` from mirror table `rel` as the table's owner, under
+-- SECURITY_RESTRICTED_OPERATION (src/sync.c).
+CREATE FUNCTION @extschema@._delete_cluster_rows(rel regclass, cluster text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'kwatch_delete_cluster_rows'
+LANGUAGE C STRICT;
+REVOKE ALL ON FUNCTION @extschema@._delete_cluster_rows(regclass, text) FROM PUBLIC;
 
 -- _check_watch_owner(owner, server, resource): raises insufficient_privilege
 -- unless the caller outside SECURITY DEFINER is a superuser or has the
@@ -340,7 +367,8 @@ BEGIN
                                   WHERE x.table_name = r.table_name) THEN
       EXECUTE format('DROP TABLE k8s.%I', r.table_name);
     ELSE
-      EXECUTE format('DELETE FROM k8s.%I WHERE cluster = $1', r.table_name) USING srv;
+      -- as the table's owner: its DELETE triggers never run as the definer
+      PERFORM @extschema@._delete_cluster_rows(format('k8s.%I', r.table_name)::regclass, srv);
     END IF;
   END IF;
   PERFORM @extschema@._wake_at_commit();

@@ -40,7 +40,13 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "catalog/pg_class.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 
 #include "kwatch.h"
 
@@ -109,6 +115,72 @@ kw_sync_in_transaction(KwTxnBody body, void *arg, char **errmsg, int *sqlstate)
 	MemoryContextSwitchTo(oldcxt);
 	pgstat_report_stat(false);
 	return ok;
+}
+
+/*
+ * The mirror table's writes run as its owner: with the owner's rights,
+ * under SECURITY_RESTRICTED_OPERATION, with search_path pinned to
+ * pg_catalog, pg_temp; PostgreSQL runs maintenance on a user's table the
+ * same way (ExecRefreshMatView, vacuum_rel, index_build in
+ * src/backend/commands and catalog/index.c).  A trigger or a rule a
+ * table's owner adds then runs with the owner's rights, never the worker's
+ * superuser's.  The worker's own tables (registrations, event_state, the
+ * staging table) are written outside, as the worker.
+ */
+typedef struct KwAsOwner
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+	bool		switched;
+} KwAsOwner;
+
+/*
+ * table_owner: the owner of mirror table k8s.<table_name>.  ERRORs
+ * (42P01) when it is gone.
+ */
+static Oid
+table_owner(KwRegistration *reg)
+{
+	Oid			relid = RangeVarGetRelid(makeRangeVar("k8s", reg->table_name, -1),
+										 NoLock, false);
+	HeapTuple	tp = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tp))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tp))->relowner;
+	ReleaseSysCache(tp);
+	return owner;
+}
+
+/* as_owner_begin: from here on, act as `owner` (see KwAsOwner). */
+static void
+as_owner_begin(Oid owner, KwAsOwner *s)
+{
+	GetUserIdAndSecContext(&s->save_userid, &s->save_sec_context);
+	SetUserIdAndSecContext(owner, s->save_sec_context |
+						   SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	s->save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+	s->switched = true;
+}
+
+/*
+ * as_owner_end: back to the worker's identity.  On ERROR nothing is needed:
+ * AbortTransaction restores both (xact.c).
+ */
+static void
+as_owner_end(KwAsOwner *s)
+{
+	if (!s->switched)
+		return;
+	AtEOXact_GUC(false, s->save_nestlevel);
+	SetUserIdAndSecContext(s->save_userid, s->save_sec_context);
+	s->switched = false;
 }
 
 static SPIPlanPtr
@@ -205,6 +277,7 @@ kw_sync_apply_events(KwSyncPlans *p, KwRegistration *reg, KwEvent *events,
 					 int nevents, const char *resume_rv, KwApplyCounts *counts)
 {
 	Datum		cluster = CStringGetTextDatum(reg->server);
+	KwAsOwner	as_owner = {0};
 
 	save_checkpoint(p, reg, resume_rv);
 
@@ -224,6 +297,7 @@ kw_sync_apply_events(KwSyncPlans *p, KwRegistration *reg, KwEvent *events,
 									 p->qualified), 2, dtypes);
 	}
 
+	as_owner_begin(table_owner(reg), &as_owner);
 	for (int i = 0; i < nevents; i++)
 	{
 		KwEvent    *ev = &events[i];
@@ -278,6 +352,7 @@ kw_sync_apply_events(KwSyncPlans *p, KwRegistration *reg, KwEvent *events,
 		}
 		SPI_freetuptable(SPI_tuptable);
 	}
+	as_owner_end(&as_owner);
 	kw_events_checkpoint();
 }
 
@@ -581,6 +656,8 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 	Datum		cluster = CStringGetTextDatum(reg->server);
 	int			rc;
 	const char *stage = quote_identifier(p->stage_table);
+	Oid			owner;
+	KwAsOwner	as_owner = {0};
 
 	save_checkpoint(p, reg, list_rv);
 
@@ -633,6 +710,14 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 									p->qualified, stage), 1, types);
 	}
 
+	/* the owner reads the staging table in the merge and the sweep */
+	owner = table_owner(reg);
+	if (!superuser_arg(owner) &&
+		SPI_execute(psprintf("GRANT SELECT ON pg_temp.%s TO %s", stage,
+							 quote_identifier(GetUserNameFromId(owner, false))),
+					false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not grant the staging table to the mirror's owner");
+	as_owner_begin(owner, &as_owner);
 	rc = SPI_execute_plan(p->merge, &cluster, NULL, false, 0);
 	if (rc != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "relist merge failed: %s", SPI_result_code_string(rc));
@@ -644,8 +729,50 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 		elog(ERROR, "relist sweep failed: %s", SPI_result_code_string(rc));
 	notify_rows(reg, KW_EV_DELETED, false, counts);
 	SPI_freetuptable(SPI_tuptable);
+	as_owner_end(&as_owner);
 	kw_events_checkpoint();
 
 	if (SPI_execute(psprintf("TRUNCATE pg_temp.%s", stage), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not empty staging table");
+}
+
+PG_FUNCTION_INFO_V1(kwatch_delete_cluster_rows);
+
+/*
+ * kwatch_delete_cluster_rows: SQL kwatch._delete_cluster_rows(rel regclass,
+ * cluster text) -> bigint, the rows of `cluster` deleted from mirror table
+ * `rel` as its owner (KwAsOwner), so that kwatch.unwatch(), a SECURITY
+ * DEFINER function, never fires a table owner's DELETE trigger with its
+ * definer's rights.  ERRORs: whatever the DELETE raises.
+ */
+Datum
+kwatch_delete_cluster_rows(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Datum		cluster = PG_GETARG_DATUM(1);
+	Oid			type = TEXTOID;
+	KwAsOwner	as_owner = {0};
+	char	   *sql;
+	int64		n;
+	HeapTuple	tp = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tp))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	owner = ((Form_pg_class) GETSTRUCT(tp))->relowner;
+	ReleaseSysCache(tp);
+	sql = psprintf("DELETE FROM %s WHERE cluster = $1",
+				   quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+											  get_rel_name(relid)));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	as_owner_begin(owner, &as_owner);
+	if (SPI_execute_with_args(sql, 1, &type, &cluster, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not delete the rows of cluster from %s", get_rel_name(relid));
+	n = (int64) SPI_processed;
+	as_owner_end(&as_owner);
+	SPI_finish();
+	PG_RETURN_INT64(n);
 }

@@ -60,7 +60,8 @@ def test_a_role_without_user_mapping_gets_no_server_credentials(ctx, role):
     ns = ctx.namespace()
     srv = ctx.server()          # its kubeconfig carries the admin's credentials
     grant(role, srv)
-    e = error_as(role, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s)", (srv, ns))
+    e = error_as(role, "SELECT kwatch.watch('replicationcontrollers', server => %s, namespace => %s)",
+                 (srv, ns))
     assert e.pgcode == "42704", e.pgerror
     assert "user mapping not found" in e.diag.message_primary, e.pgerror
     assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (srv,)) == 0
@@ -82,11 +83,14 @@ def test_a_role_without_user_mapping_gets_no_server_credentials(ctx, role):
         sql(pgsql.SQL("CREATE USER MAPPING FOR PUBLIC SERVER {}").format(pgsql.Identifier(srv)))
         rows = run_as(role, "SELECT name FROM %s.cms WHERE namespace = %%s" % schema, (ns,))
         assert ("kube-root-ca.crt",) in rows
-        assert run_as(role, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s)::text",
-                      (srv, ns)) == [("k8s.configmaps",)]
-        wait_watching(srv, "configmaps")
+        # (a resource no other test mirrors: the new table is the role's)
+        assert run_as(role, "SELECT kwatch.watch('replicationcontrollers', server => %s,"
+                      " namespace => %s)::text", (srv, ns)) == [("k8s.replicationcontrollers",)]
+        wait_watching(srv, "replicationcontrollers")
     finally:
         sql(pgsql.SQL("DROP SCHEMA {} CASCADE").format(pgsql.Identifier(schema)))
+        sql("SELECT kwatch.unwatch('replicationcontrollers', server => %s)", (srv,))
+        sql("DROP TABLE IF EXISTS k8s.replicationcontrollers")
 
 
 def test_a_dropped_role_is_not_replaced_by_other_credentials(ctx, role):
@@ -98,17 +102,17 @@ def test_a_dropped_role_is_not_replaced_by_other_credentials(ctx, role):
     # a PUBLIC mapping with the same token: what a dropped role used to fall back to
     sql(pgsql.SQL("CREATE USER MAPPING FOR PUBLIC SERVER {} OPTIONS (token {})").format(
         pgsql.Identifier(srv), pgsql.Literal(conftest.CLUSTER.token)))
-    run_as(role, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s)", (srv, ns))
-    wait_watching(srv, "configmaps")
+    run_as(role, "SELECT kwatch.watch('limitranges', server => %s, namespace => %s)", (srv, ns))
+    wait_watching(srv, "limitranges")
 
     # unwatch by another role: refused (hole 3)
     other = role + "_x"
     sql(pgsql.SQL("CREATE ROLE {}").format(pgsql.Identifier(other)))
     try:
         grant(other, srv)
-        e = error_as(other, "SELECT kwatch.unwatch('configmaps', server => %s, drop_table => true)", (srv,))
+        e = error_as(other, "SELECT kwatch.unwatch('limitranges', server => %s, drop_table => true)", (srv,))
         assert e.pgcode == "42501", e.pgerror
-        assert watch_status(srv, "configmaps") is not None
+        assert watch_status(srv, "limitranges") is not None
     finally:
         sql(pgsql.SQL("DROP OWNED BY {} CASCADE").format(pgsql.Identifier(other)))
         sql(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(other)))
@@ -120,6 +124,102 @@ def test_a_dropped_role_is_not_replaced_by_other_credentials(ctx, role):
     sql("SELECT pg_terminate_backend(%s)", (worker,))
     wait_until(lambda: sql_one("SELECT kwatch.worker_pid()") not in (None, worker), 30, "a new worker")
     st = wait_until(lambda: (lambda s: s if s and s["last_error"] and "does not exist" in s["last_error"]
-                             else None)(watch_status(srv, "configmaps")), 30, "the watch to fail")
+                             else None)(watch_status(srv, "limitranges")), 30, "the watch to fail")
     assert not st["healthy"], st
     assert st["list_calls"] == 0 and st["watch_calls"] == 0, "no request with borrowed credentials"
+    sql("SELECT kwatch.unwatch('limitranges', server => %s, drop_table => true)", (srv,))
+
+
+def test_the_worker_writes_as_the_table_owner(ctx, role):
+    """A watch registered by a role creates a mirror table that role owns,
+    and the worker writes it as that owner under SECURITY_RESTRICTED_OPERATION
+    (issue 13, hole 2): the owner's trigger runs with the owner's rights,
+    not the worker's superuser's, on inserts, updates, relist merges and
+    unwatch's deletes alike."""
+    ns = ctx.namespace()
+    srv = ctx.server(auth="token")
+    grant(role, srv)
+    r = pgsql.Identifier(role)
+    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+        r, pgsql.Identifier(srv), pgsql.Literal(conftest.CLUSTER.token)))
+    schema = pgsql.Identifier(role + "_s")
+    sql(pgsql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(schema, r))
+    try:
+        table = run_as(role, "SELECT kwatch.watch('resourcequotas', server => %s, namespace => %s)::text",
+                       (srv, ns))[0][0]
+        assert sql_one("SELECT relowner::regrole::text FROM pg_class WHERE oid = %s::regclass",
+                       (table,)) == role
+        # the owner's audit trigger: who runs it, with which rights
+        run_as(role, pgsql.SQL("""
+            CREATE TABLE {s}.audit (op text, who text, su boolean, path text);
+            CREATE FUNCTION {s}.audit_fn() RETURNS trigger LANGUAGE plpgsql AS $$
+              BEGIN
+                INSERT INTO {s}.audit VALUES (TG_OP, current_user,
+                  (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user),
+                  current_setting('search_path'));
+                RETURN NULL;
+              END $$;
+            CREATE TRIGGER audit AFTER INSERT OR UPDATE OR DELETE ON {t}
+              FOR EACH ROW EXECUTE FUNCTION {s}.audit_fn();""").format(
+            s=schema, t=pgsql.SQL(table)))
+        wait_watching(srv, "resourcequotas")
+        conftest.kubectl("create", "quota", "q1", "-n", ns, "--hard=pods=5")
+        wait_until(lambda: sql_one(pgsql.SQL("SELECT count(*) FROM {}.audit").format(schema)) >= 1,
+                   30, "the trigger on the watch's insert")
+        # a relist (worker restarted without a checkpoint) merges as the owner too
+        conftest.kubectl("create", "quota", "q2", "-n", ns, "--hard=pods=6")
+        worker = sql_one("SELECT kwatch.worker_pid()")
+        sql("SELECT pg_terminate_backend(%s)", (worker,))
+        wait_until(lambda: sql_one("SELECT kwatch.worker_pid()") != worker, 20, "the worker to exit")
+        sql("UPDATE kwatch.registrations SET resource_version = NULL WHERE server = %s", (srv,))
+        wait_until(lambda: sql_one("SELECT kwatch.worker_pid()") not in (None, worker), 30, "a new worker")
+        wait_watching(srv, "resourcequotas", timeout=60)
+        conftest.assert_table_matches_server(table, srv, ["resourcequotas", "-n", ns])
+        # unwatch deletes the rows as the owner as well
+        run_as(role, "SELECT kwatch.unwatch('resourcequotas', server => %s)", (srv,))
+        rows = sql(pgsql.SQL("SELECT op, who, su, path FROM {}.audit").format(schema))
+        assert {op for op, _, _, _ in rows} >= {"INSERT", "DELETE"}, rows
+        assert all(who == role and su is False for _, who, su, _ in rows), rows
+        assert all(path == "pg_catalog, pg_temp" for _, _, _, path in rows), rows
+    finally:
+        sql(pgsql.SQL("DROP SCHEMA {} CASCADE").format(schema))
+        sql("DROP TABLE IF EXISTS k8s.resourcequotas")
+
+
+def test_row_level_security_gives_each_tenant_its_namespace(ctx, role):
+    """The README's recipe: the mirror table's owner enables row-level
+    security and gives each tenant role the rows of its namespace; the
+    worker, writing as the owner, keeps filling the table for everyone."""
+    ns_a, ns_b = ctx.namespace("-a"), ctx.namespace("-b")
+    srv = ctx.server(auth="token")
+    grant(role, srv)
+    r = pgsql.Identifier(role)
+    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+        r, pgsql.Identifier(srv), pgsql.Literal(conftest.CLUSTER.token)))
+    tenant = role + "_tenant_a"
+    t = pgsql.Identifier(tenant)
+    sql(pgsql.SQL("CREATE ROLE {}").format(t))
+    try:
+        table = run_as(role, "SELECT kwatch.watch('podtemplates', server => %s)::text", (srv,))[0][0]
+        # podtemplates: a resource no other test watches, so the table is the role's own
+        run_as(role, pgsql.SQL("""
+            ALTER TABLE {tbl} ENABLE ROW LEVEL SECURITY;
+            CREATE POLICY tenant_a ON {tbl} FOR SELECT TO {t} USING (namespace = {ns});
+            GRANT SELECT ON {tbl} TO {t};""").format(
+            tbl=pgsql.SQL(table), t=t, ns=pgsql.Literal(ns_a)))
+        sql(pgsql.SQL("GRANT USAGE ON SCHEMA k8s TO {}").format(t))
+        wait_watching(srv, "podtemplates")
+        for ns in (ns_a, ns_b):
+            conftest.kubectl("apply", "-n", ns, "-f", "-", input=
+                             '{"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "pt"},'
+                             ' "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}')
+        wait_until(lambda: sql_one("SELECT count(*) FROM %s WHERE cluster = %%s AND name = 'pt'" % table,
+                                   (srv,)) == 2, 30, "both podtemplates mirrored")
+        seen = run_as(tenant, "SELECT namespace, name FROM %s WHERE name = 'pt'" % table)
+        assert seen == [(ns_a, "pt")], seen
+        # the owner and superusers see everything; the tenant nothing more
+        assert len(run_as(role, "SELECT 1 FROM %s WHERE name = 'pt'" % table)) == 2
+    finally:
+        sql("DROP TABLE IF EXISTS k8s.podtemplates")
+        sql(pgsql.SQL("DROP OWNED BY {} CASCADE").format(t))
+        sql(pgsql.SQL("DROP ROLE {}").format(t))
