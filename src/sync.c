@@ -6,7 +6,8 @@
  *
  * Every function here runs inside the short transaction opened by
  * kw_sync_in_transaction(): the worker never holds a transaction open while
- * it waits on the network (STYLE 6).
+ * it waits on the network: a lock or a snapshot held across a slow stream
+ * would hold back VACUUM and block DDL on the mirror tables.
  *
  *	- Watch events: one upsert or delete per event, in order, each with its
  *	  event-stream entry (events.c) and NOTIFY, then the resume

@@ -9,7 +9,7 @@
  * timeout from libcurl's timer and the watches' own deadlines (backoff,
  * inactivity).  So SIGTERM, SIGHUP and a new or removed watch (catalog.c
  * sets the latch at COMMIT) are acted on at once, however idle the watches
- * are (STYLE 5; src/test/modules/worker_spi is the skeleton).
+ * are (PostgreSQL's src/test/modules/worker_spi is the skeleton).
  *
  * Each pass: react to signals and registration changes -> let libcurl run
  * due timers -> start due requests (so a server prepares the next LIST page
