@@ -310,7 +310,8 @@ def test_error_inside_the_decoder_leaves_the_worker_running(ctx, settings):
     def failing(n):
         def check():
             st = watch_status(srv, "configmaps")
-            return st if st and st["decode_errors"] >= n else None
+            # (no counters yet while the worker has not picked the watch up)
+            return st if st and (st["decode_errors"] or 0) >= n else None
         st = wait_until(check, 60, "%d decode errors" % n)
         assert "injected error" in st["last_error"], st
         assert not st["healthy"] or st["state"] != "watching", st
@@ -332,7 +333,7 @@ def test_error_inside_the_decoder_leaves_the_worker_running(ctx, settings):
     assert_table_matches_server(table, srv, ["configmaps", "-n", ns], timeout=60)
 
     # 2. a WATCH event
-    errors = watch_status(srv, "configmaps")["decode_errors"]
+    errors = watch_status(srv, "configmaps")["decode_errors"] or 0
     settings(debug_error_on_object="poison-watched")
     kubectl("create", "configmap", "poison-watched", "-n", ns, "--from-literal=a=b")
     failing(errors + 2)

@@ -163,6 +163,20 @@ def test_the_worker_writes_as_the_table_owner(ctx, role):
               FOR EACH ROW EXECUTE FUNCTION {s}.audit_fn();""").format(
             s=schema, t=pgsql.SQL(table)))
         wait_watching(srv, "resourcequotas")
+        # another role's watch of the same resource (on another server) would be
+        # written into this role's table as its owner: refused without rights on it
+        other, srv2 = role + "_x", ctx.server("-2", auth="token")
+        sql(pgsql.SQL("CREATE ROLE {}").format(pgsql.Identifier(other)))
+        try:
+            grant(other, srv2)
+            sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+                pgsql.Identifier(other), pgsql.Identifier(srv2), pgsql.Literal(conftest.CLUSTER.token)))
+            e = error_as(other, "SELECT kwatch.watch('resourcequotas', server => %s, namespace => %s)",
+                         (srv2, ns))
+            assert e.pgcode == "42501" and "permission denied for table" in e.diag.message_primary, e.pgerror
+        finally:
+            sql(pgsql.SQL("DROP OWNED BY {} CASCADE").format(pgsql.Identifier(other)))
+            sql(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(other)))
         conftest.kubectl("create", "quota", "q1", "-n", ns, "--hard=pods=5")
         wait_until(lambda: sql_one(pgsql.SQL("SELECT count(*) FROM {}.audit").format(schema)) >= 1,
                    30, "the trigger on the watch's insert")
