@@ -204,7 +204,9 @@ BEGIN
       END IF;
     END IF;
   END IF;
-  IF length(tbl) > 56 THEN
+  -- in bytes: the channel 'kwatch_' || tbl must fit in an identifier
+  -- (NAMEDATALEN - 1 = 63 bytes), and a longer table name would be cut
+  IF octet_length(tbl) > 56 THEN
     RAISE EXCEPTION 'table name "%" is too long', tbl
       USING ERRCODE = 'name_too_long', HINT = 'Pass a shorter table_name => ''...''.';
   END IF;
