@@ -145,7 +145,9 @@ static DefElem *kw_get_option(List *options, const char *name);
 static char *kw_option_string(List *options, const char *name);
 static List *kw_user_mapping_options(Oid userid, ForeignServer *server);
 static KwClusterConfig *cluster_config(const char *server_name, Oid userid,
-									   bool check_transport);
+									   bool check_transport_rules);
+static void check_transport(const char *server_name, const char *api_server,
+							bool insecure, bool has_ca, bool allow_http);
 static void kw_apply_options(KwClusterConfig *cfg, List *options);
 static char *kw_strip_slashes(const char *url);
 static void kw_json_string(StringInfo buf, const char *key, const char *value);
@@ -476,8 +478,8 @@ kw_check_server_options(List *options)
  *		(k8s.io/client-go/transport/transport.go: "specifying a root
  *		certificates file with the insecure flag is not allowed"); a plain
  *		http api_server needs allow_insecure_http, since credentials would
- *		travel in clear.  Raises ERRCODE_INSUFFICIENT_PRIVILEGE,
- *		ERRCODE_SYNTAX_ERROR or ERRCODE_INVALID_PARAMETER_VALUE.
+ *		travel in clear (check_transport).  Raises
+ *		ERRCODE_INSUFFICIENT_PRIVILEGE or ERRCODE_INVALID_PARAMETER_VALUE.
  */
 static void
 kw_check_transport_options(List *options)
@@ -498,17 +500,35 @@ kw_check_transport_options(List *options)
 					 errmsg("only superusers can set option \"%s\"", weak[i]),
 					 errdetail("It lets credentials reach a server whose identity is not checked or travel in clear.")));
 
-	if (weak[0] && kw_get_option(options, "certificate_authority") != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_SYNTAX_ERROR),
-				 errmsg("options \"insecure_skip_tls_verify\" and \"certificate_authority\" cannot be used together"),
-				 errhint("A server with a CA is verified; drop one of the two, as kubectl requires.")));
+	check_transport(NULL, api_server, weak[0] != NULL,
+					kw_get_option(options, "certificate_authority") != NULL,
+					weak[1] != NULL);
+}
 
-	if (api_server && pg_strncasecmp(api_server, "http://", 7) == 0 && !weak[1])
+/*
+ * check_transport: the two transport rules any role is held to, on a
+ * server's own options (the validator, server_name NULL) and again on the
+ * settings it resolves to, which a kubeconfig may have supplied
+ * (cluster_config): no skipping TLS verification with a CA, no plain http
+ * API server without allow_insecure_http.  Raises
+ * ERRCODE_INVALID_PARAMETER_VALUE.
+ */
+static void
+check_transport(const char *server_name, const char *api_server, bool insecure,
+				bool has_ca, bool allow_http)
+{
+	if (insecure && has_ca)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("api_server \"%s\" is plain http: credentials would travel in clear", api_server),
-				 errhint("Use https, or have a superuser add OPTIONS (allow_insecure_http 'true').")));
+				 errmsg("TLS verification cannot be skipped for a server with a certificate authority"),
+				 server_name ? errdetail("Server \"%s\".", server_name) : 0,
+				 errhint("kubectl refuses this pair too: drop insecure_skip_tls_verify (insecure-skip-tls-verify in a kubeconfig) or the CA.")));
+	if (api_server && pg_strncasecmp(api_server, "http://", 7) == 0 && !allow_http)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("API server \"%s\" is plain http: credentials would travel in clear", api_server),
+				 server_name ? errdetail("Server \"%s\".", server_name) : 0,
+				 errhint("Use https, or have a superuser add OPTIONS (allow_insecure_http 'true') to the server.")));
 }
 
 /*
@@ -652,12 +672,12 @@ kw_cluster_config_for_server(const char *server_name, Oid userid)
 }
 
 /*
- * cluster_config: kw_cluster_config_for_server's work; `check_transport`
+ * cluster_config: kw_cluster_config_for_server's work; `check_transport_rules`
  * false only for kwatch.server_config(), which shows what a server resolves
  * to, refused settings included, and connects to nothing.
  */
 static KwClusterConfig *
-cluster_config(const char *server_name, Oid userid, bool check_transport)
+cluster_config(const char *server_name, Oid userid, bool check_transport_rules)
 {
 	ForeignServer *server;
 	ForeignDataWrapper *fdw;
@@ -706,28 +726,15 @@ cluster_config(const char *server_name, Oid userid, bool check_transport)
 	kw_apply_options(cfg, opts);
 	kw_apply_options(cfg, kw_user_mapping_options(userid, server));
 
-	/*
-	 * The transport rules again on the resolved settings, which a kubeconfig
-	 * may have supplied (kw_check_transport_options).
-	 */
-	if (check_transport && cfg->insecure_skip_tls_verify && (cfg->ca_file || cfg->ca_data))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("server \"%s\" both skips TLS verification and names a certificate authority",
-						server->servername),
-				 errhint("kubectl refuses this too: drop insecure-skip-tls-verify or the CA.")));
-	if (check_transport && cfg->api_server &&
-		pg_strncasecmp(cfg->api_server, "http://", 7) == 0)
+	/* the transport rules again, on what a kubeconfig may have supplied */
+	if (check_transport_rules)
 	{
 		DefElem    *http = kw_get_option(opts, "allow_insecure_http");
 
-		if (!(http && defGetBoolean(http)))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("the API server of server \"%s\" is plain http: credentials would travel in clear",
-							server->servername),
-					 errdetail("API server: %s", cfg->api_server),
-					 errhint("Use https, or have a superuser add OPTIONS (allow_insecure_http 'true') to the server.")));
+		check_transport(server->servername, cfg->api_server,
+						cfg->insecure_skip_tls_verify,
+						cfg->ca_file != NULL || cfg->ca_data != NULL,
+						http != NULL && defGetBoolean(http));
 	}
 
 	cfg->server_name = pstrdup(server->servername);

@@ -136,23 +136,28 @@ typedef struct KwAsOwner
 	bool		switched;
 } KwAsOwner;
 
-/*
- * table_owner: the owner of mirror table k8s.<table_name>.  ERRORs
- * (42P01) when it is gone.
- */
+/* rel_owner: the owner of relation `relid`; ERRORs (42P01) when it is gone. */
 static Oid
-table_owner(KwRegistration *reg)
+rel_owner(Oid relid)
 {
-	Oid			relid = RangeVarGetRelid(makeRangeVar("k8s", reg->table_name, -1),
-										 NoLock, false);
 	HeapTuple	tp = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	Oid			owner;
 
 	if (!HeapTupleIsValid(tp))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
 	owner = ((Form_pg_class) GETSTRUCT(tp))->relowner;
 	ReleaseSysCache(tp);
 	return owner;
+}
+
+/* table_owner: the owner of mirror table k8s.<table_name>; ERRORs (42P01). */
+static Oid
+table_owner(KwRegistration *reg)
+{
+	return rel_owner(RangeVarGetRelid(makeRangeVar("k8s", reg->table_name, -1),
+									  NoLock, false));
 }
 
 /* as_owner_begin: from here on, act as `owner` (see KwAsOwner). */
@@ -753,17 +758,10 @@ kwatch_delete_cluster_rows(PG_FUNCTION_ARGS)
 	Datum		cluster = PG_GETARG_DATUM(1);
 	Oid			type = TEXTOID;
 	KwAsOwner	as_owner = {0};
+	Oid			owner = rel_owner(relid);
 	char	   *sql;
 	int64		n;
-	HeapTuple	tp = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			owner;
 
-	if (!HeapTupleIsValid(tp))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", relid)));
-	owner = ((Form_pg_class) GETSTRUCT(tp))->relowner;
-	ReleaseSysCache(tp);
 	sql = psprintf("DELETE FROM %s WHERE cluster = $1",
 				   quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 											  get_rel_name(relid)));

@@ -622,3 +622,11 @@ def watch(resource, server, **kw):
     q = pgsql.SQL("SELECT kwatch.watch(%s, server => %s{})::text").format(
         pgsql.SQL("").join(pgsql.SQL(", ") + a for a in args))
     return sql_one(q, [resource, server, *kw.values()])
+
+
+def watch_error(resource, server, **kw):
+    """The psycopg2 error kwatch.watch(resource, server => ..., **kw) raises
+    (fails the test when it raises none)."""
+    with pytest.raises(psycopg2.Error) as e:
+        watch(resource, server, **kw)
+    return e.value

@@ -2,22 +2,14 @@
 selector, missing or unreachable server, forbidden — at kwatch.watch() a
 clear SQL error with an SQLSTATE; later, a `failed` (or `backoff`) state
 with the server's message in last_error, and recovery once it is fixed."""
-import psycopg2
-import pytest
 from psycopg2 import sql as pgsql
 
-from conftest import free_port, sql, sql_one, watch, watch_status
+from conftest import free_port, sql, sql_one, watch, watch_error, watch_status
 from faults_support import (fake, fake_server, pod, wait_converged, wait_status,  # noqa: F401
                             worker_requests)
 
 FORBIDDEN = ('pods is forbidden: User "system:serviceaccount:default:kwatch" cannot list '
              'resource "pods" in API group "" at the cluster scope')
-
-
-def watch_error(resource, server, **kw):
-    with pytest.raises(psycopg2.Error) as e:
-        watch(resource, server, **kw)
-    return e.value
 
 
 def registered(server):

@@ -4,17 +4,9 @@ non-ASCII letters, names at and past the byte limit, selectors with
 quotes, resource names that are SQL.  Each is either used exactly as
 given (quoted everywhere) or refused with a clear SQLSTATE, and nothing
 else is touched."""
-import psycopg2
-import pytest
 
 from conftest import (assert_table_matches_server, kubectl, sql, sql_one, wait_watching,
-                      watch, watch_status)
-
-
-def watch_error(resource, server, **kw):
-    with pytest.raises(psycopg2.Error) as e:
-        watch(resource, server, **kw)
-    return e.value
+                      watch, watch_error, watch_status)
 
 
 def test_table_names_with_quotes_semicolons_backslashes_and_non_ascii(ctx):

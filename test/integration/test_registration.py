@@ -1,21 +1,14 @@
 """kwatch.watch: errors, transactions, resource names."""
-import psycopg2
 import pytest
 from psycopg2 import sql as pgsql
 
 import conftest
 from conftest import (assert_table_matches_server, create_pods, free_port, sql, sql_one,
-                      wait_watching, watch, watch_status)
+                      wait_watching, watch, watch_error, watch_status)
 
 
 def registrations(server):
     return sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (server,))
-
-
-def watch_error(resource, server, **kw):
-    with pytest.raises(psycopg2.Error) as e:
-        watch(resource, server, **kw)
-    return e.value
 
 
 def test_errors_leave_nothing_behind(ctx):
