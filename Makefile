@@ -15,6 +15,7 @@ OBJS = \
 	src/sync.o \
 	src/notify.o \
 	src/catalog.o \
+	src/ownership.o \
 	src/discovery.o \
 	src/kubeconfig.o \
 	src/fdw_option.o \

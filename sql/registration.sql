@@ -67,13 +67,42 @@ SET ROLE kw_alice_team;
 SELECT kwatch.unwatch('configmaps', server => 'down');
 RESET ROLE;
 SELECT count(*) AS watches_left FROM kwatch.registrations;
--- a watch whose role is gone: superusers only
+-- A watch belongs to its role like the role's tables do (src/ownership.c):
+-- DROP ROLE refuses while it has watches, REASSIGN OWNED moves them, DROP
+-- OWNED removes them with their rows.
 INSERT INTO kwatch.registrations (server, resource, api_group, api_version, plural, kind,
                                   namespaced, table_name, channel, owner)
 VALUES ('down', 'configmaps', '', 'v1', 'configmaps', 'ConfigMap', true, 'configmaps',
         'kwatch_configmaps', 'kw_bob'::regrole);
+INSERT INTO k8s.configmaps (cluster, uid, resource_version, object)
+VALUES ('down', 'u2', '1', '{"metadata": {"name": "b", "namespace": "n", "uid": "u2"}}');
 REVOKE EXECUTE ON FUNCTION kwatch.unwatch(text, text, boolean) FROM kw_bob;
+\set VERBOSITY default
 DROP ROLE kw_bob;
+\set VERBOSITY terse
+CREATE ROLE kw_carol;
+REASSIGN OWNED BY kw_bob TO kw_carol;
+SELECT resource, owner::regrole FROM kwatch.registrations;
+DROP ROLE kw_bob;
+DROP ROLE kw_carol;
+-- a role that may not act for kw_carol cannot DROP OWNED it
+SET ROLE kw_alice;
+DROP OWNED BY kw_carol;
+RESET ROLE;
+SELECT count(*) AS watches_left FROM kwatch.registrations;
+DROP OWNED BY kw_carol;
+SELECT count(*) AS watches_left FROM kwatch.registrations;
+SELECT count(*) AS rows_left FROM k8s.configmaps;
+DROP ROLE kw_carol;
+-- a watch whose role is gone (dropped where kwatch was not loaded):
+-- superusers only
+CREATE ROLE kw_gone;
+SELECT oid AS gone FROM pg_roles WHERE rolname = 'kw_gone' \gset
+DROP ROLE kw_gone;
+INSERT INTO kwatch.registrations (server, resource, api_group, api_version, plural, kind,
+                                  namespaced, table_name, channel, owner)
+VALUES ('down', 'configmaps', '', 'v1', 'configmaps', 'ConfigMap', true, 'configmaps',
+        'kwatch_configmaps', :gone);
 SET ROLE kw_alice;
 SELECT kwatch.unwatch('configmaps', server => 'down');
 RESET ROLE;

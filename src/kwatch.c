@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * kwatch.c
- *		Module entry point: preload check, settings, shared memory and the
- *		background worker that runs every watch.
+ *		Module entry point: preload check, settings, the ProcessUtility hook
+ *		(ownership.c), shared memory and the background worker that runs
+ *		every watch.
  *
  * kwatch must be in shared_preload_libraries: the worker and its shared
  * status area exist only then.  Loaded any other way (CREATE EXTENSION in a
@@ -34,6 +35,7 @@ _PG_init(void)
 		return;
 
 	kw_define_gucs();
+	kw_ownership_init();
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;

@@ -275,6 +275,7 @@ typedef enum KwErrorSource
 typedef struct KwWatchStatus
 {
 	int32		watch_id;		/* 0 = slot free */
+	Oid			owner;			/* registering role (ownership.c) */
 	KwWatchState state;
 	bool		healthy;
 	char		resource_version[KW_RV_LEN];
@@ -414,6 +415,12 @@ extern char *kw_notify_payload(int64 seq, const char *type, const char *cluster,
  * ---------------------------------------------------------------------
  */
 extern void kw_register_worker(void);
+
+/* ---------------------------------------------------------------------
+ * in ownership.c: watches under DROP ROLE / DROP OWNED / REASSIGN OWNED
+ * ---------------------------------------------------------------------
+ */
+extern void kw_ownership_init(void);
 PGDLLEXPORT void kwatch_worker_main(Datum arg);
 
 /* ---------------------------------------------------------------------

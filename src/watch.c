@@ -1290,6 +1290,7 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 						kw_max_watches, r->id)));
 		w->slot = &w->private_slot;
 	}
+	w->slot->owner = r->owner;
 
 	/* resume from the checkpoint without relisting (issue: restarts) */
 	if (reg->resource_version && reg->resource_version[0])

@@ -6,8 +6,10 @@ A server whose own options carry credentials (here a kubeconfig with the
 cluster's admin token) lends them to superusers only: a role with USAGE on
 the server but no user mapping is refused (postgres_fdw's "user mapping not
 found") by watch() and by live scans, where it used to get the server's
-credentials.  A watch whose registering role was dropped fails clearly
-instead of going on with the PUBLIC mapping's or the server's credentials.
+credentials.  A watch belongs to its registering role: DROP ROLE refuses while the role
+has watches, DROP OWNED removes them; a watch whose role is gone anyway fails
+clearly instead of going on with the PUBLIC mapping's or the server's
+credentials.
 """
 import psycopg2
 import pytest
@@ -117,9 +119,35 @@ def test_a_dropped_role_is_not_replaced_by_other_credentials(ctx, role):
         sql(pgsql.SQL("DROP OWNED BY {} CASCADE").format(pgsql.Identifier(other)))
         sql(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(other)))
 
-    # the registering role goes away; the worker reloads its watches
+    # the watch is the role's object (src/ownership.c): DROP ROLE refuses,
+    # from kwatch's database and from any other
+    e = error_as_super(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(role)))
+    assert e.pgcode == "2BP01", e.pgerror
+    assert 'owner of watch of limitranges on server "%s"' % srv in e.diag.message_detail, e.pgerror
+    other_db = psycopg2.connect(**conftest.PG.dsn(dbname="postgres"))
+    other_db.autocommit = True
+    try:
+        with pytest.raises(psycopg2.Error) as e:
+            other_db.cursor().execute(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(role)))
+        assert e.value.pgcode == "2BP01", e.value.pgerror
+        assert "owner of watch %d in database" % watch_id(srv, "limitranges") in e.value.diag.message_detail
+    finally:
+        other_db.close()
+    assert watch_status(srv, "limitranges") is not None
+
+    # DROP OWNED removes it with its rows, as unwatch would; then the role goes
     sql(pgsql.SQL("DROP OWNED BY {} CASCADE").format(pgsql.Identifier(role)))
+    assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (srv,)) == 0
     sql(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(role)))
+
+    # a registration whose role is gone anyway (dropped where kwatch was not
+    # loaded): the worker refuses it rather than use the PUBLIC mapping
+    sql("SELECT kwatch.watch('limitranges', server => %s, namespace => %s)", (srv, ns))
+    gone = role + "_gone"
+    sql(pgsql.SQL("CREATE ROLE {}").format(pgsql.Identifier(gone)))
+    gone_oid = sql_one("SELECT oid FROM pg_roles WHERE rolname = %s", (gone,))
+    sql(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(gone)))
+    sql("UPDATE kwatch.registrations SET owner = %s WHERE server = %s", (gone_oid, srv))
     worker = sql_one("SELECT kwatch.worker_pid()")
     sql("SELECT pg_terminate_backend(%s)", (worker,))
     wait_until(lambda: sql_one("SELECT kwatch.worker_pid()") not in (None, worker), 30, "a new worker")
@@ -128,6 +156,17 @@ def test_a_dropped_role_is_not_replaced_by_other_credentials(ctx, role):
     assert not st["healthy"], st
     assert st["list_calls"] == 0 and st["watch_calls"] == 0, "no request with borrowed credentials"
     sql("SELECT kwatch.unwatch('limitranges', server => %s, drop_table => true)", (srv,))
+
+
+def error_as_super(query, params=None):
+    with pytest.raises(psycopg2.Error) as e:
+        sql(query, params)
+    return e.value
+
+
+def watch_id(srv, resource):
+    return sql_one("SELECT id FROM kwatch.registrations WHERE server = %s AND resource = %s",
+                   (srv, resource))
 
 
 def test_the_worker_writes_as_the_table_owner(ctx, role):

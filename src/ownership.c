@@ -1,0 +1,355 @@
+/*-------------------------------------------------------------------------
+ *
+ * ownership.c
+ *		A watch belongs to the role that registered it, as an object belongs
+ *		to its owner: unwatch checks its caller, and DROP ROLE, DROP OWNED
+ *		and REASSIGN OWNED treat watches like the role's other objects.
+ *
+ * A registration (a row of kwatch.registrations) records its owner's oid.
+ * PostgreSQL's own owner dependencies (pg_shdepend) can only name catalog
+ * objects, so the rules it enforces for them are enforced here, by a
+ * ProcessUtility hook, with the same messages and SQLSTATEs
+ * (backend/catalog/pg_shdepend.c, checkSharedDependencies / shdepDropOwned /
+ * shdepReassignOwned):
+ *
+ *   DROP ROLE r        refused (2BP01) while r owns a watch, listing them;
+ *                      checked from any database: in kwatch's database by
+ *                      reading kwatch.registrations, elsewhere from the
+ *                      worker's shared status (which carries each watch's
+ *                      owner);
+ *   DROP OWNED BY r    in kwatch's database, removes r's watches (as
+ *                      kwatch.unwatch would, the rows they mirrored
+ *                      included), before PostgreSQL drops r's tables;
+ *   REASSIGN OWNED BY r TO s
+ *                      in kwatch's database, gives r's watches to s; the
+ *                      worker restarts them with s's credentials.
+ *
+ * Without this, dropping a role left its watches running on a dangling oid,
+ * and credentials could be silently re-homed (issue 13, hole 5).  The
+ * worker still refuses a registration whose owner does not exist (a role
+ * dropped where kwatch was not loaded): it never falls back to other
+ * credentials (fdw_option.c, kw_user_mapping_options).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+#include "kwatch.h"
+
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+
+/* The kwatch extension in the current database, when there is one. */
+typedef struct KwExtension
+{
+	Oid			owner;
+	char	   *schema;			/* quoted */
+} KwExtension;
+
+/*
+ * kwatch_here: fills `ext` and returns true when the current database has
+ * the kwatch extension with its registrations table.  Reads the catalogs
+ * through SPI; the caller has connected.
+ */
+static bool
+kwatch_here(KwExtension *ext)
+{
+	bool		isnull;
+
+	if (SPI_execute("SELECT e.extowner, n.nspname FROM pg_catalog.pg_extension e"
+					" JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
+					" WHERE e.extname OPERATOR(pg_catalog.=) 'kwatch'"
+					" AND pg_catalog.to_regclass(pg_catalog.quote_ident(n.nspname)"
+					" OPERATOR(pg_catalog.||) '.registrations') IS NOT NULL",
+					true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up the kwatch extension");
+	if (SPI_processed == 0)
+		return false;
+	ext->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+												SPI_tuptable->tupdesc, 1, &isnull));
+	ext->schema = pstrdup(quote_identifier(SPI_getvalue(SPI_tuptable->vals[0],
+														SPI_tuptable->tupdesc, 2)));
+	return true;
+}
+
+/* Runs `sql` with `args` (oid[] then, optionally, oid) as the extension's owner. */
+static void
+execute_as_extension_owner(KwExtension *ext, const char *sql, int nargs,
+						   Oid *argtypes, Datum *values, bool read_only)
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+	int			rc;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(ext->owner, save_sec_context |
+						   SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+	rc = SPI_execute_with_args(sql, nargs, argtypes, values, NULL, read_only, 0);
+	if (rc < 0)
+		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
+	AtEOXact_GUC(false, save_nestlevel);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+}
+
+/* The oids of the roles a DROP ROLE / DROP OWNED / REASSIGN names. */
+static Datum
+role_oid_array(List *roles, bool missing_ok, int *n)
+{
+	Datum	   *oids = palloc(sizeof(Datum) * Max(list_length(roles), 1));
+	ListCell   *lc;
+
+	*n = 0;
+	foreach(lc, roles)
+	{
+		Oid			roleid = get_rolespec_oid(lfirst_node(RoleSpec, lc), missing_ok);
+
+		if (OidIsValid(roleid))
+			oids[(*n)++] = ObjectIdGetDatum(roleid);
+	}
+	return PointerGetDatum(construct_array(oids, *n, OIDOID, sizeof(Oid), true,
+										   TYPALIGN_INT));
+}
+
+/*
+ * check_drop_role: ERRORs (2BP01, as pg_shdepend.c's checkSharedDependencies
+ * does for a role's tables) when a role that DROP ROLE names owns a watch.
+ */
+static void
+check_drop_role(DropRoleStmt *stmt)
+{
+	KwExtension ext;
+	int			nroles;
+	Datum		roles;
+	StringInfoData detail;
+	int			nwatches = 0;
+	Oid			first_owner = InvalidOid;
+	bool		here = false;
+
+	roles = role_oid_array(stmt->roles, true, &nroles);
+	if (nroles == 0)
+		return;
+	initStringInfo(&detail);
+
+	SPI_connect();
+	if (kwatch_here(&ext))
+	{
+		char	   *sql = psprintf("SELECT owner, format('owner of watch of %%s on server \"%%s\"',"
+								   " resource, server) FROM %s.registrations"
+								   " WHERE owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY id",
+								   ext.schema);
+		Oid			argtypes[1] = {OIDARRAYOID};
+
+		here = true;
+		execute_as_extension_owner(&ext, sql, 1, argtypes, &roles, true);
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			bool		isnull;
+
+			if (nwatches == 0)
+				first_owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+															 SPI_tuptable->tupdesc, 1, &isnull));
+			appendStringInfo(&detail, "%s%s", nwatches++ ? "\n" : "",
+							 SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2));
+		}
+	}
+	SPI_finish();
+
+	/*
+	 * Another database: the worker's shared status knows the owner of every
+	 * watch it runs (watch.c fills KwWatchStatus.owner).
+	 */
+	if (kw_shared != NULL &&
+		!(here && kw_database && strcmp(get_database_name(MyDatabaseId), kw_database) == 0))
+	{
+		ArrayType  *arr = DatumGetArrayTypeP(roles);
+		Oid		   *oids = (Oid *) ARR_DATA_PTR(arr);
+
+		LWLockAcquire(kw_shared->lock, LW_SHARED);
+		for (int i = 0; i < kw_shared->nslots; i++)
+		{
+			KwWatchStatus *slot = &kw_shared->slots[i];
+
+			if (slot->watch_id == 0)
+				continue;
+			for (int j = 0; j < nroles; j++)
+				if (slot->owner == oids[j])
+				{
+					if (nwatches == 0)
+						first_owner = slot->owner;
+					appendStringInfo(&detail, "%sowner of watch %d in database \"%s\"",
+									 nwatches++ ? "\n" : "", slot->watch_id,
+									 kw_database ? kw_database : "?");
+				}
+		}
+		LWLockRelease(kw_shared->lock);
+	}
+
+	if (nwatches > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("role \"%s\" cannot be dropped because some objects depend on it",
+						GetUserNameFromId(first_owner, false)),
+				 errdetail_internal("%s", detail.data),
+				 errhint("Remove the watches with kwatch.unwatch(), or run REASSIGN OWNED or DROP OWNED in database \"%s\" first.",
+						 kw_database ? kw_database : "?")));
+}
+
+/*
+ * drop_owned_watches: DROP OWNED BY: removes the watches of the named roles
+ * the caller may act for (PostgreSQL checks the same, has_privs_of_role,
+ * and refuses the statement otherwise), through kwatch.unwatch so that the
+ * rows they mirrored go with them.  Runs before PostgreSQL drops the roles'
+ * tables, in the statement's transaction.
+ */
+static void
+drop_owned_watches(DropOwnedStmt *stmt)
+{
+	KwExtension ext;
+	int			nroles;
+	Datum		roles = role_oid_array(stmt->roles, false, &nroles);
+	ArrayType  *arr = DatumGetArrayTypeP(roles);
+	Oid		   *oids = (Oid *) ARR_DATA_PTR(arr);
+
+	for (int i = 0; i < nroles; i++)
+		if (!has_privs_of_role(GetUserId(), oids[i]))
+			return;				/* PostgreSQL's own check will refuse it */
+
+	SPI_connect();
+	if (kwatch_here(&ext))
+	{
+		char	   *sql = psprintf("SELECT %1$s.unwatch(r.resource, r.server)"
+								   " FROM %1$s.registrations r"
+								   " WHERE r.owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY r.id",
+								   ext.schema);
+		Oid			argtypes[1] = {OIDARRAYOID};
+
+		execute_as_extension_owner(&ext, sql, 1, argtypes, &roles, false);
+	}
+	SPI_finish();
+}
+
+/*
+ * reassign_owned_watches: REASSIGN OWNED BY ... TO s: after PostgreSQL has
+ * reassigned the roles' objects (and checked the caller may), gives their
+ * watches to s and wakes the worker at commit, which restarts them with
+ * s's user mapping (kw_watch_same_registration compares owners).
+ */
+static void
+reassign_owned_watches(ReassignOwnedStmt *stmt)
+{
+	KwExtension ext;
+	int			nroles;
+	Datum		values[2];
+	Oid			argtypes[2] = {OIDARRAYOID, OIDOID};
+
+	values[0] = role_oid_array(stmt->roles, false, &nroles);
+	values[1] = ObjectIdGetDatum(get_rolespec_oid(stmt->newrole, false));
+
+	SPI_connect();
+	if (kwatch_here(&ext))
+	{
+		char	   *sql = psprintf("WITH u AS (UPDATE %1$s.registrations SET owner = $2"
+								   " WHERE owner OPERATOR(pg_catalog.=) ANY ($1) RETURNING 1)"
+								   " SELECT %1$s._wake_at_commit() FROM u LIMIT 1",
+								   ext.schema);
+
+		execute_as_extension_owner(&ext, sql, 2, argtypes, values, false);
+	}
+	SPI_finish();
+}
+
+/*
+ * kw_process_utility: the ProcessUtility hook (tcop/utility.h signature).
+ * Applies the rules above around PostgreSQL's own processing of DROP ROLE,
+ * DROP OWNED and REASSIGN OWNED; passes every statement on unchanged.
+ */
+static void
+kw_process_utility(PlannedStmt *pstmt, const char *queryString,
+				   bool readOnlyTree, ProcessUtilityContext context,
+				   ParamListInfo params, QueryEnvironment *queryEnv,
+				   DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+
+	if (IsA(parsetree, DropRoleStmt))
+		check_drop_role((DropRoleStmt *) parsetree);
+	else if (IsA(parsetree, DropOwnedStmt))
+		drop_owned_watches((DropOwnedStmt *) parsetree);
+
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+							queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+
+	if (IsA(parsetree, ReassignOwnedStmt))
+		reassign_owned_watches((ReassignOwnedStmt *) parsetree);
+}
+
+/*
+ * kw_ownership_init: installs the ProcessUtility hook; called by _PG_init
+ * in every process that loads kwatch.
+ */
+void
+kw_ownership_init(void)
+{
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = kw_process_utility;
+}
+
+PG_FUNCTION_INFO_V1(kwatch_check_watch_owner);
+
+/*
+ * kwatch_check_watch_owner: SQL kwatch._check_watch_owner(owner oid,
+ * server text, resource text) -> void, called by the SECURITY DEFINER
+ * kwatch.unwatch() before it removes a watch.  The caller (the role outside
+ * the SECURITY DEFINER call, GetOuterUserId) may remove it when it is a
+ * superuser or has the privileges of `owner`, the role that registered the
+ * watch (PostgreSQL's rule for dropping an object: ownership or membership
+ * in the owning role, has_privs_of_role).  A watch whose owner role no
+ * longer exists can be removed by superusers only.  ERRORs: 42501.
+ */
+Datum
+kwatch_check_watch_owner(PG_FUNCTION_ARGS)
+{
+	Oid			owner = PG_GETARG_OID(0);
+	char	   *server = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	char	   *resource = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	Oid			caller = GetOuterUserId();
+	bool		owner_exists = SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(owner));
+
+	if (superuser_arg(caller))
+		PG_RETURN_VOID();
+	if (owner_exists && has_privs_of_role(caller, owner))
+		PG_RETURN_VOID();
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("must be owner of the watch of %s on server \"%s\"", resource, server),
+			 owner_exists ?
+			 errdetail("The watch belongs to role \"%s\".", GetUserNameFromId(owner, false)) :
+			 errdetail("The role that registered the watch no longer exists; only a superuser can remove it.")));
+	PG_RETURN_VOID();
+}
