@@ -301,7 +301,7 @@ REVOKE ALL ON FUNCTION @extschema@._delete_cluster_rows(regclass, text) FROM PUB
 
 -- _check_watch_owner(owner, server, resource): raises insufficient_privilege
 -- unless the caller outside SECURITY DEFINER is a superuser or has the
--- privileges of `owner` (src/catalog.c).
+-- privileges of `owner` (src/ownership.c).
 CREATE FUNCTION @extschema@._check_watch_owner(owner oid, server text, resource text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kwatch_check_watch_owner'
@@ -378,3 +378,30 @@ BEGIN
 END
 $$;
 
+
+-- Mirror tables that 0.1.0 created belong to the extension's owner; 0.2.0
+-- gives a new table to the role whose watch created it (see watch()), and
+-- the worker writes it as that role.  A 0.1.0 table whose watches all
+-- belong to one existing role is handed to that role, so that it is written
+-- as 0.2.0 would; a table shared by several roles' watches, or without a
+-- watch, keeps its owner.
+DO $$
+DECLARE
+  t record;
+BEGIN
+  FOR t IN
+    SELECT r.table_name, min(r.owner) AS owner
+    FROM @extschema@.registrations r
+    GROUP BY r.table_name
+    HAVING count(DISTINCT r.owner) = 1
+  LOOP
+    IF to_regclass(format('k8s.%I', t.table_name)) IS NOT NULL
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles a WHERE a.oid = t.owner)
+       AND (SELECT c.relowner FROM pg_catalog.pg_class c
+            WHERE c.oid = format('k8s.%I', t.table_name)::regclass) <> t.owner THEN
+      EXECUTE format('ALTER TABLE k8s.%I OWNER TO %s', t.table_name, t.owner::regrole);
+      EXECUTE format('GRANT USAGE ON SCHEMA k8s TO %s', t.owner::regrole);
+    END IF;
+  END LOOP;
+END
+$$;

@@ -8,13 +8,14 @@ SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
 SELECT kwatch.create_mirror_table('upgrade_pods', '', 'v1', 'pods');
 SELECT kwatch.create_mirror_table('upgrade_crontabs', 'stable.example.com', 'v1', 'crontabs');
 SELECT kwatch.create_mirror_table('upgrade_secrets', '', 'v1', 'secrets');
+CREATE ROLE kw_upgrade_owner;
 -- registrations as 0.1.0 stored them (their servers do not exist: the worker
 -- marks these watches failed and writes nothing)
 INSERT INTO kwatch.registrations (server, resource, api_group, api_version, plural, kind,
                                   namespaced, table_name, channel, owner)
 VALUES ('old', 'pods', '', 'v1', 'pods', 'Pod', true, 'upgrade_pods', 'kwatch_upgrade_pods', 10),
        ('old', 'crontabs.stable.example.com', 'stable.example.com', 'v1', 'crontabs', 'CronTab',
-        true, 'upgrade_crontabs', 'kwatch_upgrade_crontabs', 10),
+        true, 'upgrade_crontabs', 'kwatch_upgrade_crontabs', 'kw_upgrade_owner'::regrole),
        ('old', 'secrets', '', 'v1', 'secrets', 'Secret', true, 'upgrade_secrets',
         'kwatch_upgrade_secrets', 10);
 INSERT INTO k8s.upgrade_pods (cluster, uid, resource_version, object) VALUES
@@ -58,6 +59,12 @@ SELECT kwatch.redact_secret('[1]');
 -- new watch parameters and status columns; Secrets notify seq and type only
 SELECT pg_get_function_identity_arguments('kwatch.watch'::regproc);
 SELECT resource, secret_data, notify_payload FROM kwatch.watches ORDER BY id;
+-- a 0.1.0 table whose watches are one role's becomes that role's (0.2.0
+-- writes a mirror table as its owner); the others keep theirs
+SELECT c.relname, c.relowner::regrole = 'kw_upgrade_owner'::regrole AS role_owns
+  FROM pg_class c WHERE c.relname LIKE 'upgrade_%' AND c.relkind = 'r' ORDER BY 1;
 
 DELETE FROM kwatch.registrations;
 DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets;
+DROP OWNED BY kw_upgrade_owner;
+DROP ROLE kw_upgrade_owner;
