@@ -68,6 +68,7 @@
 #include "foreign/fdwapi.h"
 #include "foreign/foreign.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -1038,23 +1039,53 @@ kwIsForeignRelUpdatable(Relation rel)
  * ---------------------------------------------------------------------
  */
 
-/* Table name of a resource: its plural; on a collision plural_<group>. */
-static char *
-import_table_name(KwResource *r, List *taken)
+/* Whether `name` is in `taken` (a List of char *). */
+static bool
+name_taken(List *taken, const char *name)
 {
 	ListCell   *lc;
-	char	   *name = pstrdup(r->plural);
 
 	foreach(lc, taken)
 		if (strcmp((char *) lfirst(lc), name) == 0)
-		{
-			char	   *g = r->api_group[0] ? pstrdup(r->api_group) : pstrdup("core");
+			return true;
+	return false;
+}
 
-			for (char *p = g; *p; p++)
-				if (*p == '.' || *p == '-')
-					*p = '_';
-			return psprintf("%s_%s", r->plural, g);
-		}
+/*
+ * import_table_name: the foreign table name of resource `r` (palloc'd):
+ * its plural; on a collision with `taken`, plural_<group> (dots and dashes
+ * as underscores, "core" for the core group); then _2, _3, ... until it is
+ * free.  Always fits an identifier (NAMEDATALEN - 1 bytes, clipped on a
+ * character boundary, pg_mbcliplen): a CRD group may be 253 characters, and
+ * PostgreSQL would otherwise truncate two long names to the same one and
+ * fail the whole IMPORT with "relation already exists".
+ */
+static char *
+import_table_name(KwResource *r, List *taken)
+{
+	char	   *base = pstrdup(r->plural);
+	char	   *name;
+
+	if (name_taken(taken, base))
+	{
+		char	   *g = r->api_group[0] ? pstrdup(r->api_group) : pstrdup("core");
+
+		for (char *p = g; *p; p++)
+			if (*p == '.' || *p == '-')
+				*p = '_';
+		base = psprintf("%s_%s", r->plural, g);
+	}
+	base[pg_mbcliplen(base, strlen(base), NAMEDATALEN - 1)] = '\0';
+	name = base;
+	for (int n = 2; name_taken(taken, name); n++)
+	{
+		char		suffix[16];
+		int			keep;
+
+		snprintf(suffix, sizeof(suffix), "_%d", n);
+		keep = pg_mbcliplen(base, strlen(base), NAMEDATALEN - 1 - strlen(suffix));
+		name = psprintf("%.*s%s", keep, base, suffix);
+	}
 	return name;
 }
 
