@@ -15,6 +15,7 @@ OBJS = \
 	src/sync.o \
 	src/notify.o \
 	src/catalog.o \
+	src/sync_wait.o \
 	src/ownership.o \
 	src/discovery.o \
 	src/kubeconfig.o \

@@ -251,7 +251,25 @@ REVOKE ALL ON FUNCTION @extschema@.watch(text, text, text, text, text, boolean, 
 -- USAGE on; superusers see all.  Selectors, namespaces and the API
 -- server's error text are no one else's business.  security_barrier: no
 -- function in a user's WHERE clause sees the rows filtered out.
-CREATE OR REPLACE VIEW watches WITH (security_barrier) AS
+-- watch_status() gained synced, syncs and relist_requests (src/sync_wait.c):
+-- the view is re-created over it below.
+DROP VIEW @extschema@.watches;
+DROP FUNCTION @extschema@.watch_status();
+-- watch_status(): one row per watch the worker runs, from shared memory.
+CREATE FUNCTION @extschema@.watch_status(
+    OUT watch_id integer, OUT state text, OUT healthy boolean,
+    OUT resource_version text, OUT objects bigint, OUT last_sync_at timestamptz,
+    OUT state_since timestamptz, OUT last_error text, OUT last_error_at timestamptz,
+    OUT list_calls bigint, OUT watch_calls bigint, OUT relists bigint,
+    OUT added bigint, OUT modified bigint, OUT deleted bigint, OUT bookmarks bigint,
+    OUT notifications bigint, OUT skipped_objects bigint, OUT sanitized_objects bigint,
+    OUT http_errors bigint, OUT decode_errors bigint, OUT database_errors bigint,
+    OUT synced boolean, OUT syncs bigint, OUT relist_requests bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'kwatch_watch_status'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE VIEW watches WITH (security_barrier) AS
 SELECT r.id,
        r.server,
        r.resource,
@@ -274,7 +292,8 @@ SELECT r.id,
        s.added, s.modified, s.deleted, s.bookmarks, s.notifications,
        s.skipped_objects, s.sanitized_objects,
        s.http_errors, s.decode_errors, s.database_errors,
-       r.secret_data, r.notify_payload
+       r.secret_data, r.notify_payload,
+       COALESCE(s.synced, false) AS synced, s.syncs, s.relist_requests
 FROM @extschema@.registrations r
 LEFT JOIN @extschema@.watch_status() s ON s.watch_id = r.id
 WHERE CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles a WHERE a.oid = r.owner)
@@ -284,6 +303,7 @@ WHERE CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles a WHERE a.oid = r.owne
                 AND pg_catalog.has_server_privilege(fs.oid, 'USAGE'))
    OR (SELECT a.rolsuper FROM pg_catalog.pg_roles a WHERE a.rolname = current_user)
 ORDER BY r.id;
+GRANT SELECT ON @extschema@.watches TO PUBLIC;
 
 -- ---------------------------------------------------------------------
 -- unwatch checks its caller (README "Security"): only the role that
@@ -405,3 +425,117 @@ BEGIN
   END LOOP;
 END
 $$;
+
+-- ---------------------------------------------------------------------
+-- What client-go tells its event handlers, in the event stream: the
+-- origin flags and the previous resourceVersion (src/kwatch.h, KwChange;
+-- NOTIFY payloads carry the same keys, src/notify.c).
+-- ---------------------------------------------------------------------
+ALTER FOREIGN TABLE @extschema@.events
+  ADD COLUMN preexisting boolean NOT NULL,
+  ADD COLUMN final_state_unknown boolean NOT NULL,
+  ADD COLUMN previous_resource_version text;
+COMMENT ON COLUMN @extschema@.events.preexisting IS
+  'the change was found by a LIST (initial sync or relist), not a watch event';
+COMMENT ON COLUMN @extschema@.events.final_state_unknown IS
+  'a DELETED inferred by a relist: the object''s last state was not seen (client-go DeletedFinalStateUnknown)';
+COMMENT ON COLUMN @extschema@.events.previous_resource_version IS
+  'on MODIFIED, the resourceVersion the row held before';
+
+-- ---------------------------------------------------------------------
+-- Sync barrier and relist on demand (src/sync_wait.c).
+-- ---------------------------------------------------------------------
+
+-- _wait_synced(ids, min_syncs, timeout): waits until each watch ids[i]
+-- has merged min_syncs[i] LISTs and has no relist pending; only for
+-- watches kwatch.watches shows the caller (src/sync_wait.c).
+CREATE FUNCTION @extschema@._wait_synced(ids integer[], min_syncs bigint[], timeout interval)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kwatch_wait_synced'
+LANGUAGE C;
+
+-- _request_relist(id) -> bigint: asks the worker to relist watch `id` now;
+-- returns the LISTs it had merged before (src/sync_wait.c).
+CREATE FUNCTION @extschema@._request_relist(id integer)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'kwatch_request_relist'
+LANGUAGE C STRICT;
+REVOKE ALL ON FUNCTION @extschema@._request_relist(integer) FROM PUBLIC;
+
+-- wait_synced(resource, server, timeout) -> void: returns once the watch of
+-- `resource` on `server` (the default server when NULL; every watch of the
+-- server when resource is NULL) has committed its initial sync, or the
+-- relist in progress, so that its table can be trusted (client-go's
+-- WaitForCacheSync).  `resource` is matched as kwatch.watches shows it, or
+-- by table name or plural.  Waits on a condition variable; honours
+-- statement_timeout and cancel.  ERRORs: 42704 no such watch among those
+-- kwatch.watches shows the caller; 55000 the watch is in state 'failed'
+-- (DETAIL: its last error) or kwatch is not preloaded; 57014 `timeout`
+-- passed first.
+CREATE FUNCTION @extschema@.wait_synced(resource text DEFAULT NULL, server text DEFAULT NULL,
+                                        timeout interval DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  srv text := COALESCE(server, @extschema@._default_server());
+  ids integer[];
+BEGIN
+  SELECT array_agg(w.id ORDER BY w.id) INTO ids
+  FROM @extschema@.watches w
+  WHERE w.server = srv
+    AND (wait_synced.resource IS NULL
+         OR w.resource = wait_synced.resource
+         OR w.table_name = format('k8s.%I', wait_synced.resource)
+         OR split_part(w.resource, '.', 1) = wait_synced.resource);
+  IF ids IS NULL THEN
+    RAISE EXCEPTION 'no watch of % on server "%"', COALESCE(resource, 'any resource'), srv
+      USING ERRCODE = 'undefined_object',
+            HINT = 'kwatch.watches lists the watches you may see.';
+  END IF;
+  PERFORM @extschema@._wait_synced(ids, array_fill(1::bigint, ARRAY[cardinality(ids)]), timeout);
+END
+$$;
+
+-- relist(resource, server, wait, timeout) -> boolean: asks the worker to
+-- list the watch of `resource` on `server` again now (client-go's
+-- Store.Resync on demand): it ends the watch stream and merges a fresh,
+-- consistent LIST in one transaction, notifying what changed (as
+-- preexisting; deletions it finds as final_state_unknown).  With wait,
+-- returns once that relist has committed (see wait_synced for the errors
+-- and timeout).  Counted in kwatch.watches.relist_requests.  Only the
+-- watch's owner (or a member) and superusers may (42501); 42704 for no
+-- such watch; 55000 when the worker does not run it yet.  Returns true.
+CREATE FUNCTION @extschema@.relist(resource text, server text DEFAULT NULL,
+                                   wait boolean DEFAULT false, timeout interval DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  srv text := COALESCE(server, @extschema@._default_server());
+  r @extschema@.registrations;
+  before bigint;
+BEGIN
+  SELECT * INTO r FROM @extschema@.registrations x
+  WHERE x.server = srv
+    AND (x.resource = relist.resource OR x.table_name = relist.resource
+         OR x.plural = relist.resource OR lower(x.kind) = lower(relist.resource)
+         OR x.plural || '.' || x.api_group = relist.resource)
+  ORDER BY (x.resource = relist.resource) DESC, x.id
+  LIMIT 1;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'no watch of % on server "%"', resource, srv
+      USING ERRCODE = 'undefined_object';
+  END IF;
+  PERFORM @extschema@._check_watch_owner(r.owner, srv, r.resource);
+  before := @extschema@._request_relist(r.id);
+  IF wait THEN
+    PERFORM @extschema@._wait_synced(ARRAY[r.id], ARRAY[before + 1], timeout);
+  END IF;
+  RETURN true;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@.relist(text, text, boolean, interval) FROM PUBLIC;

@@ -259,17 +259,17 @@ copy_field(char *dst, size_t size, const char *src)
 }
 
 /*
- * kw_events_append: appends one applied change of watch `reg` to the ring
- * and returns its seq (> 0), or 0 when there is no ring (kwatch not
- * preloaded).  Must run inside the applying transaction, after the row
- * change (the slot carries its xid; the event is published at COMMIT and
- * its seq reused on abort).  namespace may be NULL (cluster-scoped); text
+ * kw_events_append: appends change `c` of watch `reg` (its identity and
+ * flags, KwChange) to the ring and returns its seq (> 0), or 0 when there
+ * is no ring (kwatch not preloaded).  Must run inside the applying
+ * transaction, after the row change (the slot carries its xid; the event is
+ * published at COMMIT and its seq reused on abort).  c->namespace and
+ * c->previous_resource_version may be NULL; text
  * longer than a slot field (never for valid Kubernetes objects) is cut on
  * a character boundary and the row marked truncated.  Worker only.
  */
 int64
-kw_events_append(KwRegistration *reg, KwEventType type, const char *namespace,
-				 const char *name, const char *uid, const char *resource_version)
+kw_events_append(KwRegistration *reg, const KwChange *c)
 {
 	KwEventSlot *slot;
 	KwEventRecord *r;
@@ -297,15 +297,20 @@ kw_events_append(KwRegistration *reg, KwEventType type, const char *namespace,
 	r->seq = (int64) seq;
 	r->xid = GetTopTransactionId();
 	r->at = GetCurrentTimestamp();
-	r->type = (uint8) type;
+	r->type = (uint8) c->type;
 	cut |= copy_field(r->cluster, sizeof(r->cluster), reg->server);
 	cut |= copy_field(r->resource, sizeof(r->resource), resource);
 	cut |= copy_field(r->table_name, sizeof(r->table_name), reg->table_name);
-	r->has_namespace = (namespace != NULL);
-	cut |= copy_field(r->namespace, sizeof(r->namespace), namespace);
-	cut |= copy_field(r->name, sizeof(r->name), name);
-	cut |= copy_field(r->uid, sizeof(r->uid), uid);
-	cut |= copy_field(r->resource_version, sizeof(r->resource_version), resource_version);
+	r->has_namespace = (c->namespace != NULL);
+	cut |= copy_field(r->namespace, sizeof(r->namespace), c->namespace);
+	cut |= copy_field(r->name, sizeof(r->name), c->name);
+	cut |= copy_field(r->uid, sizeof(r->uid), c->uid);
+	cut |= copy_field(r->resource_version, sizeof(r->resource_version), c->resource_version);
+	r->preexisting = c->preexisting;
+	r->final_state_unknown = c->final_state_unknown;
+	r->has_previous = (c->previous_resource_version != NULL);
+	cut |= copy_field(r->previous_resource_version, sizeof(r->previous_resource_version),
+					  c->previous_resource_version);
 	r->truncated = cut;
 	pg_write_barrier();
 	pg_atomic_fetch_add_u32(&slot->changecount, 1);

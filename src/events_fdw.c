@@ -62,7 +62,10 @@ typedef enum EvColumn
 	EV_NAME,
 	EV_UID,
 	EV_RESOURCE_VERSION,
-	EV_TRUNCATED
+	EV_TRUNCATED,
+	EV_PREEXISTING,
+	EV_FINAL_STATE_UNKNOWN,
+	EV_PREVIOUS_RESOURCE_VERSION
 } EvColumn;
 
 static const struct
@@ -83,6 +86,9 @@ static const struct
 	{"uid", EV_UID, TEXTOID},
 	{"resource_version", EV_RESOURCE_VERSION, TEXTOID},
 	{"truncated", EV_TRUNCATED, BOOLOID},
+	{"preexisting", EV_PREEXISTING, BOOLOID},
+	{"final_state_unknown", EV_FINAL_STATE_UNKNOWN, BOOLOID},
+	{"previous_resource_version", EV_PREVIOUS_RESOURCE_VERSION, TEXTOID},
 };
 
 /*
@@ -414,7 +420,7 @@ kwevents_BeginForeignScan(ForeignScanState *node, int eflags)
 		st->att_cols[i] = c;
 	}
 	st->conds = linitial(fs->fdw_private);
-	st->text_eq = palloc0(sizeof(char *) * (EV_TRUNCATED + 1));
+	st->text_eq = palloc0(sizeof(char *) * (EV_PREVIOUS_RESOURCE_VERSION + 1));
 	node->fdw_state = st;
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
@@ -445,7 +451,7 @@ start_scan(ForeignScanState *node, EvScanState *st)
 	st->started = true;
 	st->empty = false;
 	st->type_eq = -1;
-	memset(st->text_eq, 0, sizeof(char *) * (EV_TRUNCATED + 1));
+	memset(st->text_eq, 0, sizeof(char *) * (EV_PREVIOUS_RESOURCE_VERSION + 1));
 	forboth(lc, st->conds, vc, st->value_states)
 	{
 		int			code = lfirst_int(lc);
@@ -618,6 +624,18 @@ kwevents_IterateForeignScan(ForeignScanState *node)
 					break;
 				case EV_TRUNCATED:
 					d = BoolGetDatum(r.truncated);
+					break;
+				case EV_PREEXISTING:
+					d = BoolGetDatum(r.preexisting);
+					break;
+				case EV_FINAL_STATE_UNKNOWN:
+					d = BoolGetDatum(r.final_state_unknown);
+					break;
+				case EV_PREVIOUS_RESOURCE_VERSION:
+					if (r.has_previous)
+						d = CStringGetTextDatum(r.previous_resource_version);
+					else
+						isnull = true;
 					break;
 				case EV_NONE:
 					isnull = true;

@@ -32,6 +32,7 @@
 #include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
 #include "port/atomics.h"
+#include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "utils/hsearch.h"
@@ -296,6 +297,9 @@ typedef struct KwWatchStatus
 	int64		sanitized_objects;
 	int64		errors[KW_N_ERRSRC];
 	int64		notifications;
+	bool		synced;			/* a LIST committed, no relist pending */
+	int64		syncs;			/* LISTs merged and committed */
+	int64		relist_requests;	/* kwatch.relist() calls (backends) */
 } KwWatchStatus;
 
 typedef struct KwSharedState
@@ -304,6 +308,7 @@ typedef struct KwSharedState
 	pg_atomic_uint64 generation;	/* bumped when registrations change */
 	pid_t		worker_pid;
 	Latch	   *worker_latch;	/* set under lock */
+	ConditionVariable sync_cv;	/* broadcast when a slot's synced or state changes */
 	int			nslots;
 	KwWatchStatus slots[FLEXIBLE_ARRAY_MEMBER];
 } KwSharedState;
@@ -316,6 +321,8 @@ extern const char *kw_state_name(KwWatchState s);
 extern KwWatchStatus *kw_status_acquire(int32 watch_id);
 extern void kw_status_release(KwWatchStatus *slot);
 extern void kw_wake_worker(void);
+extern void kw_poke_worker(void);
+extern void kw_status_broadcast(void);
 
 /* ---------------------------------------------------------------------
  * in watch.c: per-watch reflector state machine
@@ -369,6 +376,28 @@ typedef struct KwEvent
 
 typedef struct KwSyncPlans KwSyncPlans;
 
+/*
+ * One change applied to a mirror row, as the event stream (events.c) and
+ * NOTIFY (notify.c) report it.  The flags are client-go's event handler
+ * arguments (tools/cache/controller.go, ResourceEventHandler): preexisting
+ * is AddFunc's isInInitialList, widened to every change a LIST found
+ * (initial sync or relist) rather than a watch event; final_state_unknown
+ * is DeleteFunc's DeletedFinalStateUnknown, a deletion inferred by a
+ * relist whose last state was never seen; previous_resource_version is the
+ * row's resourceVersion before a MODIFIED (UpdateFunc's oldObj).
+ */
+typedef struct KwChange
+{
+	KwEventType type;			/* ADDED, MODIFIED or DELETED */
+	const char *namespace;		/* NULL: cluster-scoped */
+	const char *name;
+	const char *uid;
+	const char *resource_version;
+	const char *previous_resource_version;	/* MODIFIED only, else NULL */
+	bool		preexisting;
+	bool		final_state_unknown;
+} KwChange;
+
 /* What one apply did, for the status counters. */
 typedef struct KwApplyCounts
 {
@@ -395,20 +424,17 @@ extern struct HTAB *kw_sync_relist_begin(KwSyncPlans *plans,
 extern int	kw_sync_relist_stage(KwSyncPlans *plans, KwRegistration *reg,
 								 KwObject *objs, int nobjs);
 extern void kw_sync_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
-								  const char *list_rv, KwApplyCounts *counts);
+								  const char *list_rv, struct HTAB *known,
+								  KwApplyCounts *counts);
 extern const char *kw_sync_known_rv(struct HTAB *known, const char *uid);
 
 /* ---------------------------------------------------------------------
  * in notify.c
  * ---------------------------------------------------------------------
  */
-extern void kw_notify(KwRegistration *reg, KwEventType type,
-					  const char *namespace, const char *name,
-					  const char *uid, const char *resource_version,
-					  int64 seq);
-extern char *kw_notify_payload(int64 seq, const char *type, const char *cluster,
-							   const char *namespace, const char *name,
-							   const char *uid, const char *resource_version);
+extern void kw_notify(KwRegistration *reg, const KwChange *c, int64 seq);
+extern char *kw_notify_payload(int64 seq, const char *cluster,
+							   const KwChange *c, bool with_names);
 
 /* ---------------------------------------------------------------------
  * in worker.c
@@ -455,6 +481,10 @@ typedef struct KwEventRecord
 	char		name[KW_EV_NAME_LEN];
 	char		uid[KW_EV_SHORT_LEN];
 	char		resource_version[KW_RV_LEN];
+	bool		preexisting;	/* KwChange's flags */
+	bool		final_state_unknown;
+	bool		has_previous;	/* false: previous_resource_version NULL */
+	char		previous_resource_version[KW_RV_LEN];
 } KwEventRecord;
 
 typedef enum KwEventReadResult
@@ -467,9 +497,7 @@ typedef enum KwEventReadResult
 extern void kw_events_shmem_request(void);
 extern void kw_events_worker_init(void);
 extern void kw_events_restore(void);
-extern int64 kw_events_append(KwRegistration *reg, KwEventType type,
-							  const char *namespace, const char *name,
-							  const char *uid, const char *resource_version);
+extern int64 kw_events_append(KwRegistration *reg, const KwChange *c);
 extern void kw_events_checkpoint(void);
 extern bool kw_events_available(void);
 extern int64 kw_events_last_seq(void);

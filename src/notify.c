@@ -7,8 +7,15 @@
  * transaction that changes the row, so a listener is woken only after the
  * change committed and can already read it.  The payload is JSON:
  *
- *	 {"seq":1042,"type":"ADDED","cluster":"prod","namespace":"shop",
- *	  "name":"web-1","uid":"...","resource_version":"123"}
+ *	 {"seq":1042,"type":"MODIFIED","cluster":"prod","namespace":"shop",
+ *	  "name":"web-1","uid":"...","resource_version":"123",
+ *	  "preexisting":false,"final_state_unknown":false,
+ *	  "previous_resource_version":"120"}
+ *
+ * preexisting: the change was found by a LIST (initial sync or relist), not
+ * a watch event; final_state_unknown: a DELETED inferred by a relist, so
+ * the last state the row held may be stale; previous_resource_version (on
+ * MODIFIED only): the row's resourceVersion before (KwChange, kwatch.h).
  *
  * `seq` is the change's number in the event stream (events.c), one
  * sequence for all watches: a listener whose last seen seq is not seq - 1
@@ -65,15 +72,16 @@ append_field(StringInfo buf, const char *key, const char *value, bool first)
 }
 
 /*
- * kw_notify_payload: the JSON payload for one change (palloc'd); seq is the
- * event stream's number (left out when 0), any other argument but type may
- * be NULL (JSON null).  Fields longer than KW_FIELD_MAX bytes are cut and
- * the payload marked "truncated":true.
+ * kw_notify_payload: the JSON payload for change `c` of cluster `cluster`
+ * (palloc'd): seq (left out when 0), type, cluster, namespace, name, uid,
+ * resource_version (namespace and name JSON null unless with_names), then
+ * the origin flags preexisting and final_state_unknown, and for a MODIFIED
+ * previous_resource_version (KwChange).  Fields longer than KW_FIELD_MAX
+ * bytes are cut and the payload marked "truncated":true.
  */
 char *
-kw_notify_payload(int64 seq, const char *type, const char *cluster,
-				  const char *namespace, const char *name, const char *uid,
-				  const char *resource_version)
+kw_notify_payload(int64 seq, const char *cluster, const KwChange *c,
+				  bool with_names)
 {
 	StringInfoData buf;
 	bool		truncated = false;
@@ -82,12 +90,18 @@ kw_notify_payload(int64 seq, const char *type, const char *cluster,
 	appendStringInfoChar(&buf, '{');
 	if (seq > 0)
 		appendStringInfo(&buf, "\"seq\":" INT64_FORMAT ",", seq);
-	truncated |= append_field(&buf, "type", type, true);
+	truncated |= append_field(&buf, "type", kw_event_type_name(c->type), true);
 	truncated |= append_field(&buf, "cluster", cluster, false);
-	truncated |= append_field(&buf, "namespace", namespace, false);
-	truncated |= append_field(&buf, "name", name, false);
-	truncated |= append_field(&buf, "uid", uid, false);
-	truncated |= append_field(&buf, "resource_version", resource_version, false);
+	truncated |= append_field(&buf, "namespace", with_names ? c->namespace : NULL, false);
+	truncated |= append_field(&buf, "name", with_names ? c->name : NULL, false);
+	truncated |= append_field(&buf, "uid", c->uid, false);
+	truncated |= append_field(&buf, "resource_version", c->resource_version, false);
+	appendStringInfo(&buf, ",\"preexisting\":%s,\"final_state_unknown\":%s",
+					 c->preexisting ? "true" : "false",
+					 c->final_state_unknown ? "true" : "false");
+	if (c->type == KW_EV_MODIFIED)
+		truncated |= append_field(&buf, "previous_resource_version",
+								  c->previous_resource_version, false);
 	if (truncated)
 		appendStringInfoString(&buf, ",\"truncated\":true");
 	appendStringInfoChar(&buf, '}');
@@ -95,7 +109,7 @@ kw_notify_payload(int64 seq, const char *type, const char *cluster,
 }
 
 /*
- * kw_notify: queues the notification of one applied change on the watch's
+ * kw_notify: queues the notification of applied change `c` on the watch's
  * channel, unless the watch was registered with notify => false; `seq` is
  * its number in the event stream (kw_events_append), 0 for none.  Must run
  * in the transaction that made the change.  A payload that would still
@@ -106,9 +120,7 @@ kw_notify_payload(int64 seq, const char *type, const char *cluster,
  * reader with the rights looks the change up in kwatch.events by seq.
  */
 void
-kw_notify(KwRegistration *reg, KwEventType type, const char *namespace,
-		  const char *name, const char *uid, const char *resource_version,
-		  int64 seq)
+kw_notify(KwRegistration *reg, const KwChange *c, int64 seq)
 {
 	char	   *payload;
 
@@ -122,18 +134,16 @@ kw_notify(KwRegistration *reg, KwEventType type, const char *namespace,
 		appendStringInfoChar(&buf, '{');
 		if (seq > 0)
 			appendStringInfo(&buf, "\"seq\":" INT64_FORMAT ",", seq);
-		appendStringInfo(&buf, "\"type\":\"%s\"}", kw_event_type_name(type));
+		appendStringInfo(&buf, "\"type\":\"%s\"}", kw_event_type_name(c->type));
 		Async_Notify(reg->channel, buf.data);
 		pfree(buf.data);
 		return;
 	}
-	payload = kw_notify_payload(seq, kw_event_type_name(type), reg->server,
-								namespace, name, uid, resource_version);
+	payload = kw_notify_payload(seq, reg->server, c, true);
 	if (strlen(payload) >= KW_NOTIFY_MAX)
 	{
 		pfree(payload);
-		payload = kw_notify_payload(seq, kw_event_type_name(type), reg->server,
-									NULL, NULL, uid, resource_version);
+		payload = kw_notify_payload(seq, reg->server, c, false);
 	}
 	Async_Notify(reg->channel, payload);
 	pfree(payload);

@@ -67,6 +67,7 @@ kw_shmem_startup_hook(void)
 		memset(kw_shared, 0, kw_shmem_size());
 		kw_shared->lock = &(GetNamedLWLockTranche("kwatch"))->lock;
 		pg_atomic_init_u64(&kw_shared->generation, 1);
+		ConditionVariableInit(&kw_shared->sync_cv);
 		kw_shared->nslots = kw_max_watches;
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -175,12 +176,40 @@ kw_wake_worker(void)
 	LWLockRelease(kw_shared->lock);
 }
 
+/*
+ * kw_poke_worker: sets the worker's latch without asking it to reload
+ * registrations (a relist request, sync_wait.c).  Any backend.
+ */
+void
+kw_poke_worker(void)
+{
+	if (kw_shared == NULL)
+		return;
+	LWLockAcquire(kw_shared->lock, LW_SHARED);
+	if (kw_shared->worker_latch)
+		SetLatch(kw_shared->worker_latch);
+	LWLockRelease(kw_shared->lock);
+}
+
+/*
+ * kw_status_broadcast: wakes the backends waiting in kwatch.wait_synced()
+ * or kwatch.relist(wait => true) (sync_wait.c) after a slot's synced flag
+ * or state changed.  Worker only.
+ */
+void
+kw_status_broadcast(void)
+{
+	if (kw_shared != NULL)
+		ConditionVariableBroadcast(&kw_shared->sync_cv);
+}
+
 PG_FUNCTION_INFO_V1(kwatch_watch_status);
 
 /*
  * kwatch_watch_status: SQL kwatch.watch_status() -> SETOF record, one row
  * per running watch, copied from shared memory.  Columns are declared in the
- * extension script (worker_pid is the same on every row).  Returns no rows
+ * extension script: 22 in 0.1.0, 25 since 0.2.0 (synced, syncs,
+ * relist_requests).  Returns no rows
  * when kwatch was not preloaded.
  */
 Datum
@@ -204,8 +233,8 @@ kwatch_watch_status(PG_FUNCTION_ARGS)
 	for (int i = 0; i < n; i++)
 	{
 		KwWatchStatus *s = &copy[i];
-		Datum		values[22];
-		bool		nulls[22];
+		Datum		values[25];
+		bool		nulls[25];
 		int			c = 0;
 
 		memset(nulls, 0, sizeof(nulls));
@@ -245,7 +274,14 @@ kwatch_watch_status(PG_FUNCTION_ARGS)
 		values[c++] = Int64GetDatum(s->errors[KW_ERRSRC_HTTP]);
 		values[c++] = Int64GetDatum(s->errors[KW_ERRSRC_DECODE]);
 		values[c++] = Int64GetDatum(s->errors[KW_ERRSRC_DATABASE] + s->errors[KW_ERRSRC_CONFIG]);
-		Assert(c == 22);
+		values[c++] = BoolGetDatum(s->synced);
+		values[c++] = Int64GetDatum(s->syncs);
+		values[c++] = Int64GetDatum(s->relist_requests);
+		Assert(c == 25);
+		/* the extension at 0.1.0 declares the first 22 columns only */
+		if (rsinfo->setDesc->natts != 22 && rsinfo->setDesc->natts != 25)
+			elog(ERROR, "kwatch.watch_status() declared with %d columns",
+				 rsinfo->setDesc->natts);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -292,13 +292,20 @@ kw_sync_apply_events(KwSyncPlans *p, KwRegistration *reg, KwEvent *events,
 		Oid			types[4] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID};
 		Oid			dtypes[2] = {TEXTOID, TEXTOID};
 
+		/*
+		 * RETURNING sees the new row only; the row's resourceVersion before
+		 * (previous_resource_version of a MODIFIED) comes from a subquery,
+		 * which reads the statement's snapshot: the row as it was.
+		 */
 		p->upsert = prepare(psprintf(
 									 "INSERT INTO %s AS t (cluster, uid, resource_version, object) "
 									 "VALUES ($1, $2, $3, $4::jsonb) "
 									 "ON CONFLICT (cluster, uid) DO UPDATE "
 									 "SET resource_version = EXCLUDED.resource_version, object = EXCLUDED.object "
 									 "WHERE t.resource_version IS DISTINCT FROM EXCLUDED.resource_version "
-									 "RETURNING (xmax = 0)", p->qualified), 4, types);
+									 "RETURNING (xmax = 0), (SELECT o.resource_version FROM %s o "
+									 "WHERE o.cluster = $1 AND o.uid = $2)",
+									 p->qualified, p->qualified), 4, types);
 		p->delete = prepare(psprintf("DELETE FROM %s WHERE cluster = $1 AND uid = $2",
 									 p->qualified), 2, dtypes);
 	}
@@ -321,14 +328,13 @@ kw_sync_apply_events(KwSyncPlans *p, KwRegistration *reg, KwEvent *events,
 				elog(ERROR, "delete failed: %s", SPI_result_code_string(rc));
 			if (SPI_processed > 0)
 			{
-				int64		seq;
+				KwChange	c = {.type = KW_EV_DELETED,
+					.namespace = ev->obj.namespace, .name = ev->obj.name,
+					.uid = ev->obj.uid,
+					.resource_version = ev->obj.resource_version};
 
 				counts->deleted++;
-				seq = kw_events_append(reg, KW_EV_DELETED, ev->obj.namespace,
-									   ev->obj.name, ev->obj.uid,
-									   ev->obj.resource_version);
-				kw_notify(reg, KW_EV_DELETED, ev->obj.namespace, ev->obj.name,
-						  ev->obj.uid, ev->obj.resource_version, seq);
+				kw_notify(reg, &c, kw_events_append(reg, &c));
 				counts->notified += reg->notify ? 1 : 0;
 			}
 			continue;
@@ -343,17 +349,20 @@ kw_sync_apply_events(KwSyncPlans *p, KwRegistration *reg, KwEvent *events,
 			bool		isnull;
 			bool		inserted = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 															  SPI_tuptable->tupdesc, 1, &isnull));
-			KwEventType t = inserted ? KW_EV_ADDED : KW_EV_MODIFIED;
-			int64		seq;
+			KwChange	c = {.type = inserted ? KW_EV_ADDED : KW_EV_MODIFIED,
+				.namespace = ev->obj.namespace, .name = ev->obj.name,
+				.uid = ev->obj.uid,
+				.resource_version = ev->obj.resource_version};
 
 			if (inserted)
 				counts->added++;
 			else
+			{
 				counts->modified++;
-			seq = kw_events_append(reg, t, ev->obj.namespace, ev->obj.name,
-								   ev->obj.uid, ev->obj.resource_version);
-			kw_notify(reg, t, ev->obj.namespace, ev->obj.name, ev->obj.uid,
-					  ev->obj.resource_version, seq);
+				c.previous_resource_version = SPI_getvalue(SPI_tuptable->vals[0],
+														   SPI_tuptable->tupdesc, 2);
+			}
+			kw_notify(reg, &c, kw_events_append(reg, &c));
 			counts->notified += reg->notify ? 1 : 0;
 		}
 		SPI_freetuptable(SPI_tuptable);
@@ -601,9 +610,17 @@ kw_sync_relist_stage(KwSyncPlans *p, KwRegistration *reg, KwObject *objs,
 	return skipped;
 }
 
+/*
+ * notify_rows: reports each row a relist statement returned (SPI_tuptable:
+ * [inserted,] namespace, name, uid, resource_version) to the event stream
+ * and NOTIFY, as changes a LIST found (preexisting).  `fixed` is the type
+ * unless first_is_inserted (the merge: ADDED or MODIFIED, with the row's
+ * previous resourceVersion from `known`); the sweep's DELETEDs are
+ * inferred, their final state unknown.
+ */
 static void
 notify_rows(KwRegistration *reg, KwEventType fixed, bool first_is_inserted,
-			KwApplyCounts *counts)
+			HTAB *known, KwApplyCounts *counts)
 {
 	TupleDesc	desc = SPI_tuptable->tupdesc;
 	int			off = first_is_inserted ? 1 : 0;
@@ -611,7 +628,7 @@ notify_rows(KwRegistration *reg, KwEventType fixed, bool first_is_inserted,
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
-		KwEventType t = fixed;
+		KwChange	c = {.type = fixed};
 		char	   *namespace = SPI_getvalue(tup, desc, off + 1);
 		char	   *name = SPI_getvalue(tup, desc, off + 2);
 		char	   *uid = SPI_getvalue(tup, desc, off + 3);
@@ -622,21 +639,29 @@ notify_rows(KwRegistration *reg, KwEventType fixed, bool first_is_inserted,
 		{
 			bool		isnull;
 
-			t = DatumGetBool(SPI_getbinval(tup, desc, 1, &isnull)) ?
+			c.type = DatumGetBool(SPI_getbinval(tup, desc, 1, &isnull)) ?
 				KW_EV_ADDED : KW_EV_MODIFIED;
 		}
+		c.namespace = namespace;
+		c.name = name;
+		c.uid = uid;
+		c.resource_version = rv;
+		c.preexisting = true;
+		c.final_state_unknown = (c.type == KW_EV_DELETED);
+		if (c.type == KW_EV_MODIFIED)
+			c.previous_resource_version = kw_sync_known_rv(known, uid);
 
-		if (t == KW_EV_ADDED)
+		if (c.type == KW_EV_ADDED)
 			counts->added++;
-		else if (t == KW_EV_MODIFIED)
+		else if (c.type == KW_EV_MODIFIED)
 			counts->modified++;
 		else
 			counts->deleted++;
 		/* every change goes to the event stream, notified or not */
-		seq = kw_events_append(reg, t, namespace, name, uid, rv);
+		seq = kw_events_append(reg, &c);
 		if (reg->notify)
 		{
-			kw_notify(reg, t, namespace, name, uid, rv, seq);
+			kw_notify(reg, &c, seq);
 			counts->notified++;
 		}
 		pfree(uid);
@@ -652,12 +677,13 @@ notify_rows(KwRegistration *reg, KwEventType fixed, bool first_is_inserted,
  * kw_sync_relist_finish: merges the staged list into the mirror table in
  * the current transaction: inserts new objects, updates changed ones,
  * deletes rows missing from the list (client-go's DeletedFinalStateUnknown,
- * PROTOCOL 23, 24), notifies each, and stores `list_rv` as the resume
- * point.  The caller knows how many objects it staged.
+ * PROTOCOL 23, 24), notifies each (as found by a LIST, with the previous
+ * resourceVersion of a MODIFIED from `known`, kw_sync_relist_begin's hash),
+ * and stores `list_rv` as the resume point.
  */
 void
 kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
-					  KwApplyCounts *counts)
+					  HTAB *known, KwApplyCounts *counts)
 {
 	Datum		cluster = CStringGetTextDatum(reg->server);
 	int			rc;
@@ -727,13 +753,13 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 	rc = SPI_execute_plan(p->merge, &cluster, NULL, false, 0);
 	if (rc != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "relist merge failed: %s", SPI_result_code_string(rc));
-	notify_rows(reg, KW_EV_ADDED, true, counts);
+	notify_rows(reg, KW_EV_ADDED, true, known, counts);
 	SPI_freetuptable(SPI_tuptable);
 
 	rc = SPI_execute_plan(p->sweep, &cluster, NULL, false, 0);
 	if (rc != SPI_OK_DELETE_RETURNING)
 		elog(ERROR, "relist sweep failed: %s", SPI_result_code_string(rc));
-	notify_rows(reg, KW_EV_DELETED, false, counts);
+	notify_rows(reg, KW_EV_DELETED, false, known, counts);
 	SPI_freetuptable(SPI_tuptable);
 	as_owner_end(&as_owner);
 	kw_events_checkpoint();

@@ -109,6 +109,7 @@ struct KwWatch
 	int			decode_failures;	/* malformed watch streams in a row */
 	int			backoff_ms;
 	TimestampTz next_attempt;
+	int64		relist_requests_seen;	/* slot->relist_requests acted on */
 
 	/* pending batch (batch_cxt) */
 	KwEvent    *events;
@@ -144,14 +145,35 @@ set_str(KwWatch *w, char **field, const char *value)
 static void
 set_state(KwWatch *w, KwWatchState st)
 {
+	bool		changed;
+
 	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
-	if (w->slot->state != st)
+	changed = (w->slot->state != st);
+	if (changed)
 	{
 		w->slot->state = st;
 		w->slot->state_since = GetCurrentTimestamp();
 	}
 	w->slot->healthy = (st == KW_STATE_WATCHING);
 	LWLockRelease(kw_shared->lock);
+	if (changed)
+		kw_status_broadcast();	/* wait_synced fails on "failed" */
+}
+
+/*
+ * set_synced: publishes whether the table holds a committed LIST with no
+ * relist pending (kwatch.wait_synced, client-go's HasSynced); `list_done`
+ * counts a LIST merged and committed.
+ */
+static void
+set_synced(KwWatch *w, bool synced, bool list_done)
+{
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	w->slot->synced = synced;
+	if (list_done)
+		w->slot->syncs++;
+	LWLockRelease(kw_shared->lock);
+	kw_status_broadcast();
 }
 
 static void
@@ -674,6 +696,8 @@ static void
 restart_list(KwWatch *w, bool with_rv)
 {
 	w->need_list = true;
+	if (w->slot->synced)
+		set_synced(w, false, false);
 	w->list_with_rv = with_rv && w->resume_rv != NULL;
 	w->list_started = false;
 	w->list_finish_pending = false;
@@ -971,7 +995,7 @@ finish_list_body(void *arg)
 	FlushArgs  *a = (FlushArgs *) arg;
 	KwWatch    *w = a->w;
 
-	kw_sync_relist_finish(w->plans, &w->reg, w->list_rv, &a->counts);
+	kw_sync_relist_finish(w->plans, &w->reg, w->list_rv, w->known, &a->counts);
 }
 
 /*
@@ -1096,6 +1120,7 @@ kw_watch_flush(KwWatch *w)
 			w->slot->last_list_at = GetCurrentTimestamp();
 			LWLockRelease(kw_shared->lock);
 			publish_progress(w);
+			set_synced(w, true, true);
 		}
 	}
 
@@ -1153,6 +1178,20 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 {
 	char	   *err = NULL;
 	MemoryContext loopcxt = CurrentMemoryContext;
+
+	/*
+	 * kwatch.relist() asked for a fresh LIST (client-go's Store.Resync /
+	 * Relist on demand): once what was decoded is applied, end the
+	 * transfer in flight and list without a resourceVersion, a consistent
+	 * read of the newest state (PROTOCOL 22).
+	 */
+	if (w->slot->relist_requests != w->relist_requests_seen && !pending_work(w))
+	{
+		w->relist_requests_seen = w->slot->relist_requests;
+		stop_transfer(w);
+		restart_list(w, false);
+		retry_now(w);
+	}
 
 	if (w->xfer != XFER_NONE && !w->paused)
 	{
@@ -1291,6 +1330,7 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 		w->slot = &w->private_slot;
 	}
 	w->slot->owner = r->owner;
+	w->relist_requests_seen = w->slot->relist_requests;
 
 	/* resume from the checkpoint without relisting (issue: restarts) */
 	if (reg->resource_version && reg->resource_version[0])
@@ -1301,6 +1341,8 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 	else
 		w->need_list = true;
 	MemoryContextSwitchTo(old);
+	/* a checkpoint means a LIST was committed: the table is usable */
+	set_synced(w, !w->need_list, false);
 	return w;
 }
 

@@ -1,0 +1,278 @@
+/*-------------------------------------------------------------------------
+ *
+ * sync_wait.c
+ *		Sync barriers and relists on demand, for SQL sessions.
+ *
+ * client-go lets a controller block until its informer's cache is synced
+ * (cache.WaitForCacheSync over HasSynced, tools/cache/shared_informer.go)
+ * and ask a store to list again.  kwatch's equivalents work on the
+ * worker's shared status (shmem.c): each watch's slot says whether its
+ * table holds a committed LIST with no relist pending (`synced`), how many
+ * LISTs it has merged (`syncs`), and how many relists backends asked for
+ * (`relist_requests`).  The worker broadcasts kw_shared->sync_cv whenever
+ * `synced` or the state changes, so waiters sleep on the condition
+ * variable instead of polling; they wake at least once a second anyway,
+ * to notice a worker that died without broadcasting.
+ *
+ * The SQL functions kwatch.wait_synced() and kwatch.relist() (extension
+ * script) resolve names to watch ids and check privileges, then call the
+ * two functions here.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "kwatch.h"
+
+/* A watch a caller waits for. */
+typedef struct SyncTarget
+{
+	int32		id;
+	char	   *label;			/* "pods on server \"kind\"", for messages */
+	int64		min_syncs;		/* LISTs that must have been merged */
+} SyncTarget;
+
+static void
+require_worker_state(void)
+{
+	if (kw_shared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("kwatch is not in shared_preload_libraries, so no worker syncs any watch"),
+				 errhint("Add kwatch to shared_preload_libraries, set kwatch.database, and restart PostgreSQL.")));
+}
+
+/* find_slot: the status slot of watch `id`, or NULL.  Caller holds the lock. */
+static KwWatchStatus *
+find_slot(int32 id)
+{
+	for (int i = 0; i < kw_shared->nslots; i++)
+		if (kw_shared->slots[i].watch_id == id)
+			return &kw_shared->slots[i];
+	return NULL;
+}
+
+/*
+ * wait_for: sleeps until every target's slot is synced with at least its
+ * min_syncs LISTs merged.  ERRORs: 55000 when a target's watch is in state
+ * "failed" (with its last error), 57014 when `timeout_ms` (>= 0) passes
+ * first; statement_timeout and cancel interrupt the sleep as usual.
+ */
+static void
+wait_for(SyncTarget *targets, int n, int64 timeout_ms)
+{
+	TimestampTz start = GetCurrentTimestamp();
+
+	ConditionVariablePrepareToSleep(&kw_shared->sync_cv);
+	for (;;)
+	{
+		int			pending = -1;
+		int			failed = -1;
+		char		last_error[KW_ERROR_LEN] = "";
+		long		sleep_ms = 1000;
+
+		LWLockAcquire(kw_shared->lock, LW_SHARED);
+		for (int i = 0; i < n && failed < 0; i++)
+		{
+			KwWatchStatus *slot = find_slot(targets[i].id);
+
+			if (slot && slot->state == KW_STATE_FAILED)
+			{
+				failed = i;
+				strlcpy(last_error, slot->last_error, sizeof(last_error));
+			}
+			else if (pending < 0 &&
+					 (slot == NULL || !slot->synced || slot->syncs < targets[i].min_syncs))
+				pending = i;
+		}
+		LWLockRelease(kw_shared->lock);
+
+		if (failed >= 0)
+		{
+			ConditionVariableCancelSleep();
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("watch of %s failed", targets[failed].label),
+					 last_error[0] ? errdetail("%s", last_error) : 0,
+					 errhint("See kwatch.watches for its state; the worker keeps retrying.")));
+		}
+		if (pending < 0)
+			break;
+		if (timeout_ms >= 0)
+		{
+			long		secs;
+			int			usecs;
+			int64		elapsed_ms;
+
+			TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
+			elapsed_ms = (int64) secs * 1000 + usecs / 1000;
+			if (elapsed_ms >= timeout_ms)
+			{
+				ConditionVariableCancelSleep();
+				ereport(ERROR,
+						(errcode(ERRCODE_QUERY_CANCELED),
+						 errmsg("timed out after " INT64_FORMAT " ms waiting for the watch of %s to sync",
+								timeout_ms, targets[pending].label),
+						 errhint("See kwatch.watches for its state.")));
+			}
+			sleep_ms = Min(sleep_ms, timeout_ms - elapsed_ms);
+		}
+		(void) ConditionVariableTimedSleep(&kw_shared->sync_cv, sleep_ms,
+										   PG_WAIT_EXTENSION);
+	}
+	ConditionVariableCancelSleep();
+}
+
+/* interval_ms: a timeout interval in milliseconds; -1 for NULL (none). */
+static int64
+interval_ms(FunctionCallInfo fcinfo, int argno)
+{
+	Interval   *iv;
+	int64		ms;
+
+	if (PG_ARGISNULL(argno))
+		return -1;
+	iv = PG_GETARG_INTERVAL_P(argno);
+	ms = iv->time / 1000 + ((int64) iv->day * SECS_PER_DAY +
+							(int64) iv->month * DAYS_PER_MONTH * SECS_PER_DAY) * 1000;
+	if (ms < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("timeout must not be negative")));
+	return ms;
+}
+
+/*
+ * visible_labels: fills each target's label from kwatch.watches, read as
+ * the current user, whose view shows only the watches that user may know
+ * of; labels are allocated in `outer`.  ERRORs 42704 for an id it does not show: the wait would tell its
+ * state and last error to someone who may not see them.
+ */
+static void
+visible_labels(SyncTarget *targets, int n, MemoryContext outer)
+{
+	for (int i = 0; i < n; i++)
+	{
+		Oid			argtype = INT4OID;
+		Datum		arg = Int32GetDatum(targets[i].id);
+
+		if (SPI_execute_with_args("SELECT pg_catalog.format('%s on server \"%s\"', w.resource, w.server)"
+								  " FROM kwatch.watches w WHERE w.id OPERATOR(pg_catalog.=) $1",
+								  1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not read kwatch.watches");
+		if (SPI_processed == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("no watch %d", targets[i].id),
+					 errhint("kwatch.watches lists the watches you may see.")));
+		targets[i].label = MemoryContextStrdup(outer,
+											   SPI_getvalue(SPI_tuptable->vals[0],
+															SPI_tuptable->tupdesc, 1));
+	}
+}
+
+PG_FUNCTION_INFO_V1(kwatch_wait_synced);
+
+/*
+ * kwatch_wait_synced: SQL kwatch._wait_synced(ids int[], min_syncs
+ * bigint[], timeout interval) -> void.  Returns once each watch ids[i] has
+ * merged at least min_syncs[i] LISTs and has no relist pending: its table
+ * then holds a committed LIST plus the watch events since, as client-go's
+ * HasSynced promises.  timeout NULL waits until statement_timeout or
+ * cancel.  ERRORs: 42704 (an id kwatch.watches does not show the caller),
+ * 55000 (not preloaded; a watch in state "failed", with its last error),
+ * 57014 (timeout), 22023 (arrays of different lengths).
+ */
+Datum
+kwatch_wait_synced(PG_FUNCTION_ARGS)
+{
+	ArrayType  *ids;
+	ArrayType  *mins;
+	int64		timeout_ms = interval_ms(fcinfo, 2);
+	Datum	   *idv,
+			   *minv;
+	bool	   *idnull,
+			   *minnull;
+	int			n,
+				nm;
+	SyncTarget *targets;
+
+	require_worker_state();
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("ids and min_syncs must not be null")));
+	ids = PG_GETARG_ARRAYTYPE_P(0);
+	mins = PG_GETARG_ARRAYTYPE_P(1);
+	deconstruct_array(ids, INT4OID, 4, true, TYPALIGN_INT, &idv, &idnull, &n);
+	deconstruct_array(mins, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &minv, &minnull, &nm);
+	if (n != nm)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ids and min_syncs must have the same length")));
+	targets = palloc0(sizeof(SyncTarget) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		if (idnull[i] || minnull[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("ids and min_syncs must not contain nulls")));
+		targets[i].id = DatumGetInt32(idv[i]);
+		targets[i].min_syncs = DatumGetInt64(minv[i]);
+	}
+	{
+		MemoryContext outer = CurrentMemoryContext;
+
+		SPI_connect();
+		visible_labels(targets, n, outer);	/* labels outlive SPI */
+		SPI_finish();
+	}
+	wait_for(targets, n, timeout_ms);
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(kwatch_request_relist);
+
+/*
+ * kwatch_request_relist: SQL kwatch._request_relist(id int) -> bigint.
+ * Asks the worker to list watch `id` again now (it ends the watch stream
+ * in flight and lists without a resourceVersion, a consistent read) and
+ * returns the number of LISTs the watch had merged before the request: the
+ * relist has committed once `syncs` exceeds it (kwatch.relist(wait =>
+ * true) waits for that).  Counted in relist_requests.  ERRORs: 55000 when
+ * the worker does not run the watch (not preloaded, no worker, or not yet
+ * started after its registration committed).
+ */
+Datum
+kwatch_request_relist(PG_FUNCTION_ARGS)
+{
+	int32		id = PG_GETARG_INT32(0);
+	KwWatchStatus *slot;
+	int64		syncs = -1;
+
+	require_worker_state();
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	slot = find_slot(id);
+	if (slot)
+	{
+		slot->relist_requests++;
+		syncs = slot->syncs;
+	}
+	LWLockRelease(kw_shared->lock);
+	if (syncs < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the worker does not run watch %d yet", id),
+				 errhint("A new watch starts when its transaction commits; kwatch.watches shows its state.")));
+	kw_poke_worker();
+	PG_RETURN_INT64(syncs);
+}
