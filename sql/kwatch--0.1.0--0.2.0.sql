@@ -76,8 +76,44 @@ $$;
 
 DROP FUNCTION @extschema@.watch(text, text, text, text, text, boolean, text);
 
+-- ---------------------------------------------------------------------
+-- Retry ranges per watch (client-go's RetryRelistAfter/RetryWatchAfter):
+-- the delay before the next LIST, or the next WATCH, after a failure is
+-- drawn uniformly inside the range; NULL keeps kwatch.backoff_initial ..
+-- kwatch.backoff_max's jittered exponential backoff (src/watch.c,
+-- schedule_retry).  retry_ms carries the bounds in milliseconds for the
+-- worker: [relist lower, relist upper, watch lower, watch upper].
+-- ---------------------------------------------------------------------
+CREATE TYPE @extschema@.interval_range AS RANGE (subtype = interval);
+ALTER TABLE @extschema@.registrations
+  ADD COLUMN retry_relist_after @extschema@.interval_range,
+  ADD COLUMN retry_watch_after @extschema@.interval_range,
+  ADD COLUMN retry_ms integer[] GENERATED ALWAYS AS (ARRAY[
+    (extract(epoch FROM lower(retry_relist_after)) * 1000)::integer,
+    (extract(epoch FROM upper(retry_relist_after)) * 1000)::integer,
+    (extract(epoch FROM lower(retry_watch_after)) * 1000)::integer,
+    (extract(epoch FROM upper(retry_watch_after)) * 1000)::integer]) STORED;
+
+-- _check_retry_range(name, r): raises invalid_parameter_value unless `r`
+-- is NULL or a non-empty range with finite bounds within [10ms, 1 hour].
+CREATE FUNCTION @extschema@._check_retry_range(name text, r @extschema@.interval_range)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF r IS NOT NULL AND (isempty(r) OR lower_inf(r) OR upper_inf(r)
+                        OR lower(r) < interval '10 milliseconds' OR upper(r) > interval '1 hour') THEN
+    RAISE EXCEPTION 'invalid % "%"', name, r
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Give both bounds, between 10ms and 1 hour, e.g. ''[1s,5s]''.';
+  END IF;
+END
+$$;
+
 -- watch(resource, server, namespace, label_selector, field_selector, notify,
--- table_name, secret_data, notify_payload) -> regclass: registers a watch of `resource` ("pods", "pod",
+-- table_name, secret_data, notify_payload, retry_relist_after,
+-- retry_watch_after) -> regclass: registers a watch of `resource` ("pods", "pod",
 -- "po", "deployments.apps", a CRD's plural...) on foreign server `server`
 -- and returns its mirror table (k8s.<plural>, group-qualified on a name
 -- collision).  Syncing starts when the calling transaction commits.
@@ -90,6 +126,9 @@ DROP FUNCTION @extschema@.watch(text, text, text, text, text, boolean, text);
 -- secret_data => true: the mirror's readers are not the cluster's.
 -- notify_payload: 'full' or 'minimal' (seq and type: anyone may LISTEN on
 -- a channel); default 'minimal' for Secrets, 'full' otherwise.
+-- retry_relist_after, retry_watch_after: ranges ('[1s,5s]') the delay
+-- before the next LIST or WATCH after a failure is drawn from; NULL for
+-- the GUCs' backoff (invalid_parameter_value outside [10ms, 1 hour]).
 CREATE FUNCTION watch(resource text,
                       server text DEFAULT NULL,
                       namespace text DEFAULT NULL,
@@ -98,7 +137,9 @@ CREATE FUNCTION watch(resource text,
                       notify boolean DEFAULT true,
                       table_name text DEFAULT NULL,
                       secret_data boolean DEFAULT false,
-                      notify_payload text DEFAULT NULL)
+                      notify_payload text DEFAULT NULL,
+                      retry_relist_after @extschema@.interval_range DEFAULT NULL,
+                      retry_watch_after @extschema@.interval_range DEFAULT NULL)
 RETURNS regclass
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -145,6 +186,9 @@ BEGIN
             HINT = 'Use ''full'' (identity of each change) or ''minimal'' (seq and type only).';
   END IF;
 
+  PERFORM @extschema@._check_retry_range('retry_relist_after', retry_relist_after);
+  PERFORM @extschema@._check_retry_range('retry_watch_after', retry_watch_after);
+
   SELECT * INTO existing FROM @extschema@.registrations r
   WHERE r.server = srv AND r.api_group = d.api_group AND r.plural = d.plural;
   IF FOUND THEN
@@ -154,6 +198,8 @@ BEGIN
        AND existing.notify = watch.notify
        AND existing.secret_data = COALESCE(watch.secret_data, false)
        AND existing.notify_payload = watch.notify_payload
+       AND existing.retry_relist_after IS NOT DISTINCT FROM watch.retry_relist_after
+       AND existing.retry_watch_after IS NOT DISTINCT FROM watch.retry_watch_after
        AND (watch.table_name IS NULL OR existing.table_name = watch.table_name) THEN
       RETURN format('k8s.%I', existing.table_name)::regclass;
     END IF;
@@ -234,17 +280,19 @@ BEGIN
   INSERT INTO @extschema@.registrations
     (server, resource, api_group, api_version, plural, kind, namespaced,
      namespace, label_selector, field_selector, table_name, channel, notify, owner,
-     secret_data, notify_payload)
+     secret_data, notify_payload, retry_relist_after, retry_watch_after)
   VALUES (srv, canonical, d.api_group, d.api_version, d.plural, d.kind, d.namespaced,
           namespace, label_selector, field_selector, tbl, 'kwatch_' || tbl,
-          watch.notify, d.caller, COALESCE(watch.secret_data, false), watch.notify_payload);
+          watch.notify, d.caller, COALESCE(watch.secret_data, false), watch.notify_payload,
+          watch.retry_relist_after, watch.retry_watch_after);
 
   PERFORM @extschema@._wake_at_commit();
   RETURN rel;
 END
 $$;
 
-REVOKE ALL ON FUNCTION @extschema@.watch(text, text, text, text, text, boolean, text, boolean, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.watch(text, text, text, text, text, boolean, text, boolean, text,
+                                         @extschema@.interval_range, @extschema@.interval_range) FROM PUBLIC;
 
 -- kwatch.watches shows a role the watches it may know of: those it
 -- registered (or a role it belongs to did), and those of servers it has
@@ -293,7 +341,8 @@ SELECT r.id,
        s.skipped_objects, s.sanitized_objects,
        s.http_errors, s.decode_errors, s.database_errors,
        r.secret_data, r.notify_payload,
-       COALESCE(s.synced, false) AS synced, s.syncs, s.relist_requests
+       COALESCE(s.synced, false) AS synced, s.syncs, s.relist_requests,
+       r.retry_relist_after, r.retry_watch_after
 FROM @extschema@.registrations r
 LEFT JOIN @extschema@.watch_status() s ON s.watch_id = r.id
 WHERE CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles a WHERE a.oid = r.owner)

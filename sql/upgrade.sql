@@ -59,6 +59,18 @@ SELECT kwatch.redact_secret('[1]');
 -- new watch parameters and status columns; Secrets notify seq and type only
 SELECT pg_get_function_identity_arguments('kwatch.watch'::regproc);
 SELECT resource, secret_data, notify_payload FROM kwatch.watches ORDER BY id;
+-- retry ranges: checked, and their bounds in ms for the worker
+SELECT kwatch._check_retry_range('retry_relist_after', '[1s,5s]');
+SELECT kwatch._check_retry_range('retry_relist_after', '[5ms,1s]');
+SELECT kwatch._check_retry_range('retry_watch_after', '[1s,)');
+SELECT kwatch._check_retry_range('retry_watch_after', '[2h,3h]');
+UPDATE kwatch.registrations SET retry_relist_after = '[1s,5s]', retry_watch_after = '[250ms,1.5s]'
+ WHERE resource = 'pods';
+SELECT resource, retry_relist_after, retry_watch_after, retry_ms FROM kwatch.registrations ORDER BY id;
+SELECT resource, retry_relist_after, synced, syncs, relist_requests FROM kwatch.watches ORDER BY id;
+-- the event stream's new columns
+SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+ WHERE attrelid = 'kwatch.events'::regclass AND attnum > 11 ORDER BY attnum;
 -- a 0.1.0 table whose watches are one role's becomes that role's (0.2.0
 -- writes a mirror table as its owner); the others keep theirs
 SELECT c.relname, c.relowner::regrole = 'kw_upgrade_owner'::regrole AS role_owns

@@ -347,6 +347,8 @@ typedef struct KwRegistration
 	bool		notify;
 	bool		secret_data;	/* store a Secret's values in clear (redact.c) */
 	bool		notify_minimal; /* notify_payload 'minimal': seq and type only */
+	int			retry_ms[4];	/* retry ranges, ms: relist lower, upper,
+								 * watch lower, upper; 0 = the GUCs' backoff */
 	Oid			owner;
 	char	   *resource_version;	/* checkpoint: resume point */
 	char	   *created_at;		/* with id, tells a re-created registration apart */

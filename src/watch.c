@@ -232,17 +232,29 @@ record_error(KwWatch *w, KwErrorSource src, const char *msg)
 /*
  * schedule_retry: waits before the next request: exponential backoff from
  * kwatch.backoff_initial to kwatch.backoff_max with up to 50% jitter
- * (PROTOCOL 25), at least `min_ms` (a Retry-After).  `st` is the state
+ * (PROTOCOL 25), or a delay drawn inside the watch's retry range for that
+ * request when it has one; at least `min_ms` (a Retry-After).  `st` is the state
  * shown meanwhile (backoff, or failed for errors a retry rarely fixes).
  */
 static void
 schedule_retry(KwWatch *w, int min_ms, KwWatchState st)
 {
 	int			delay;
+	const int  *range = w->need_list ? &w->reg.retry_ms[0] : &w->reg.retry_ms[2];
 
 	w->backoff_ms = w->backoff_ms ? Min(w->backoff_ms * 2, kw_backoff_max_ms)
 		: kw_backoff_initial_ms;
-	delay = w->backoff_ms + (int) (pg_prng_double(&pg_global_prng_state) * w->backoff_ms / 2);
+	if (range[1] > 0)
+	{
+		/*
+		 * The watch's own range for the request that comes next, a LIST or
+		 * a WATCH (watch(retry_relist_after, retry_watch_after); client-go's
+		 * RetryRelistAfter / RetryWatchAfter): uniform inside it.
+		 */
+		delay = range[0] + (int) (pg_prng_double(&pg_global_prng_state) * (range[1] - range[0]));
+	}
+	else
+		delay = w->backoff_ms + (int) (pg_prng_double(&pg_global_prng_state) * w->backoff_ms / 2);
 	delay = Max(delay, min_ms);
 	w->next_attempt = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), delay);
 	set_state(w, st);
@@ -1313,6 +1325,7 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 	r->notify = reg->notify;
 	r->secret_data = reg->secret_data;
 	r->notify_minimal = reg->notify_minimal;
+	memcpy(r->retry_ms, reg->retry_ms, sizeof(r->retry_ms));
 	r->owner = reg->owner;
 	r->resource_version = NULL;
 	r->created_at = reg->created_at ? pstrdup(reg->created_at) : NULL;
@@ -1396,5 +1409,6 @@ kw_watch_same_registration(KwWatch *w, KwRegistration *reg)
 		str_eq(r->channel, reg->channel) &&
 		r->notify == reg->notify && r->owner == reg->owner &&
 		r->secret_data == reg->secret_data &&
-		r->notify_minimal == reg->notify_minimal;
+		r->notify_minimal == reg->notify_minimal &&
+		memcmp(r->retry_ms, reg->retry_ms, sizeof(r->retry_ms)) == 0;
 }

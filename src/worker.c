@@ -203,7 +203,9 @@ read_registrations_body(void *arg)
 					 " COALESCE((to_jsonb(r)->>'secret_data')::boolean, false),"
 					 " COALESCE(to_jsonb(r)->>'notify_payload',"
 					 "   CASE WHEN api_group = '' AND plural = 'secrets' THEN 'minimal'"
-					 "   ELSE 'full' END) = 'minimal'"
+					 "   ELSE 'full' END) = 'minimal',"
+					 " (to_jsonb(r)->'retry_ms'->>0)::int, (to_jsonb(r)->'retry_ms'->>1)::int,"
+					 " (to_jsonb(r)->'retry_ms'->>2)::int, (to_jsonb(r)->'retry_ms'->>3)::int"
 					 " FROM kwatch.registrations r ORDER BY id", true, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read kwatch.registrations: %s", SPI_result_code_string(rc));
@@ -232,6 +234,12 @@ read_registrations_body(void *arg)
 		r->created_at = getstr(t, d, 16, a->cxt);
 		r->secret_data = DatumGetBool(SPI_getbinval(t, d, 17, &isnull));
 		r->notify_minimal = DatumGetBool(SPI_getbinval(t, d, 18, &isnull));
+		for (int k = 0; k < 4; k++)
+		{
+			Datum		ms = SPI_getbinval(t, d, 19 + k, &isnull);
+
+			r->retry_ms[k] = isnull ? 0 : DatumGetInt32(ms);
+		}
 		a->regs = lappend(a->regs, r);
 	}
 }
