@@ -223,3 +223,46 @@ def test_relist_on_demand(ctx):
     with pytest.raises(psycopg2.Error) as e:
         sql("SELECT kwatch.relist('nothing', server => %s)", (srv,))
     assert e.value.pgcode == "42704", e.value.pgerror
+
+
+def gaps_after(hits, requests):
+    """For each fault hit, the seconds until the worker's next request."""
+    out = []
+    for h in hits:
+        nxt = [r.at for r in requests if r.at > h.at]
+        if nxt:
+            out.append(min(nxt) - h.at)
+    return out
+
+
+def test_retry_ranges_are_honoured(ctx, fake):
+    """Each retry waits a delay drawn inside the watch's range for the
+    request that comes next (tests set kwatch.backoff_initial to 200ms,
+    whose doubling backoff would give other spacings)."""
+    srv = fake_server(ctx, fake)
+    fake.create("pods", pod("p0"))
+    f = fake.inject("status", on="list", code=503, times=4, when=not_probe)
+    table = watch("pods", srv, retry_relist_after="[1s,1.5s]", retry_watch_after="[300ms,500ms]")
+    wait_status(srv, "pods", lambda s: s["state"] == "watching", timeout=30, msg="watching")
+    assert len(f.hits) == 4
+    gaps = gaps_after(f.hits, [r for r in fake.requests_for("list", "pods")
+                               if r.query.get("limit") != "1"])
+    assert len(gaps) == 4 and all(0.95 <= g <= 1.9 for g in gaps), gaps
+
+    w = fake.inject("status", on="watch", code=503, times=4)
+    fake.set_down(True)
+    fake.set_down(False)
+    wait_until(lambda: len(w.hits) == 4, 30, "four refused watches")
+    wait_status(srv, "pods", lambda s: s["state"] == "watching", timeout=30, msg="watching again")
+    gaps = gaps_after(w.hits, fake.requests_for("watch", "pods"))
+    assert len(gaps) == 4 and all(0.28 <= g <= 0.9 for g in gaps), gaps
+    # no relist: a refused WATCH is retried as a WATCH
+    assert watch_status(srv, "pods")["relists"] == 0
+    assert sql("SELECT retry_relist_after::text, retry_watch_after::text FROM kwatch.watches"
+               " WHERE server = %s", (srv,)) == [('[00:00:01,00:00:01.5]', '[00:00:00.3,00:00:00.5]')]
+    assert sql_one(pgsql.SQL("SELECT count(*) FROM {}").format(pgsql.SQL(table))) >= 1
+
+    # bad ranges are refused before anything is registered
+    with pytest.raises(psycopg2.Error) as e:
+        watch("services", srv, retry_watch_after="[1ms,2ms]")
+    assert e.value.pgcode == "22023", e.value.pgerror
