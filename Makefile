@@ -17,6 +17,7 @@ OBJS = \
 	src/catalog.o \
 	src/sync_wait.o \
 	src/ownership.o \
+	src/privileged.o \
 	src/discovery.o \
 	src/kubeconfig.o \
 	src/fdw_option.o \

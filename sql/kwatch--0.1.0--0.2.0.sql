@@ -129,7 +129,7 @@ $$;
 -- retry_relist_after, retry_watch_after: ranges ('[1s,5s]') the delay
 -- before the next LIST or WATCH after a failure is drawn from; NULL for
 -- the GUCs' backoff (invalid_parameter_value outside [10ms, 1 hour]).
-CREATE FUNCTION watch(resource text,
+CREATE FUNCTION @extschema@._watch_impl(resource text,
                       server text DEFAULT NULL,
                       namespace text DEFAULT NULL,
                       label_selector text DEFAULT NULL,
@@ -142,7 +142,6 @@ CREATE FUNCTION watch(resource text,
                       retry_watch_after @extschema@.interval_range DEFAULT NULL)
 RETURNS regclass
 LANGUAGE plpgsql
-SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -195,12 +194,12 @@ BEGIN
     IF existing.namespace IS NOT DISTINCT FROM namespace
        AND existing.label_selector IS NOT DISTINCT FROM label_selector
        AND existing.field_selector IS NOT DISTINCT FROM field_selector
-       AND existing.notify = watch.notify
-       AND existing.secret_data = COALESCE(watch.secret_data, false)
-       AND existing.notify_payload = watch.notify_payload
-       AND existing.retry_relist_after IS NOT DISTINCT FROM watch.retry_relist_after
-       AND existing.retry_watch_after IS NOT DISTINCT FROM watch.retry_watch_after
-       AND (watch.table_name IS NULL OR existing.table_name = watch.table_name) THEN
+       AND existing.notify = _watch_impl.notify
+       AND existing.secret_data = COALESCE(_watch_impl.secret_data, false)
+       AND existing.notify_payload = _watch_impl.notify_payload
+       AND existing.retry_relist_after IS NOT DISTINCT FROM _watch_impl.retry_relist_after
+       AND existing.retry_watch_after IS NOT DISTINCT FROM _watch_impl.retry_watch_after
+       AND (_watch_impl.table_name IS NULL OR existing.table_name = _watch_impl.table_name) THEN
       RETURN format('k8s.%I', existing.table_name)::regclass;
     END IF;
     RAISE EXCEPTION '% is already watched on server "%" with other settings', canonical, srv
@@ -216,25 +215,25 @@ BEGIN
   -- else the plural, else the plural qualified by the group on a collision.
   SELECT r.table_name INTO tbl FROM @extschema@.registrations r
   WHERE r.api_group = d.api_group AND r.plural = d.plural LIMIT 1;
-  IF watch.table_name IS NOT NULL THEN
-    IF tbl IS NOT NULL AND tbl <> watch.table_name THEN
+  IF _watch_impl.table_name IS NOT NULL THEN
+    IF tbl IS NOT NULL AND tbl <> _watch_impl.table_name THEN
       RAISE EXCEPTION '% is already mirrored into table k8s.%', canonical, tbl
         USING ERRCODE = 'duplicate_object',
               HINT = 'The same resource on several servers shares one table; leave out table_name.';
     END IF;
     IF EXISTS (SELECT 1 FROM @extschema@.registrations r
-               WHERE r.table_name = watch.table_name
+               WHERE r.table_name = _watch_impl.table_name
                  AND (r.api_group, r.plural) <> (d.api_group, d.plural))
-       OR (to_regclass(format('k8s.%I', watch.table_name)) IS NOT NULL
-           AND obj_description(to_regclass(format('k8s.%I', watch.table_name)), 'pg_class')
+       OR (to_regclass(format('k8s.%I', _watch_impl.table_name)) IS NOT NULL
+           AND obj_description(to_regclass(format('k8s.%I', _watch_impl.table_name)), 'pg_class')
                IS DISTINCT FROM format('kwatch mirror of %s (%s)', d.plural,
                    CASE d.api_group WHEN '' THEN d.api_version
                         ELSE d.api_group || '/' || d.api_version END)) THEN
-      RAISE EXCEPTION 'table k8s.% is not a mirror of %', watch.table_name, canonical
+      RAISE EXCEPTION 'table k8s.% is not a mirror of %', _watch_impl.table_name, canonical
         USING ERRCODE = 'duplicate_table',
               HINT = 'Choose another table_name; one table mirrors one resource.';
     END IF;
-    tbl := watch.table_name;
+    tbl := _watch_impl.table_name;
   ELSIF tbl IS NULL THEN
     tbl := d.plural;
     IF EXISTS (SELECT 1 FROM @extschema@.registrations r
@@ -283,14 +282,37 @@ BEGIN
      secret_data, notify_payload, retry_relist_after, retry_watch_after)
   VALUES (srv, canonical, d.api_group, d.api_version, d.plural, d.kind, d.namespaced,
           namespace, label_selector, field_selector, tbl, 'kwatch_' || tbl,
-          watch.notify, d.caller, COALESCE(watch.secret_data, false), watch.notify_payload,
-          watch.retry_relist_after, watch.retry_watch_after);
+          _watch_impl.notify, d.caller, COALESCE(_watch_impl.secret_data, false), _watch_impl.notify_payload,
+          _watch_impl.retry_relist_after, _watch_impl.retry_watch_after);
 
   PERFORM @extschema@._wake_at_commit();
   RETURN rel;
 END
 $$;
 
+REVOKE ALL ON FUNCTION @extschema@._watch_impl(text, text, text, text, text, boolean, text, boolean,
+                                               text, @extschema@.interval_range,
+                                               @extschema@.interval_range) FROM PUBLIC;
+
+-- watch(...): see _watch_impl above.  A C function that runs with its
+-- caller's identity, checks it, and runs _watch_impl as the extension's
+-- owner (src/privileged.c): a SECURITY DEFINER function could not tell
+-- its caller from the session's role.  Refused (42501) inside a
+-- security-restricted operation, e.g. from a trigger on a mirror table.
+CREATE FUNCTION watch(resource text,
+                      server text DEFAULT NULL,
+                      namespace text DEFAULT NULL,
+                      label_selector text DEFAULT NULL,
+                      field_selector text DEFAULT NULL,
+                      notify boolean DEFAULT true,
+                      table_name text DEFAULT NULL,
+                      secret_data boolean DEFAULT false,
+                      notify_payload text DEFAULT NULL,
+                      retry_relist_after @extschema@.interval_range DEFAULT NULL,
+                      retry_watch_after @extschema@.interval_range DEFAULT NULL)
+RETURNS regclass
+AS 'MODULE_PATHNAME', 'kwatch_privileged_entry'
+LANGUAGE C;
 REVOKE ALL ON FUNCTION @extschema@.watch(text, text, text, text, text, boolean, text, boolean, text,
                                          @extschema@.interval_range, @extschema@.interval_range) FROM PUBLIC;
 
@@ -368,8 +390,66 @@ AS 'MODULE_PATHNAME', 'kwatch_delete_cluster_rows'
 LANGUAGE C STRICT;
 REVOKE ALL ON FUNCTION @extschema@._delete_cluster_rows(regclass, text) FROM PUBLIC;
 
+-- _restore_columns_as_owner(rel, api_group, plural): restore_generated_columns
+-- on the existing mirror table `rel`, run as its owner under
+-- SECURITY_RESTRICTED_OPERATION (src/sync.c); create_mirror_table (below)
+-- uses it, so that watch() never runs an ALTER TABLE over a role's rows
+-- with the extension owner's rights.
+CREATE FUNCTION @extschema@._restore_columns_as_owner(rel regclass, api_group text, plural text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'kwatch_restore_columns_as_owner'
+LANGUAGE C STRICT;
+REVOKE ALL ON FUNCTION @extschema@._restore_columns_as_owner(regclass, text, text) FROM PUBLIC;
+
+-- create_mirror_table(table_name, api_group, plural): as in 0.1.0, but an
+-- existing table's generated columns are restored as its owner.
+CREATE OR REPLACE FUNCTION @extschema@.create_mirror_table(table_name text, api_group text,
+                                    api_version text, plural text)
+RETURNS regclass
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  extra text := '';
+  c text;
+BEGIN
+  IF to_regnamespace('k8s') IS NULL THEN
+    CREATE SCHEMA k8s;
+  END IF;
+  IF to_regclass(format('k8s.%I', table_name)) IS NOT NULL THEN
+    -- as the table's owner: its rows feed the ALTER TABLE's expressions
+    PERFORM @extschema@._restore_columns_as_owner(format('k8s.%I', table_name)::regclass,
+                                                  api_group, plural);
+    RETURN format('k8s.%I', table_name)::regclass;
+  END IF;
+  FOREACH c IN ARRAY kwatch.base_columns() || kwatch.typed_columns(api_group, plural) LOOP
+    extra := extra || c || ', ';
+  END LOOP;
+  EXECUTE format($t$
+    CREATE TABLE k8s.%1$I (
+      %2$s
+      object           jsonb NOT NULL,
+      PRIMARY KEY (cluster, uid)
+    )$t$, table_name, extra);
+  -- lz4 compresses about twice as fast as pglz for these documents
+  IF EXISTS (SELECT 1 FROM pg_settings WHERE name = 'default_toast_compression'
+             AND 'lz4' = ANY (enumvals)) THEN
+    EXECUTE format('ALTER TABLE k8s.%I ALTER COLUMN object SET COMPRESSION lz4, '
+                   'ALTER COLUMN annotations SET COMPRESSION lz4', table_name);
+  END IF;
+  EXECUTE format('CREATE INDEX ON k8s.%I (namespace, name)', table_name);
+  EXECUTE format('CREATE INDEX ON k8s.%I USING gin (labels)', table_name);
+  EXECUTE format('COMMENT ON TABLE k8s.%I IS %L', table_name,
+                 format('kwatch mirror of %s (%s)', plural,
+                        CASE api_group WHEN '' THEN api_version
+                             ELSE api_group || '/' || api_version END));
+  RETURN format('k8s.%I', table_name)::regclass;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@.create_mirror_table(text, text, text, text) FROM PUBLIC;
+
 -- _check_watch_owner(owner, server, resource): raises insufficient_privilege
--- unless the caller outside SECURITY DEFINER is a superuser or has the
+-- unless the caller of watch/unwatch/relist (src/privileged.c) is a superuser or has the
 -- privileges of `owner` (src/ownership.c).
 CREATE FUNCTION @extschema@._check_watch_owner(owner oid, server text, resource text)
 RETURNS void
@@ -384,12 +464,11 @@ REVOKE ALL ON FUNCTION @extschema@._check_watch_owner(oid, text, text) FROM PUBL
 -- mirrors into it.  Returns false when there was no such watch.  Only the
 -- role that registered the watch (or a member of it) and superusers may
 -- remove it (_check_watch_owner; insufficient_privilege otherwise).
-CREATE OR REPLACE FUNCTION unwatch(resource text,
+CREATE FUNCTION @extschema@._unwatch_impl(resource text,
                         server text DEFAULT NULL,
                         drop_table boolean DEFAULT false)
 RETURNS boolean
 LANGUAGE plpgsql
-SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -402,14 +481,14 @@ BEGIN
   -- plural, kind or plural.group; several equally good matches are an error.
   WITH m AS (
     SELECT x.id, x.resource,
-           CASE WHEN x.resource = unwatch.resource THEN 1
-                WHEN x.table_name = unwatch.resource THEN 2
+           CASE WHEN x.resource = _unwatch_impl.resource THEN 1
+                WHEN x.table_name = _unwatch_impl.resource THEN 2
                 ELSE 3 END AS rank
     FROM @extschema@.registrations x
     WHERE x.server = srv
-      AND (x.resource = unwatch.resource OR x.plural = unwatch.resource
-           OR lower(x.kind) = lower(unwatch.resource) OR x.table_name = unwatch.resource
-           OR x.plural || '.' || x.api_group = unwatch.resource))
+      AND (x.resource = _unwatch_impl.resource OR x.plural = _unwatch_impl.resource
+           OR lower(x.kind) = lower(_unwatch_impl.resource) OR x.table_name = _unwatch_impl.resource
+           OR x.plural || '.' || x.api_group = _unwatch_impl.resource))
   SELECT min(m.rank), array_agg(m.resource ORDER BY m.resource)
            FILTER (WHERE m.rank = (SELECT min(rank) FROM m))
   INTO best, candidates FROM m;
@@ -446,6 +525,16 @@ BEGIN
   RETURN true;
 END
 $$;
+REVOKE ALL ON FUNCTION @extschema@._unwatch_impl(text, text, boolean) FROM PUBLIC;
+
+-- unwatch(...): see _unwatch_impl above; run as watch() is
+-- (src/privileged.c).  EXECUTE grants given on 0.1.0's unwatch are kept.
+CREATE OR REPLACE FUNCTION unwatch(resource text,
+                                   server text DEFAULT NULL,
+                                   drop_table boolean DEFAULT false)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'kwatch_privileged_entry'
+LANGUAGE C;
 
 
 -- Mirror tables that 0.1.0 created belong to the extension's owner; 0.2.0
@@ -556,11 +645,10 @@ $$;
 -- and timeout).  Counted in kwatch.watches.relist_requests.  Only the
 -- watch's owner (or a member) and superusers may (42501); 42704 for no
 -- such watch; 55000 when the worker does not run it yet.  Returns true.
-CREATE FUNCTION @extschema@.relist(resource text, server text DEFAULT NULL,
+CREATE FUNCTION @extschema@._relist_impl(resource text, server text DEFAULT NULL,
                                    wait boolean DEFAULT false, timeout interval DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql
-SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -570,10 +658,10 @@ DECLARE
 BEGIN
   SELECT * INTO r FROM @extschema@.registrations x
   WHERE x.server = srv
-    AND (x.resource = relist.resource OR x.table_name = relist.resource
-         OR x.plural = relist.resource OR lower(x.kind) = lower(relist.resource)
-         OR x.plural || '.' || x.api_group = relist.resource)
-  ORDER BY (x.resource = relist.resource) DESC, x.id
+    AND (x.resource = _relist_impl.resource OR x.table_name = _relist_impl.resource
+         OR x.plural = _relist_impl.resource OR lower(x.kind) = lower(_relist_impl.resource)
+         OR x.plural || '.' || x.api_group = _relist_impl.resource)
+  ORDER BY (x.resource = _relist_impl.resource) DESC, x.id
   LIMIT 1;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'no watch of % on server "%"', resource, srv
@@ -587,4 +675,13 @@ BEGIN
   RETURN true;
 END
 $$;
+REVOKE ALL ON FUNCTION @extschema@._relist_impl(text, text, boolean, interval) FROM PUBLIC;
+
+-- relist(...): see _relist_impl above; run as watch() is
+-- (src/privileged.c).
+CREATE FUNCTION @extschema@.relist(resource text, server text DEFAULT NULL,
+                                   wait boolean DEFAULT false, timeout interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'kwatch_privileged_entry'
+LANGUAGE C;
 REVOKE ALL ON FUNCTION @extschema@.relist(text, text, boolean, interval) FROM PUBLIC;

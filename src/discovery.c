@@ -228,14 +228,14 @@ resolve(KwClusterConfig *cfg, const char *name, Resolved *out)
 
 /*
  * server_config_checked: the cluster config of foreign server `server` for
- * the role calling the SECURITY DEFINER kwatch.watch(), after checking that
- * role has USAGE on the server.
+ * the role calling kwatch.watch() (kw_current_caller, privileged.c), after
+ * checking that role has USAGE on the server.
  */
 static KwClusterConfig *
 server_config_checked(const char *server, Oid *caller)
 {
 	ForeignServer *fs = GetForeignServerByName(server, false);
-	Oid			user = GetOuterUserId();
+	Oid			user = kw_current_caller();
 	AclResult	aclresult;
 
 #if PG_VERSION_NUM >= 160000

@@ -277,6 +277,7 @@ typedef struct KwWatchStatus
 {
 	int32		watch_id;		/* 0 = slot free */
 	Oid			owner;			/* registering role (ownership.c) */
+	char		server[NAMEDATALEN];	/* foreign server: who may see the slot */
 	KwWatchState state;
 	bool		healthy;
 	char		resource_version[KW_RV_LEN];
@@ -449,6 +450,10 @@ extern void kw_register_worker(void);
  * ---------------------------------------------------------------------
  */
 extern void kw_ownership_init(void);
+
+/* in privileged.c: who called kwatch.watch/unwatch/relist */
+extern Oid	kw_current_caller(void);
+extern Oid	kw_set_current_caller(Oid caller);
 PGDLLEXPORT void kwatch_worker_main(Datum arg);
 
 /* ---------------------------------------------------------------------

@@ -17,9 +17,10 @@
  *                      reading kwatch.registrations, elsewhere from the
  *                      worker's shared status (which carries each watch's
  *                      owner);
- *   DROP OWNED BY r    in kwatch's database, removes r's watches (as
- *                      kwatch.unwatch would, the rows they mirrored
- *                      included), before PostgreSQL drops r's tables;
+ *   DROP OWNED BY r    in kwatch's database, removes r's watches (with
+ *                      kwatch.unwatch's implementation, the rows they
+ *                      mirrored included), before PostgreSQL drops r's
+ *                      tables;
  *   REASSIGN OWNED BY r TO s
  *                      in kwatch's database, gives r's watches to s; the
  *                      worker restarts them with s's credentials.
@@ -219,8 +220,9 @@ check_drop_role(DropRoleStmt *stmt)
 /*
  * drop_owned_watches: DROP OWNED BY: removes the watches of the named roles
  * the caller may act for (PostgreSQL checks the same, has_privs_of_role,
- * and refuses the statement otherwise), through kwatch.unwatch so that the
- * rows they mirrored go with them.  Runs before PostgreSQL drops the roles'
+ * and refuses the statement otherwise), through kwatch.unwatch's
+ * implementation, for the issuer, so that the rows they mirrored go with
+ * them.  Runs before PostgreSQL drops the roles'
  * tables, in the statement's transaction.
  */
 static void
@@ -239,13 +241,23 @@ drop_owned_watches(DropOwnedStmt *stmt)
 	SPI_connect();
 	if (kwatch_here(&ext))
 	{
-		char	   *sql = psprintf("SELECT %1$s.unwatch(r.resource, r.server)"
+		char	   *sql = psprintf("SELECT %1$s._unwatch_impl(r.resource, r.server, false)"
 								   " FROM %1$s.registrations r"
 								   " WHERE r.owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY r.id",
 								   ext.schema);
 		Oid			argtypes[1] = {OIDARRAYOID};
+		Oid			save_caller = kw_set_current_caller(GetUserId());
 
-		execute_as_extension_owner(&ext, sql, 1, argtypes, &roles, false);
+		/* unwatch's implementation, checking the issuer of DROP OWNED */
+		PG_TRY();
+		{
+			execute_as_extension_owner(&ext, sql, 1, argtypes, &roles, false);
+		}
+		PG_FINALLY();
+		{
+			kw_set_current_caller(save_caller);
+		}
+		PG_END_TRY();
 	}
 	SPI_finish();
 }
@@ -324,9 +336,9 @@ PG_FUNCTION_INFO_V1(kwatch_check_watch_owner);
 
 /*
  * kwatch_check_watch_owner: SQL kwatch._check_watch_owner(owner oid,
- * server text, resource text) -> void, called by the SECURITY DEFINER
- * kwatch.unwatch() before it removes a watch.  The caller (the role outside
- * the SECURITY DEFINER call, GetOuterUserId) may remove it when it is a
+ * server text, resource text) -> void, called by kwatch.unwatch() and
+ * kwatch.relist() before they act on a watch.  The caller (the role that
+ * called them, kw_current_caller, privileged.c) may when it is a
  * superuser or has the privileges of `owner`, the role that registered the
  * watch (PostgreSQL's rule for dropping an object: ownership or membership
  * in the owning role, has_privs_of_role).  A watch whose owner role no
@@ -338,7 +350,7 @@ kwatch_check_watch_owner(PG_FUNCTION_ARGS)
 	Oid			owner = PG_GETARG_OID(0);
 	char	   *server = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	char	   *resource = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	Oid			caller = GetOuterUserId();
+	Oid			caller = kw_current_caller();
 	bool		owner_exists = SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(owner));
 
 	if (superuser_arg(caller))

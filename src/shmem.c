@@ -17,12 +17,17 @@
 #include <signal.h>
 
 #include "fmgr.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_foreign_server.h"
+#include "foreign/foreign.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/shmem.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "kwatch.h"
@@ -203,11 +208,40 @@ kw_status_broadcast(void)
 		ConditionVariableBroadcast(&kw_shared->sync_cv);
 }
 
+/*
+ * slot_visible: whether the current user may see watch status `s`: the
+ * rule of the kwatch.watches view (a superuser; a member of the role that
+ * registered the watch; a role with USAGE on its server).  The error text
+ * and counters of other roles' watches are theirs.
+ */
+static bool
+slot_visible(const KwWatchStatus *s)
+{
+	Oid			user = GetUserId();
+	ForeignServer *fs;
+
+	if (superuser_arg(user))
+		return true;
+	if (OidIsValid(s->owner) &&
+		SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(s->owner)) &&
+		has_privs_of_role(user, s->owner))
+		return true;
+	fs = GetForeignServerByName(s->server, true);
+	if (fs == NULL)
+		return false;
+#if PG_VERSION_NUM >= 160000
+	return object_aclcheck(ForeignServerRelationId, fs->serverid, user, ACL_USAGE) == ACLCHECK_OK;
+#else
+	return pg_foreign_server_aclcheck(fs->serverid, user, ACL_USAGE) == ACLCHECK_OK;
+#endif
+}
+
 PG_FUNCTION_INFO_V1(kwatch_watch_status);
 
 /*
  * kwatch_watch_status: SQL kwatch.watch_status() -> SETOF record, one row
- * per running watch, copied from shared memory.  Columns are declared in the
+ * per running watch the current user may see (slot_visible), copied from
+ * shared memory.  Columns are declared in the
  * extension script: 22 in 0.1.0, 25 since 0.2.0 (synced, syncs,
  * relist_requests).  Returns no rows
  * when kwatch was not preloaded.
@@ -236,6 +270,9 @@ kwatch_watch_status(PG_FUNCTION_ARGS)
 		Datum		values[25];
 		bool		nulls[25];
 		int			c = 0;
+
+		if (!slot_visible(s))
+			continue;
 
 		memset(nulls, 0, sizeof(nulls));
 		values[c++] = Int32GetDatum(s->watch_id);

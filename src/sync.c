@@ -152,12 +152,40 @@ rel_owner(Oid relid)
 	return owner;
 }
 
-/* table_owner: the owner of mirror table k8s.<table_name>; ERRORs (42P01). */
+/*
+ * table_owner: the owner of mirror table k8s.<table_name>, after checking
+ * that the columns kwatch writes still have kwatch's types.  An owner who
+ * changed, say, cluster to a type of their own with an implicit cast would
+ * have the worker run the cast's function; it would run as that owner
+ * (KwAsOwner), but the worker refuses such a table outright.  ERRORs:
+ * 42P01 (no table), 42804 (a column's type changed).
+ */
 static Oid
 table_owner(KwRegistration *reg)
 {
-	return rel_owner(RangeVarGetRelid(makeRangeVar("k8s", reg->table_name, -1),
-									  NoLock, false));
+	static const struct
+	{
+		const char *name;
+		Oid			type;
+	}			cols[] = {
+		{"cluster", TEXTOID}, {"uid", TEXTOID},
+		{"resource_version", TEXTOID}, {"object", JSONBOID}
+	};
+	Oid			relid = RangeVarGetRelid(makeRangeVar("k8s", reg->table_name, -1),
+										 NoLock, false);
+
+	for (int i = 0; i < lengthof(cols); i++)
+	{
+		AttrNumber	att = get_attnum(relid, cols[i].name);
+
+		if (att == InvalidAttrNumber || get_atttype(relid, att) != cols[i].type)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("mirror table k8s.%s has no column \"%s\" of type %s",
+							reg->table_name, cols[i].name, format_type_be(cols[i].type)),
+					 errhint("kwatch writes cluster, uid, resource_version (text) and object (jsonb); its owner may add columns, not change these.")));
+	}
+	return rel_owner(relid);
 }
 
 /* as_owner_begin: from here on, act as `owner` (see KwAsOwner). */
@@ -287,6 +315,12 @@ kw_sync_apply_events(KwSyncPlans *p, KwRegistration *reg, KwEvent *events,
 
 	save_checkpoint(p, reg, resume_rv);
 
+	/*
+	 * As the table's owner from here on, planning included: the statements
+	 * are analyzed (and re-analyzed after invalidations) as the role that
+	 * runs them.
+	 */
+	as_owner_begin(table_owner(reg), &as_owner);
 	if (p->upsert == NULL)
 	{
 		Oid			types[4] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID};
@@ -310,7 +344,6 @@ kw_sync_apply_events(KwSyncPlans *p, KwRegistration *reg, KwEvent *events,
 									 p->qualified), 2, dtypes);
 	}
 
-	as_owner_begin(table_owner(reg), &as_owner);
 	for (int i = 0; i < nevents; i++)
 	{
 		KwEvent    *ev = &events[i];
@@ -383,13 +416,19 @@ kw_sync_count_rows(KwRegistration *reg)
 	Datum		arg = CStringGetTextDatum(reg->server);
 	Oid			type = TEXTOID;
 	bool		isnull;
+	int			rc;
+	KwAsOwner	as_owner = {0};
 
 	if (!OidIsValid(RangeVarGetRelid(makeRangeVar("k8s", reg->table_name, -1),
 									 NoLock, true)))
 		return 0;
 	sql = psprintf("SELECT count(*) FROM %s WHERE cluster = $1",
 				   quote_qualified_identifier("k8s", reg->table_name));
-	if (SPI_execute_with_args(sql, 1, &type, &arg, NULL, true, 1) != SPI_OK_SELECT)
+	/* as the owner: every statement on a mirror table (see KwAsOwner) */
+	as_owner_begin(table_owner(reg), &as_owner);
+	rc = SPI_execute_with_args(sql, 1, &type, &arg, NULL, true, 1);
+	as_owner_end(&as_owner);
+	if (rc != SPI_OK_SELECT)
 		return 0;
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 									   1, &isnull));
@@ -410,6 +449,7 @@ kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
 	Oid			type = TEXTOID;
 	int			rc;
 	bool		isnull;
+	KwAsOwner	as_owner = {0};
 
 	/*
 	 * The staging table holds jsonb stored inline and uncompressed (STORAGE
@@ -446,8 +486,10 @@ kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
 	known = hash_create("kwatch known objects", 1024, &ctl,
 						HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 
+	as_owner_begin(table_owner(reg), &as_owner);
 	rc = SPI_execute_with_args(psprintf("SELECT uid, resource_version FROM %s WHERE cluster = $1",
 										p->qualified), 1, &type, &arg, NULL, true, 0);
+	as_owner_end(&as_owner);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read current rows: %s", SPI_result_code_string(rc));
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -722,6 +764,14 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 	 * the shape of the plan the worker runs.
 	 */
 
+	/* the owner reads the staging table in the merge and the sweep */
+	owner = table_owner(reg);
+	if (!superuser_arg(owner) &&
+		SPI_execute(psprintf("GRANT SELECT ON pg_temp.%s TO %s", stage,
+							 quote_identifier(GetUserNameFromId(owner, false))),
+					false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not grant the staging table to the mirror's owner");
+	as_owner_begin(owner, &as_owner);	/* planning included */
 	if (p->merge == NULL)
 	{
 		Oid			types[1] = {TEXTOID};
@@ -742,14 +792,6 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 									p->qualified, stage), 1, types);
 	}
 
-	/* the owner reads the staging table in the merge and the sweep */
-	owner = table_owner(reg);
-	if (!superuser_arg(owner) &&
-		SPI_execute(psprintf("GRANT SELECT ON pg_temp.%s TO %s", stage,
-							 quote_identifier(GetUserNameFromId(owner, false))),
-					false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "could not grant the staging table to the mirror's owner");
-	as_owner_begin(owner, &as_owner);
 	rc = SPI_execute_plan(p->merge, &cluster, NULL, false, 0);
 	if (rc != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "relist merge failed: %s", SPI_result_code_string(rc));
@@ -800,4 +842,37 @@ kwatch_delete_cluster_rows(PG_FUNCTION_ARGS)
 	as_owner_end(&as_owner);
 	SPI_finish();
 	PG_RETURN_INT64(n);
+}
+
+PG_FUNCTION_INFO_V1(kwatch_restore_columns_as_owner);
+
+/*
+ * kwatch_restore_columns_as_owner: SQL kwatch._restore_columns_as_owner(rel
+ * regclass, api_group text, plural text) -> void: runs
+ * kwatch.restore_generated_columns() on the existing mirror table `rel` as
+ * its owner (KwAsOwner).  Its ALTER TABLE evaluates expressions over the
+ * table's rows, which the owner can steer (an implicit cast from a column
+ * type of their own, say): kwatch.watch() must never run that with the
+ * extension owner's rights.  ERRORs: those of ALTER TABLE.
+ */
+Datum
+kwatch_restore_columns_as_owner(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Datum		args[3];
+	Oid			types[3] = {TEXTOID, TEXTOID, TEXTOID};
+	KwAsOwner	as_owner = {0};
+
+	args[0] = CStringGetTextDatum(get_rel_name(relid));
+	args[1] = PG_GETARG_DATUM(1);
+	args[2] = PG_GETARG_DATUM(2);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	as_owner_begin(rel_owner(relid), &as_owner);
+	if (SPI_execute_with_args("SELECT kwatch.restore_generated_columns($1, $2, $3)",
+							  3, types, args, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not restore the generated columns of %s", get_rel_name(relid));
+	as_owner_end(&as_owner);
+	SPI_finish();
+	PG_RETURN_VOID();
 }

@@ -16,7 +16,7 @@ import pytest
 from psycopg2 import sql as pgsql
 
 import conftest
-from conftest import sql, sql_one, wait_until, wait_watching, watch_status
+from conftest import kubectl, sql, sql_one, wait_until, wait_watching, watch, watch_status
 
 
 def as_role(role):
@@ -276,3 +276,104 @@ def test_row_level_security_gives_each_tenant_its_namespace(ctx, role):
         sql("DROP TABLE IF EXISTS k8s.podtemplates")
         sql(pgsql.SQL("DROP OWNED BY {} CASCADE").format(t))
         sql(pgsql.SQL("DROP ROLE {}").format(t))
+
+
+def test_a_table_owners_code_never_acts_with_more_rights(ctx, role):
+    """Code a mirror table's owner attaches to it, or runs through a
+    function someone else calls, gets that owner's rights and no more
+    (review of issue 13): kwatch.watch() called from a CHECK constraint the
+    worker evaluates is refused (security-restricted operation), rather than
+    registering a watch with the worker's superuser credentials; called from
+    the owner's SECURITY DEFINER function by a superuser, it checks the
+    owner, not the session's role; an implicit cast from a column type of
+    the owner's own never runs as a superuser, neither in watch()'s
+    restore of generated columns nor in the worker, which refuses the table."""
+    ns = ctx.namespace()
+    dev = ctx.server(auth="token")
+    prod = ctx.server("-p", auth="token")       # the superuser's credentials only
+    grant(role, dev)
+    r, s = pgsql.Identifier(role), pgsql.Identifier(role + "_s")
+    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+        r, pgsql.Identifier(dev), pgsql.Literal(conftest.CLUSTER.token)))
+    sql(pgsql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(s, r))
+    tname = ("kwr_cm_" + conftest.RUN_ID).lower()
+    table = "k8s." + tname
+    is_super = pgsql.SQL("SELECT rolsuper FROM pg_roles WHERE rolname = {}").format(pgsql.Literal(role))
+    try:
+        run_as(role, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s, table_name => %s)",
+               (dev, ns, tname))
+        wait_watching(dev, "configmaps")
+        # (1) a CHECK constraint the worker evaluates as the table's owner
+        run_as(role, pgsql.SQL("ALTER TABLE {} ADD CONSTRAINT grab CHECK (kwatch.watch('secrets',"
+                               " server => {}, secret_data => true) IS NOT NULL) NOT VALID").format(
+            pgsql.SQL(table), pgsql.Literal(prod)))
+        kubectl("create", "configmap", "trigger-it", "-n", ns, "--from-literal=a=b")
+        st = wait_until(lambda: (lambda st: st if st and st["last_error"] and
+                                 "security-restricted operation" in st["last_error"] else None)(
+            watch_status(dev, "configmaps")), 30, "the worker's apply to be refused")
+        assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (prod,)) == 0, st
+        run_as(role, pgsql.SQL("ALTER TABLE {} DROP CONSTRAINT grab").format(pgsql.SQL(table)))
+        conftest.assert_table_matches_server(table, dev, ["configmaps", "-n", ns], timeout=60)
+
+        # (2) the owner's SECURITY DEFINER function, called by a superuser
+        run_as(role, pgsql.SQL("CREATE FUNCTION {}.f() RETURNS text SECURITY DEFINER LANGUAGE sql"
+                               " AS $$ SELECT kwatch.watch('secrets', server => {})::text $$").format(
+            s, pgsql.Literal(prod)))
+        with pytest.raises(psycopg2.Error) as e:
+            sql(pgsql.SQL("SELECT {}.f()").format(s))
+        assert e.value.pgcode == "42501" and "foreign server" in e.value.diag.message_primary, e.value.pgerror
+        assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (prod,)) == 0
+
+        # (3) an implicit cast from the owner's own type, and generated
+        # columns for watch() to restore
+        run_as(role, "SELECT kwatch.unwatch('configmaps', server => %s)", (dev,))
+        gen = [a for (a,) in sql("SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass"
+                                 " AND attgenerated <> '' AND NOT attisdropped", (table,))]
+        run_as(role, pgsql.SQL("""
+            ALTER TABLE {t} {drops};
+            CREATE TYPE {s}.t AS (x jsonb);
+            CREATE FUNCTION {s}.g() RETURNS void LANGUAGE plpgsql AS $$BEGIN
+              IF (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) THEN
+                EXECUTE 'ALTER ROLE ' || quote_ident({role}) || ' SUPERUSER';
+              END IF; END$$;
+            CREATE FUNCTION {s}.f(x {s}.t) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE
+              AS $$BEGIN PERFORM {s}.g(); RETURN x.x; END$$;
+            CREATE CAST ({s}.t AS jsonb) WITH FUNCTION {s}.f({s}.t) AS IMPLICIT;
+            ALTER TABLE {t} ALTER COLUMN object TYPE {s}.t USING row(object)::{s}.t;
+            INSERT INTO {t} (cluster, uid, resource_version, object) VALUES ('x', 'u', '1', row('{{}}')::{s}.t);
+        """).format(t=pgsql.SQL(table), s=s, role=pgsql.Literal(role),
+                    drops=pgsql.SQL(", ").join(pgsql.SQL("DROP COLUMN {}").format(pgsql.Identifier(a))
+                                              for a in gen)))
+        try:
+            run_as(role, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s,"
+                   " table_name => %s)", (dev, ns, tname))
+        except psycopg2.Error:
+            pass        # the restore may fail as the owner; it never runs as more
+        assert sql_one(is_super) is False
+        if sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (dev,)):
+            st = wait_until(lambda: (lambda st: st if st and st["last_error"] and
+                                     "of type jsonb" in st["last_error"] else None)(
+                watch_status(dev, "configmaps")), 30, "the worker to refuse the altered table")
+        assert sql_one(is_super) is False
+    finally:
+        sql(pgsql.SQL("ALTER ROLE {} NOSUPERUSER").format(r))
+        sql("SELECT kwatch.unwatch('configmaps', server => %s)", (dev,)) \
+            if sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (dev,)) else None
+        sql(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.SQL(table)))
+        sql(pgsql.SQL("DROP SCHEMA {} CASCADE").format(s))
+
+
+def test_watch_status_shows_a_role_only_what_kwatch_watches_does(ctx, role):
+    srv = ctx.server()
+    ns = ctx.namespace()
+    watch("configmaps", srv, namespace=ns)
+    wait_watching(srv, "configmaps")
+    assert sql_one("SELECT count(*) FROM kwatch.watch_status()") >= 1
+    assert run_as(role, "SELECT count(*) FROM kwatch.watch_status()") == [(0,)]
+    assert run_as(role, "SELECT count(*) FROM kwatch.watches") == [(0,)]
+    # USAGE on the server shows its watches, in both
+    sql(pgsql.SQL("GRANT USAGE ON FOREIGN SERVER {} TO {}").format(
+        pgsql.Identifier(srv), pgsql.Identifier(role)))
+    # (the state comes from watch_status(): 'pending' when it hides the row)
+    assert run_as(role, "SELECT state FROM kwatch.watches WHERE server = %s", (srv,)) == [("watching",)]
+    assert run_as(role, "SELECT count(*) FROM kwatch.watch_status()")[0][0] >= 1

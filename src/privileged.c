@@ -1,0 +1,148 @@
+/*-------------------------------------------------------------------------
+ *
+ * privileged.c
+ *		The SQL entry points that act for their caller with the extension
+ *		owner's rights: kwatch.watch(), kwatch.unwatch(), kwatch.relist().
+ *
+ * These functions need rights their callers lack (the registrations table,
+ * other roles' credentials through the worker) and must check what the
+ * caller may do.  A SECURITY DEFINER function cannot tell who called it:
+ * inside, the current user is the definer, and the session's role
+ * (GetOuterUserId) is not the caller whenever the call comes from code
+ * running under another identity -- a table owner's trigger, rule or
+ * CHECK constraint executed by the worker, or a role's SECURITY DEFINER
+ * function called by a superuser -- so a check against it lets that code
+ * act with the session's rights.
+ *
+ * So the public functions are C functions that run with their caller's
+ * identity: kwatch_privileged_entry() notes the current user (GetUserId:
+ * the role whose rights the calling code has), refuses to run inside a
+ * security-restricted operation (code that PostgreSQL or kwatch runs as a
+ * table's owner on someone else's behalf, miscadmin.h), and calls the
+ * implementation _<name>_impl() -- same arguments, plpgsql, not executable
+ * by PUBLIC -- as its owner, the extension's owner.  The implementation's
+ * privilege checks ask kw_current_caller() who the caller is.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_proc.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+#include "kwatch.h"
+
+/* The caller of the privileged entry point running now, if any. */
+static Oid	current_caller = InvalidOid;
+
+/*
+ * kw_current_caller: the role kwatch's privilege checks apply to: the
+ * caller of the kwatch.watch/unwatch/relist call in progress (see above),
+ * else the current user.
+ */
+Oid
+kw_current_caller(void)
+{
+	return OidIsValid(current_caller) ? current_caller : GetUserId();
+}
+
+/*
+ * kw_set_current_caller: makes `caller` the role kw_current_caller()
+ * returns (InvalidOid: the current user again); returns the previous one,
+ * to be restored.  For ownership.c, which removes watches for the issuer
+ * of DROP OWNED.
+ */
+Oid
+kw_set_current_caller(Oid caller)
+{
+	Oid			prev = current_caller;
+
+	current_caller = caller;
+	return prev;
+}
+
+PG_FUNCTION_INFO_V1(kwatch_privileged_entry);
+
+/*
+ * kwatch_privileged_entry: the C body of kwatch.watch(), kwatch.unwatch()
+ * and kwatch.relist() (extension script).  Calls kwatch._<name>_impl()
+ * with the same arguments as that function's owner, with
+ * kw_current_caller() returning the calling role, and returns its result.
+ * ERRORs: 42501 inside a security-restricted operation (e.g. from a
+ * trigger the worker fires as a mirror table's owner); whatever the
+ * implementation raises.
+ */
+Datum
+kwatch_privileged_entry(PG_FUNCTION_ARGS)
+{
+	Oid			self = fcinfo->flinfo->fn_oid;
+	HeapTuple	tp;
+	Form_pg_proc proc;
+	char	   *name;
+	char	   *nspname;
+	Oid			impl;
+	Oid			impl_owner;
+	FmgrInfo	flinfo;
+	FunctionCallInfo impl_fcinfo;
+	Oid			save_userid;
+	int			save_sec_context;
+	Oid			save_caller;
+	Datum		result;
+	bool		isnull;
+
+	tp = SearchSysCache1(PROCOID, ObjectIdGetDatum(self));
+	if (!HeapTupleIsValid(tp))
+		elog(ERROR, "cache lookup failed for function %u", self);
+	proc = (Form_pg_proc) GETSTRUCT(tp);
+	name = pstrdup(NameStr(proc->proname));
+	nspname = get_namespace_name(proc->pronamespace);
+	impl = LookupFuncName(list_make2(makeString(nspname),
+									 makeString(psprintf("_%s_impl", name))),
+						  proc->pronargs, proc->proargtypes.values, false);
+	ReleaseSysCache(tp);
+
+	if (InSecurityRestrictedOperation())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot call %s.%s() within a security-restricted operation",
+						nspname, name),
+				 errdetail("Code that runs as a table's owner on another role's behalf (a trigger, rule or constraint the kwatch worker fires, say) may not register or remove watches.")));
+
+	tp = SearchSysCache1(PROCOID, ObjectIdGetDatum(impl));
+	if (!HeapTupleIsValid(tp))
+		elog(ERROR, "cache lookup failed for function %u", impl);
+	impl_owner = ((Form_pg_proc) GETSTRUCT(tp))->proowner;
+	ReleaseSysCache(tp);
+
+	fmgr_info(impl, &flinfo);
+	impl_fcinfo = palloc0(SizeForFunctionCallInfo(fcinfo->nargs));
+	InitFunctionCallInfoData(*impl_fcinfo, &flinfo, fcinfo->nargs,
+							 fcinfo->fncollation, NULL, NULL);
+	for (int i = 0; i < fcinfo->nargs; i++)
+		impl_fcinfo->args[i] = fcinfo->args[i];
+
+	save_caller = kw_set_current_caller(GetUserId());
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(impl_owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	PG_TRY();
+	{
+		result = FunctionCallInvoke(impl_fcinfo);
+		isnull = impl_fcinfo->isnull;
+	}
+	PG_FINALLY();
+	{
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+		kw_set_current_caller(save_caller);
+	}
+	PG_END_TRY();
+
+	if (isnull)
+		PG_RETURN_NULL();
+	return result;
+}
