@@ -3,7 +3,7 @@
 # when something is missing.  Safe to run repeatedly.  Needs root (or sudo).
 set -euo pipefail
 pkgs=(postgresql-server-dev-15 libcurl4-openssl-dev libjson-c-dev libyaml-dev
-      pkg-config make gcc python3-psycopg2 python3-pytest python3-prometheus-client openssl curl
+      pkg-config make gcc python3-psycopg2 python3-pytest python3-prometheus-client python3-yaml openssl curl
       golang-1.19-go etcd-server etcd-client dpkg-dev)
 missing=()
 for p in "${pkgs[@]}"; do
