@@ -129,7 +129,7 @@ events_shmem_startup(void)
 
 /*
  * kw_events_shmem_request: installs the hooks that size and create the
- * ring (kwatch.event_buffer slots of sizeof(KwEventSlot) bytes: 936 on
+ * ring (kwatch.event_buffer slots of sizeof(KwEventSlot) bytes: 1000 on
  * x86-64).
  * Only called while shared_preload_libraries is processed.
  */

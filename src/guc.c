@@ -90,10 +90,10 @@ kw_define_gucs(void)
 							 &kw_http_compression, false,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 
-	/* the event stream's ring (events.c); 936 bytes of shared memory per slot */
+	/* the event stream's ring (events.c); 1000 bytes of shared memory per slot */
 	DefineCustomIntVariable("kwatch.event_buffer",
 							"Number of recent changes kept for kwatch.events.",
-							"Each costs 936 bytes of shared memory (x86-64).",
+							"Each costs 1000 bytes of shared memory (x86-64).",
 							&kw_event_buffer, 10000, 16, 1000000,
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
 
