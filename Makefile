@@ -13,6 +13,7 @@ OBJS = \
 	src/redact.o \
 	src/watch.o \
 	src/sync.o \
+	src/merge.o \
 	src/notify.o \
 	src/catalog.o \
 	src/sync_wait.o \

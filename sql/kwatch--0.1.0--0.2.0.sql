@@ -390,6 +390,22 @@ AS 'MODULE_PATHNAME', 'kwatch_delete_cluster_rows'
 LANGUAGE C STRICT;
 REVOKE ALL ON FUNCTION @extschema@._delete_cluster_rows(regclass, text) FROM PUBLIC;
 
+-- _drop_relist_stage(id): drops watch `id`'s relist staging table
+-- (kwatch.relist_stage_<id>, an extension member the worker creates,
+-- src/sync.c) if there is one.
+CREATE FUNCTION @extschema@._drop_relist_stage(id integer) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF to_regclass(format('@extschema@.relist_stage_%s', id)) IS NOT NULL THEN
+    EXECUTE format('ALTER EXTENSION kwatch DROP TABLE @extschema@.relist_stage_%s', id);
+    EXECUTE format('DROP TABLE @extschema@.relist_stage_%s', id);
+  END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@._drop_relist_stage(integer) FROM PUBLIC;
+
 -- _restore_columns_as_owner(rel, api_group, plural): restore_generated_columns
 -- on the existing mirror table `rel`, run as its owner under
 -- SECURITY_RESTRICTED_OPERATION (src/sync.c); create_mirror_table (below)
@@ -512,6 +528,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN false;   -- a concurrent unwatch removed it first
   END IF;
+  PERFORM @extschema@._drop_relist_stage(r.id);
   IF to_regclass(format('k8s.%I', r.table_name)) IS NOT NULL THEN
     IF drop_table AND NOT EXISTS (SELECT 1 FROM @extschema@.registrations x
                                   WHERE x.table_name = r.table_name) THEN

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * catalog.c
- *		Reacting to registration changes transactionally.
+ *		Reading registrations, and reacting to their changes
+ *		transactionally.
  *
  * kwatch.watch() and kwatch.unwatch() (SQL, in the extension script) change
  * kwatch.registrations and call kwatch._wake_at_commit().  The worker must
@@ -15,6 +16,8 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 
@@ -66,4 +69,77 @@ kwatch_wake_at_commit(PG_FUNCTION_ARGS)
 				 errmsg("kwatch is not in shared_preload_libraries, so no worker will sync this watch"),
 				 errhint("Add kwatch to shared_preload_libraries, set kwatch.database, and restart PostgreSQL.")));
 	PG_RETURN_VOID();
+}
+
+static char *
+getstr(HeapTuple tup, TupleDesc desc, int col, MemoryContext cxt)
+{
+	char	   *v = SPI_getvalue(tup, desc, col);
+
+	return v ? MemoryContextStrdup(cxt, v) : NULL;
+}
+
+/*
+ * kw_registrations_read: the rows of kwatch.registrations (only watch
+ * `only_id` unless 0) as KwRegistration structs allocated in `cxt`, in id
+ * order.  Reads the columns 0.2.0 added through to_jsonb(), so that a
+ * database whose extension is still at 0.1.0 works.  Needs a transaction
+ * with SPI connected.  ERRORs when the table cannot be read.
+ */
+List *
+kw_registrations_read(int32 only_id, MemoryContext cxt)
+{
+	List	   *regs = NIL;
+	Oid			argtype = INT4OID;
+	Datum		arg = Int32GetDatum(only_id);
+	int			rc;
+
+	rc = SPI_execute_with_args("SELECT id, server, api_group, api_version, plural, kind, namespaced,"
+					 " namespace, label_selector, field_selector, table_name, channel,"
+					 " notify, owner, resource_version, created_at,"
+	/* columns of 0.2.0, read so that a 0.1.0 schema not yet updated works */
+					 " COALESCE((to_jsonb(r)->>'secret_data')::boolean, false),"
+					 " COALESCE(to_jsonb(r)->>'notify_payload',"
+					 "   CASE WHEN api_group = '' AND plural = 'secrets' THEN 'minimal'"
+					 "   ELSE 'full' END) = 'minimal',"
+					 " (to_jsonb(r)->'retry_ms'->>0)::int, (to_jsonb(r)->'retry_ms'->>1)::int,"
+					 " (to_jsonb(r)->'retry_ms'->>2)::int, (to_jsonb(r)->'retry_ms'->>3)::int"
+					 " FROM kwatch.registrations r WHERE $1 = 0 OR id = $1 ORDER BY id",
+							   1, &argtype, &arg, NULL, true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read kwatch.registrations: %s", SPI_result_code_string(rc));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	d = SPI_tuptable->tupdesc;
+		KwRegistration *r = MemoryContextAllocZero(cxt, sizeof(KwRegistration));
+		bool		isnull;
+
+		r->id = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
+		r->server = getstr(t, d, 2, cxt);
+		r->api_group = getstr(t, d, 3, cxt);
+		r->api_version = getstr(t, d, 4, cxt);
+		r->plural = getstr(t, d, 5, cxt);
+		r->kind = getstr(t, d, 6, cxt);
+		r->namespaced = DatumGetBool(SPI_getbinval(t, d, 7, &isnull));
+		r->namespace = getstr(t, d, 8, cxt);
+		r->label_selector = getstr(t, d, 9, cxt);
+		r->field_selector = getstr(t, d, 10, cxt);
+		r->table_name = getstr(t, d, 11, cxt);
+		r->channel = getstr(t, d, 12, cxt);
+		r->notify = DatumGetBool(SPI_getbinval(t, d, 13, &isnull));
+		r->owner = DatumGetObjectId(SPI_getbinval(t, d, 14, &isnull));
+		r->resource_version = getstr(t, d, 15, cxt);
+		r->created_at = getstr(t, d, 16, cxt);
+		r->secret_data = DatumGetBool(SPI_getbinval(t, d, 17, &isnull));
+		r->notify_minimal = DatumGetBool(SPI_getbinval(t, d, 18, &isnull));
+		for (int k = 0; k < 4; k++)
+		{
+			Datum		ms = SPI_getbinval(t, d, 19 + k, &isnull);
+
+			r->retry_ms[k] = isnull ? 0 : DatumGetInt32(ms);
+		}
+		regs = lappend(regs, r);
+	}
+	return regs;
 }

@@ -5,12 +5,19 @@
  *		change the worker applied, numbered by a sequence that only grows.
  *		kwatch.events (events_fdw.c) reads it.
  *
- * Writer: the worker alone.  Each applied ADDED/MODIFIED/DELETED (watch
- * events and relist merges and sweeps alike, sync.c) takes the next seq and
- * is written straight into slot seq % kwatch.event_buffer, stamped with the
- * applying transaction's xid; its NOTIFY carries the same seq.  Nothing is
- * WAL-logged here; only the last seq of each applying transaction is stored,
- * in kwatch.event_state, in that same transaction (kw_events_checkpoint).
+ * Writers: the worker, and the background merges it starts for large
+ * relists (merge.c), one transaction at a time.  A transaction that
+ * appends holds SHARE ROW EXCLUSIVE on kwatch.event_state (a mode that
+ * conflicts with itself only among the writers' modes, not with readers of
+ * the table) from its first append until it ends: seqs are then handed out
+ * in commit order, which readers rely on (a scan ends at the first event
+ * not committed).  Each applied ADDED/MODIFIED/DELETED (watch events and
+ * relist merges and sweeps alike, sync.c) takes the next seq and is written
+ * straight into slot seq % kwatch.event_buffer, stamped with the applying
+ * transaction's xid; its NOTIFY carries the same seq.  Nothing is
+ * WAL-logged here; only the last seq of each applying transaction is
+ * stored, in kwatch.event_state, in that same transaction
+ * (kw_events_checkpoint).
  *
  * Visibility: `published` is the last seq of a committed transaction, set by
  * the worker's XACT_EVENT_COMMIT callback.  That callback runs after
@@ -46,13 +53,16 @@
 
 #include "access/transam.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
+#include "nodes/makefuncs.h"
 #include "storage/ipc.h"
+#include "storage/lmgr.h"
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
@@ -84,6 +94,13 @@ static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static int64 xact_last_seq = 0;
 static int64 xact_saved_seq = 0;	/* written to kwatch.event_state */
 static SPIPlanPtr checkpoint_plan = NULL;
+
+/* event_state_relid: kwatch.event_state's oid; ERRORs when it is missing. */
+static Oid
+event_state_relid(void)
+{
+	return RangeVarGetRelid(makeRangeVar("kwatch", "event_state", -1), NoLock, false);
+}
 
 static Size
 ring_size(void)
@@ -182,18 +199,15 @@ events_xact_callback(XactEvent event, void *arg)
 }
 
 /*
- * kw_events_worker_init: registers the worker's transaction callback that
- * checks the last seq was saved (PRE_COMMIT, else ERROR), publishes
- * (COMMIT) or discards (ABORT) the events a transaction appended, and
- * drops what a previous worker life left unpublished.  Worker only, once
- * at start.
+ * kw_events_writer_init: registers the transaction callback of a process
+ * that appends events (the worker, a background merge, merge.c): it checks
+ * the last seq was saved (PRE_COMMIT, else ERROR), publishes (COMMIT) or
+ * discards (ABORT) the events a transaction appended.  Once per process.
  */
 void
-kw_events_worker_init(void)
+kw_events_writer_init(void)
 {
 	RegisterXactCallback(events_xact_callback, NULL);
-	if (ring)
-		pg_atomic_write_u64(&ring->written, pg_atomic_read_u64(&ring->published));
 }
 
 /*
@@ -281,6 +295,19 @@ kw_events_append(KwRegistration *reg, const KwChange *c)
 		return 0;
 	if (pg_atomic_read_u32(&ring->ready) == 0)
 		elog(ERROR, "kwatch event ring used before its sequence was restored");
+	if (xact_last_seq == 0)
+	{
+		/*
+		 * The first append of this transaction: become the only writer
+		 * until it ends (released with the transaction's locks, after the
+		 * COMMIT/ABORT callback below).  As the only writer, anything
+		 * written but not published is an aborted transaction's: reuse
+		 * those seqs (its ABORT callback did the same, but a writer that
+		 * died uncleanly took the server down with it anyway).
+		 */
+		LockRelationOid(event_state_relid(), ShareRowExclusiveLock);
+		pg_atomic_write_u64(&ring->written, pg_atomic_read_u64(&ring->published));
+	}
 
 	if (reg->api_group && reg->api_group[0])
 		snprintf(resource, sizeof(resource), "%s.%s", reg->plural, reg->api_group);

@@ -18,6 +18,7 @@
 char	   *kw_database = NULL;
 int			kw_max_watches = 128;
 int			kw_list_page_size = 500;
+int			kw_background_merge_objects = 5000;
 int			kw_watch_timeout_s = 300;
 int			kw_inactivity_timeout_s = 120;
 int			kw_backoff_initial_ms = 800;
@@ -77,6 +78,12 @@ kw_define_gucs(void)
 	DefineCustomIntVariable("kwatch.batch_size",
 							"Maximum watch events or LIST items applied in one transaction.",
 							NULL, &kw_batch_size, 1000, 1, 1000000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kwatch.background_merge_objects",
+							"LISTs of at least this many objects are merged by a background worker of their own.",
+							"The other watches keep streaming meanwhile (merge.c). 0 merges every LIST in the worker.",
+							&kw_background_merge_objects, 5000, 0, INT_MAX,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("kwatch.connect_timeout",

@@ -273,6 +273,11 @@ typedef enum KwErrorSource
 	KW_N_ERRSRC
 } KwErrorSource;
 
+#define KW_MERGE_NONE 0
+#define KW_MERGE_RUNNING 1
+#define KW_MERGE_DONE 2
+#define KW_MERGE_FAILED 3
+
 typedef struct KwWatchStatus
 {
 	int32		watch_id;		/* 0 = slot free */
@@ -298,6 +303,12 @@ typedef struct KwWatchStatus
 	int64		sanitized_objects;
 	int64		errors[KW_N_ERRSRC];
 	int64		notifications;
+	/* a relist merge in a background worker (merge.c) */
+	int			merge_state;	/* KW_MERGE_* */
+	char		merge_rv[KW_RV_LEN];	/* the LIST's resourceVersion */
+	int64		merge_counts[4];	/* added, modified, deleted, notified */
+	char		merge_error[KW_ERROR_LEN];
+	int			merge_sqlstate;
 	bool		synced;			/* a LIST committed, no relist pending */
 	int64		syncs;			/* LISTs merged and committed */
 	int64		relist_requests;	/* kwatch.relist() calls (backends) */
@@ -356,6 +367,9 @@ typedef struct KwRegistration
 } KwRegistration;
 
 typedef struct KwWatch KwWatch;
+
+/* in catalog.c */
+extern List *kw_registrations_read(int32 only_id, MemoryContext cxt);
 
 extern KwWatch *kw_watch_create(KwRegistration *reg, void *multi,
 								MemoryContext parent);
@@ -429,7 +443,24 @@ extern int	kw_sync_relist_stage(KwSyncPlans *plans, KwRegistration *reg,
 extern void kw_sync_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
 								  const char *list_rv, struct HTAB *known,
 								  KwApplyCounts *counts);
+extern struct HTAB *kw_sync_known_rows(KwSyncPlans *plans, KwRegistration *reg,
+										MemoryContext cxt);
 extern const char *kw_sync_known_rv(struct HTAB *known, const char *uid);
+
+/* ---------------------------------------------------------------------
+ * in merge.c: large relist merges in a background worker
+ * ---------------------------------------------------------------------
+ */
+struct BackgroundWorkerHandle;
+extern int	kw_background_merge_objects;	/* GUC (guc.c) */
+extern struct BackgroundWorkerHandle *kw_merge_start(KwRegistration *reg,
+													 KwWatchStatus *slot,
+													 const char *list_rv);
+extern bool kw_merge_poll(struct BackgroundWorkerHandle *handle,
+						  KwWatchStatus *slot, bool *ok, KwApplyCounts *counts,
+						  char **errmsg, int *sqlstate);
+extern void kw_merge_stop(struct BackgroundWorkerHandle *handle);
+PGDLLEXPORT void kwatch_merge_main(Datum main_arg);
 
 /* ---------------------------------------------------------------------
  * in notify.c
@@ -502,7 +533,7 @@ typedef enum KwEventReadResult
 } KwEventReadResult;
 
 extern void kw_events_shmem_request(void);
-extern void kw_events_worker_init(void);
+extern void kw_events_writer_init(void);
 extern void kw_events_restore(void);
 extern int64 kw_events_append(KwRegistration *reg, const KwChange *c);
 extern void kw_events_checkpoint(void);

@@ -220,10 +220,11 @@ check_drop_role(DropRoleStmt *stmt)
 /*
  * drop_owned_watches: DROP OWNED BY: removes the watches of the named roles
  * the caller may act for (PostgreSQL checks the same, has_privs_of_role,
- * and refuses the statement otherwise), through kwatch.unwatch's
- * implementation, for the issuer, so that the rows they mirrored go with
- * them.  Runs before PostgreSQL drops the roles'
- * tables, in the statement's transaction.
+ * and refuses the statement otherwise): watches into the roles' own
+ * tables by deleting their registrations (the tables go with DROP OWNED),
+ * the others through kwatch.unwatch's implementation, for the issuer, so
+ * that the rows they mirrored go with them.  Runs before PostgreSQL drops
+ * the roles' tables, in the statement's transaction.
  */
 static void
 drop_owned_watches(DropOwnedStmt *stmt)
@@ -241,17 +242,31 @@ drop_owned_watches(DropOwnedStmt *stmt)
 	SPI_connect();
 	if (kwatch_here(&ext))
 	{
-		char	   *sql = psprintf("SELECT %1$s._unwatch_impl(r.resource, r.server, false)"
-								   " FROM %1$s.registrations r"
-								   " WHERE r.owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY r.id",
-								   ext.schema);
+		/*
+		 * Watches into tables the roles own: DROP OWNED drops the tables, so
+		 * the registrations only go (deleting the rows first would run the
+		 * owner's DELETE triggers, which could refuse and block the DROP).
+		 */
+		char	   *own_tables = psprintf("WITH d AS (DELETE FROM %1$s.registrations r"
+										  " WHERE r.owner OPERATOR(pg_catalog.=) ANY ($1)"
+										  " AND (SELECT c.relowner FROM pg_catalog.pg_class c"
+										  "      WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass("
+										  "        pg_catalog.format('k8s.%%I', r.table_name)))"
+										  "     OPERATOR(pg_catalog.=) ANY ($1) RETURNING r.id)"
+										  " SELECT %1$s._drop_relist_stage(d.id), %1$s._wake_at_commit() FROM d",
+										  ext.schema);
+		char	   *others = psprintf("SELECT %1$s._unwatch_impl(r.resource, r.server, false)"
+									  " FROM %1$s.registrations r"
+									  " WHERE r.owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY r.id",
+									  ext.schema);
 		Oid			argtypes[1] = {OIDARRAYOID};
 		Oid			save_caller = kw_set_current_caller(GetUserId());
 
 		/* unwatch's implementation, checking the issuer of DROP OWNED */
 		PG_TRY();
 		{
-			execute_as_extension_owner(&ext, sql, 1, argtypes, &roles, false);
+			execute_as_extension_owner(&ext, own_tables, 1, argtypes, &roles, false);
+			execute_as_extension_owner(&ext, others, 1, argtypes, &roles, false);
 		}
 		PG_FINALLY();
 		{

@@ -61,7 +61,7 @@ struct KwSyncPlans
 	SPIPlanPtr	stage;			/* ($1 uid[], $2 rv[], $3 json[]) */
 	SPIPlanPtr	merge;			/* ($1 cluster) */
 	SPIPlanPtr	sweep;			/* ($1 cluster) */
-	char	   *stage_table;	/* pg_temp.kwatch_stage_<id> */
+	char	   *stage_table;	/* kwatch.relist_stage_<id>, qualified */
 	char	   *qualified;		/* k8s."table" */
 };
 
@@ -239,7 +239,7 @@ kw_sync_plans_create(KwRegistration *reg, MemoryContext cxt)
 {
 	KwSyncPlans *p = MemoryContextAllocZero(cxt, sizeof(KwSyncPlans));
 
-	p->stage_table = MemoryContextStrdup(cxt, psprintf("kwatch_stage_%d", reg->id));
+	p->stage_table = MemoryContextStrdup(cxt, psprintf("kwatch.relist_stage_%d", reg->id));
 	p->qualified = MemoryContextStrdup(cxt, quote_qualified_identifier("k8s", reg->table_name));
 	return p;
 }
@@ -436,28 +436,29 @@ kw_sync_count_rows(KwRegistration *reg)
 
 /*
  * kw_sync_relist_begin: prepares a relist: creates (once) and empties the
- * watch's temporary staging table, and returns a hash of uid ->
- * resourceVersion of the rows the mirror table holds now (allocated in
- * `cxt`), so unchanged objects can be staged without their body.
+ * watch's staging table, and returns a hash of uid -> resourceVersion of
+ * the rows the mirror table holds now (allocated in `cxt`), so unchanged
+ * objects can be staged without their body.
+ *
+ * The staging table is kwatch.relist_stage_<watch id>, unlogged (what it
+ * holds is rebuilt by the next LIST after a crash), a member of the
+ * extension (DROP EXTENSION removes it; unwatch drops it), and a regular
+ * table rather than a temporary one because a large relist is merged by a
+ * background worker of its own (merge.c), which must read it.
  */
 HTAB *
 kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
 {
-	HASHCTL		ctl;
-	HTAB	   *known;
-	Datum		arg = CStringGetTextDatum(reg->server);
-	Oid			type = TEXTOID;
+	const char *stage = p->stage_table;
 	int			rc;
 	bool		isnull;
-	KwAsOwner	as_owner = {0};
 
 	/*
 	 * The staging table holds jsonb stored inline and uncompressed (STORAGE
 	 * EXTERNAL, largest toast_tuple_target): it is read once, by the merge,
 	 * and compressing it would only cost CPU.
 	 */
-	rc = SPI_execute(psprintf("SELECT to_regclass('pg_temp.%s') IS NULL",
-							  quote_identifier(p->stage_table)), true, 1);
+	rc = SPI_execute(psprintf("SELECT to_regclass('%s') IS NULL", stage), true, 1);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not look up staging table");
 	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
@@ -466,18 +467,35 @@ kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
 		 * The index on uid makes the sweep in kw_sync_relist_finish linear
 		 * whatever the mirror table's statistics say (see there).
 		 */
-		if (SPI_execute(psprintf("CREATE TEMP TABLE %s (uid text, resource_version text, object jsonb) "
-								 "WITH (toast_tuple_target = 8160)",
-								 quote_identifier(p->stage_table)), false, 0) != SPI_OK_UTILITY ||
-			SPI_execute(psprintf("ALTER TABLE pg_temp.%s ALTER COLUMN object SET STORAGE EXTERNAL",
-								 quote_identifier(p->stage_table)), false, 0) != SPI_OK_UTILITY ||
-			SPI_execute(psprintf("CREATE INDEX ON pg_temp.%s (uid)",
-								 quote_identifier(p->stage_table)), false, 0) != SPI_OK_UTILITY)
+		if (SPI_execute(psprintf("CREATE UNLOGGED TABLE %s (uid text, resource_version text, object jsonb) "
+								 "WITH (toast_tuple_target = 8160, autovacuum_enabled = false)",
+								 stage), false, 0) != SPI_OK_UTILITY ||
+			SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN object SET STORAGE EXTERNAL",
+								 stage), false, 0) != SPI_OK_UTILITY ||
+			SPI_execute(psprintf("CREATE INDEX ON %s (uid)", stage), false, 0) != SPI_OK_UTILITY ||
+			SPI_execute(psprintf("ALTER EXTENSION kwatch ADD TABLE %s", stage),
+						false, 0) != SPI_OK_UTILITY)
 			elog(ERROR, "could not create staging table");
 	}
-	else if (SPI_execute(psprintf("TRUNCATE pg_temp.%s", quote_identifier(p->stage_table)),
-						 false, 0) != SPI_OK_UTILITY)
+	else if (SPI_execute(psprintf("TRUNCATE %s", stage), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not empty staging table");
+	return kw_sync_known_rows(p, reg, cxt);
+}
+
+/*
+ * kw_sync_known_rows: a hash of uid -> resourceVersion of the rows of the
+ * watch's cluster in its mirror table (read as the table's owner),
+ * allocated in `cxt`.
+ */
+HTAB *
+kw_sync_known_rows(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
+{
+	HASHCTL		ctl;
+	HTAB	   *known;
+	Datum		arg = CStringGetTextDatum(reg->server);
+	Oid			type = TEXTOID;
+	int			rc;
+	KwAsOwner	as_owner = {0};
 
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = KW_UID_KEYLEN;
@@ -617,9 +635,9 @@ kw_sync_relist_stage(KwSyncPlans *p, KwRegistration *reg, KwObject *objs,
 	{
 		Oid			types[3] = {TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
 
-		p->stage = prepare(psprintf("INSERT INTO pg_temp.%s (uid, resource_version, object) "
+		p->stage = prepare(psprintf("INSERT INTO %s (uid, resource_version, object) "
 									"SELECT u, r, o::jsonb FROM unnest($1::text[], $2::text[], $3::text[]) AS t(u, r, o)",
-									quote_identifier(p->stage_table)), 3, types);
+									p->stage_table), 3, types);
 	}
 	if ((err = stage_try(p, objs, nobjs, &sqlstate)) == NULL)
 		return 0;
@@ -729,7 +747,7 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 {
 	Datum		cluster = CStringGetTextDatum(reg->server);
 	int			rc;
-	const char *stage = quote_identifier(p->stage_table);
+	const char *stage = p->stage_table;
 	Oid			owner;
 	KwAsOwner	as_owner = {0};
 
@@ -767,7 +785,7 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 	/* the owner reads the staging table in the merge and the sweep */
 	owner = table_owner(reg);
 	if (!superuser_arg(owner) &&
-		SPI_execute(psprintf("GRANT SELECT ON pg_temp.%s TO %s", stage,
+		SPI_execute(psprintf("GRANT SELECT ON %s TO %s", stage,
 							 quote_identifier(GetUserNameFromId(owner, false))),
 					false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not grant the staging table to the mirror's owner");
@@ -779,7 +797,7 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 		p->merge = prepare(psprintf(
 									"INSERT INTO %s AS t (cluster, uid, resource_version, object) "
 									"SELECT $1, s.uid, s.resource_version, s.object "
-									"FROM pg_temp.%s s WHERE s.object IS NOT NULL "
+									"FROM %s s WHERE s.object IS NOT NULL "
 									"ON CONFLICT (cluster, uid) DO UPDATE "
 									"SET resource_version = EXCLUDED.resource_version, object = EXCLUDED.object "
 									"WHERE t.resource_version IS DISTINCT FROM EXCLUDED.resource_version "
@@ -787,7 +805,7 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 									p->qualified, stage), 1, types);
 		p->sweep = prepare(psprintf(
 									"DELETE FROM %s t WHERE t.cluster = $1 "
-									"AND NOT EXISTS (SELECT 1 FROM pg_temp.%s s WHERE s.uid = t.uid) "
+									"AND NOT EXISTS (SELECT 1 FROM %s s WHERE s.uid = t.uid) "
 									"RETURNING namespace, name, uid, resource_version",
 									p->qualified, stage), 1, types);
 	}
@@ -806,7 +824,7 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 	as_owner_end(&as_owner);
 	kw_events_checkpoint();
 
-	if (SPI_execute(psprintf("TRUNCATE pg_temp.%s", stage), false, 0) != SPI_OK_UTILITY)
+	if (SPI_execute(psprintf("TRUNCATE %s", stage), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not empty staging table");
 }
 

@@ -115,6 +115,7 @@ struct KwWatch
 	int			backoff_ms;
 	TimestampTz next_attempt;
 	int64		relist_requests_seen;	/* slot->relist_requests acted on */
+	struct BackgroundWorkerHandle *merge;	/* a background merge (merge.c) */
 
 	/* pending batch (batch_cxt) */
 	KwEvent    *events;
@@ -1024,7 +1025,7 @@ static bool
 pending_work(KwWatch *w)
 {
 	return w->nevents > 0 || w->nitems > 0 ||
-		(w->list_finish_pending && w->xfer == XFER_NONE);
+		(w->list_finish_pending && w->xfer == XFER_NONE && w->merge == NULL);
 }
 
 bool
@@ -1060,6 +1061,57 @@ apply_failed(KwWatch *w, const char *err, int sqlstate)
 	stop_transfer(w);
 	restart_list(w, true);
 	schedule_retry(w, 0, KW_STATE_BACKOFF);
+}
+
+/*
+ * list_committed: a relist's merge has committed, here or in a background
+ * worker: the staged list is the table now; watch from its resourceVersion.
+ */
+static void
+list_committed(KwWatch *w, KwApplyCounts *counts)
+{
+	w->objects = w->list_items;
+	set_str(w, &w->resume_rv, w->list_rv);
+	w->need_list = false;
+	w->list_started = false;
+	w->list_finish_pending = false;
+	w->first_list_done = true;
+	w->backoff_ms = 0;
+	w->short_watches = 0;
+	w->decode_failures = 0;
+	w->known = NULL;
+	MemoryContextReset(w->list_cxt);
+	count_apply(w, counts, true);
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	w->slot->last_list_at = GetCurrentTimestamp();
+	LWLockRelease(kw_shared->lock);
+	publish_progress(w);
+	set_synced(w, true, true);
+}
+
+/*
+ * merge_done: whether the background merge of `w` (if any) has ended; if
+ * so, takes its outcome like an in-process merge's.
+ */
+static bool
+merge_done(KwWatch *w)
+{
+	bool		ok;
+	KwApplyCounts counts;
+	char	   *err;
+	int			sqlstate;
+
+	if (w->merge == NULL)
+		return true;
+	if (!kw_merge_poll(w->merge, w->slot, &ok, &counts, &err, &sqlstate))
+		return false;
+	pfree(w->merge);
+	w->merge = NULL;
+	if (ok)
+		list_committed(w, &counts);
+	else
+		apply_failed(w, err, sqlstate);
+	return true;
 }
 
 /*
@@ -1115,30 +1167,28 @@ kw_watch_flush(KwWatch *w)
 			COUNT(w, skipped_objects, a.skipped);
 		}
 	}
-	else if (w->list_finish_pending && w->xfer == XFER_NONE)
+	else if (w->list_finish_pending && w->xfer == XFER_NONE && w->merge == NULL)
 	{
+		/* a large list: merged by a background worker (merge.c) */
+		if (kw_background_merge_objects > 0 && w->list_items >= kw_background_merge_objects &&
+			w->slot != &w->private_slot)
+		{
+			MemoryContext old = MemoryContextSwitchTo(w->cxt);
+
+			w->merge = kw_merge_start(&w->reg, w->slot, w->list_rv);
+			MemoryContextSwitchTo(old);
+		}
+		if (w->merge != NULL)
+		{
+			ereport(LOG,
+					(errmsg("kwatch: merging the LIST of " INT64_FORMAT " %s from server \"%s\" in a background worker",
+							w->list_items, w->reg.plural, w->reg.server)));
+			return;				/* kw_watch_tick picks up its outcome */
+		}
 		if (!kw_sync_in_transaction(finish_list_body, &a, &err, &sqlstate))
 			apply_failed(w, err, sqlstate);
 		else
-		{
-			w->objects = w->list_items;	/* the staged list is the table now */
-			set_str(w, &w->resume_rv, w->list_rv);
-			w->need_list = false;
-			w->list_started = false;
-			w->list_finish_pending = false;
-			w->first_list_done = true;
-			w->backoff_ms = 0;
-			w->short_watches = 0;
-			w->decode_failures = 0;
-			w->known = NULL;
-			MemoryContextReset(w->list_cxt);
-			count_apply(w, &a.counts, true);
-			LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
-			w->slot->last_list_at = GetCurrentTimestamp();
-			LWLockRelease(kw_shared->lock);
-			publish_progress(w);
-			set_synced(w, true, true);
-		}
+			list_committed(w, &a.counts);
 	}
 
 	if (w->keep_batch)
@@ -1225,6 +1275,10 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 {
 	char	   *err = NULL;
 	MemoryContext loopcxt = CurrentMemoryContext;
+
+	/* a background merge: nothing else happens to this watch meanwhile */
+	if (!merge_done(w))
+		return 1000;			/* its exit sets our latch (bgw_notify_pid) */
 
 	/*
 	 * kwatch.relist() asked for a fresh LIST (client-go's Store.Resync /
@@ -1402,6 +1456,8 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 void
 kw_watch_destroy(KwWatch *w)
 {
+	if (w->merge)
+		kw_merge_stop(w->merge);
 	stop_transfer(w);
 	kw_sync_plans_free(w->plans);
 	if (w->slot != &w->private_slot)

@@ -177,14 +177,6 @@ typedef struct ReadArgs
 	MemoryContext cxt;
 } ReadArgs;
 
-static char *
-getstr(HeapTuple tup, TupleDesc desc, int col, MemoryContext cxt)
-{
-	char	   *v = SPI_getvalue(tup, desc, col);
-
-	return v ? MemoryContextStrdup(cxt, v) : NULL;
-}
-
 static void
 read_registrations_body(void *arg)
 {
@@ -196,52 +188,7 @@ read_registrations_body(void *arg)
 		return;
 	a->installed = true;
 	kw_events_restore();		/* continue the event stream's sequence */
-	rc = SPI_execute("SELECT id, server, api_group, api_version, plural, kind, namespaced,"
-					 " namespace, label_selector, field_selector, table_name, channel,"
-					 " notify, owner, resource_version, created_at,"
-	/* columns of 0.2.0, read so that a 0.1.0 schema not yet updated works */
-					 " COALESCE((to_jsonb(r)->>'secret_data')::boolean, false),"
-					 " COALESCE(to_jsonb(r)->>'notify_payload',"
-					 "   CASE WHEN api_group = '' AND plural = 'secrets' THEN 'minimal'"
-					 "   ELSE 'full' END) = 'minimal',"
-					 " (to_jsonb(r)->'retry_ms'->>0)::int, (to_jsonb(r)->'retry_ms'->>1)::int,"
-					 " (to_jsonb(r)->'retry_ms'->>2)::int, (to_jsonb(r)->'retry_ms'->>3)::int"
-					 " FROM kwatch.registrations r ORDER BY id", true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "could not read kwatch.registrations: %s", SPI_result_code_string(rc));
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple	t = SPI_tuptable->vals[i];
-		TupleDesc	d = SPI_tuptable->tupdesc;
-		KwRegistration *r = MemoryContextAllocZero(a->cxt, sizeof(KwRegistration));
-		bool		isnull;
-
-		r->id = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
-		r->server = getstr(t, d, 2, a->cxt);
-		r->api_group = getstr(t, d, 3, a->cxt);
-		r->api_version = getstr(t, d, 4, a->cxt);
-		r->plural = getstr(t, d, 5, a->cxt);
-		r->kind = getstr(t, d, 6, a->cxt);
-		r->namespaced = DatumGetBool(SPI_getbinval(t, d, 7, &isnull));
-		r->namespace = getstr(t, d, 8, a->cxt);
-		r->label_selector = getstr(t, d, 9, a->cxt);
-		r->field_selector = getstr(t, d, 10, a->cxt);
-		r->table_name = getstr(t, d, 11, a->cxt);
-		r->channel = getstr(t, d, 12, a->cxt);
-		r->notify = DatumGetBool(SPI_getbinval(t, d, 13, &isnull));
-		r->owner = DatumGetObjectId(SPI_getbinval(t, d, 14, &isnull));
-		r->resource_version = getstr(t, d, 15, a->cxt);
-		r->created_at = getstr(t, d, 16, a->cxt);
-		r->secret_data = DatumGetBool(SPI_getbinval(t, d, 17, &isnull));
-		r->notify_minimal = DatumGetBool(SPI_getbinval(t, d, 18, &isnull));
-		for (int k = 0; k < 4; k++)
-		{
-			Datum		ms = SPI_getbinval(t, d, 19 + k, &isnull);
-
-			r->retry_ms[k] = isnull ? 0 : DatumGetInt32(ms);
-		}
-		a->regs = lappend(a->regs, r);
-	}
+	a->regs = kw_registrations_read(0, a->cxt);
 }
 
 /*
@@ -428,7 +375,7 @@ kwatch_worker_main(Datum main_arg)
 	 */
 	SetConfigOption("lock_timeout", "2s", PGC_SUSET, PGC_S_OVERRIDE);
 
-	kw_events_worker_init();
+	kw_events_writer_init();
 	before_shmem_exit(worker_shutdown, (Datum) 0);
 	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
 	kw_shared->worker_pid = MyProcPid;

@@ -266,3 +266,59 @@ def test_retry_ranges_are_honoured(ctx, fake):
     with pytest.raises(psycopg2.Error) as e:
         watch("services", srv, retry_watch_after="[1ms,2ms]")
     assert e.value.pgcode == "22023", e.value.pgerror
+
+
+def test_large_relists_merge_in_a_background_worker(ctx, settings):
+    """A LIST of at least kwatch.background_merge_objects objects is merged
+    by a background worker of its own (merge.c) while the worker serves
+    the other watches: the table, NOTIFY payloads (flags included) and the
+    event stream (seq in commit order, no holes) are what an in-process
+    merge gives; relist on demand and a relist's deletions too."""
+    settings(background_merge_objects=20)
+    pg = conftest.PG
+    ns = ctx.namespace()
+    srv = ctx.server()
+    kubectl("apply", "-f", "-", input=configmaps_doc(ns, ["bg-%02d" % i for i in range(40)]))
+    lst = ctx.listener("kwatch_configmaps")
+    log_from = pg.log_size()
+    first_seq = sql_one("SELECT kwatch.events_last_seq()")
+    table = watch("configmaps", srv, namespace=ns)
+    # another watch keeps streaming meanwhile
+    other = ctx.server("-o")
+    other_table = watch("serviceaccounts", other, namespace=ns)
+    sql("SELECT kwatch.wait_synced(server => %s, timeout => '60s')", (srv,))
+    assert_table_matches_server(table, srv, ["configmaps", "-n", ns])
+    assert "in a background worker" in pg.log_since(log_from)
+    wait_until(lambda: len(lst.payloads(cluster=srv, type="ADDED")) == 41, 20, "41 ADDED")
+    adds = lst.payloads(cluster=srv, type="ADDED")
+    assert all(p["preexisting"] for p in adds)
+    # the event stream: contiguous, in commit order, each seq once
+    seqs = [r[0] for r in sql("SELECT seq FROM kwatch.events WHERE seq > %s ORDER BY seq", (first_seq,))]
+    assert seqs == list(range(first_seq + 1, first_seq + 1 + len(seqs))), seqs[:5]
+    assert sorted(p["seq"] for p in adds) == sorted(
+        r[0] for r in sql("SELECT seq FROM kwatch.events WHERE seq > %s AND cluster = %s AND type = 'ADDED'",
+                          (first_seq, srv)))
+
+    # a relist on demand, merged in the background too, finds a missed deletion
+    sql(pgsql.SQL("INSERT INTO {} (cluster, uid, resource_version, object) VALUES (%s, 'bg-stale', '1',"
+                  " jsonb_build_object('metadata', jsonb_build_object('name', 'bg-stale', 'namespace', %s,"
+                  " 'uid', 'bg-stale', 'resourceVersion', '1')))").format(pgsql.SQL(table)), (srv, ns))
+    log_from = pg.log_size()
+    sql("SELECT kwatch.relist('configmaps', server => %s, wait => true, timeout => '60s')", (srv,))
+    assert "in a background worker" in pg.log_since(log_from)
+    p = lst.wait_for(type="DELETED", cluster=srv, name="bg-stale")
+    assert flags(p) == (True, True, None), p
+    assert_table_matches_server(table, srv, ["configmaps", "-n", ns])
+    st = watch_status(srv, "configmaps")
+    assert st["state"] == "watching" and st["synced"] and st["syncs"] == 2, st
+    # live changes still flow, for both watches
+    kubectl("create", "configmap", "bg-live", "-n", ns, "--from-literal=a=b")
+    kubectl("create", "serviceaccount", "bg-live", "-n", ns)
+    p = lst.wait_for(type="ADDED", cluster=srv, name="bg-live")
+    assert flags(p) == (False, False, None), p
+    assert_table_matches_server(table, srv, ["configmaps", "-n", ns])
+    assert_table_matches_server(other_table, other, ["serviceaccounts", "-n", ns])
+    # unwatch leaves no staging table behind
+    assert sql_one("SELECT to_regclass(%s)", ("kwatch.relist_stage_%d" % st["id"],)) is not None
+    sql("SELECT kwatch.unwatch('configmaps', server => %s)", (srv,))
+    assert sql_one("SELECT to_regclass(%s)", ("kwatch.relist_stage_%d" % st["id"],)) is None

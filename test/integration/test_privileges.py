@@ -83,6 +83,9 @@ def test_a_role_without_user_mapping_gets_no_server_credentials(ctx, role):
 
         # a PUBLIC mapping is the admin sharing the server's credentials on purpose
         sql(pgsql.SQL("CREATE USER MAPPING FOR PUBLIC SERVER {}").format(pgsql.Identifier(srv)))
+        # (the controller-manager creates the namespace's kube-root-ca.crt shortly after it)
+        wait_until(lambda: "kube-root-ca.crt" in kubectl("get", "configmaps", "-n", ns, "-o", "name"),
+                   30, "kube-root-ca.crt")
         rows = run_as(role, "SELECT name FROM %s.cms WHERE namespace = %%s" % schema, (ns,))
         assert ("kube-root-ca.crt",) in rows
         # (a resource no other test mirrors: the new table is the role's)

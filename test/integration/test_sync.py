@@ -70,7 +70,8 @@ def test_changes_are_mirrored_with_notifications(ctx):
     pod = kubectl_json("get", "pod", "p1", "-n", ns)
     assert added == {"seq": added["seq"], "type": "ADDED", "cluster": srv, "namespace": ns,
                      "name": "p1", "uid": uid,
-                     "resource_version": pod["metadata"]["resourceVersion"]}
+                     "resource_version": pod["metadata"]["resourceVersion"],
+                     "preexisting": False, "final_state_unknown": False}
     assert isinstance(added["seq"], int) and added["seq"] > 0  # kwatch.events (test_events.py)
     assert sql("SELECT name, resource_version, labels FROM k8s.pods WHERE cluster = %s AND uid = %s",
                (srv, uid)) == [("p1", added["resource_version"], {"app": "one"})]
@@ -82,6 +83,9 @@ def test_changes_are_mirrored_with_notifications(ctx):
     assert modified["resource_version"] == pod["metadata"]["resourceVersion"]
     assert modified["resource_version"] != added["resource_version"]
     assert (modified["namespace"], modified["name"]) == (ns, "p1")
+    assert modified["previous_resource_version"] in (added["resource_version"],) + tuple(
+        p["resource_version"] for p in lst.payloads(cluster=srv, uid=uid, type="MODIFIED")
+        if p["seq"] < modified["seq"])
     assert sql("SELECT resource_version, labels FROM k8s.pods WHERE cluster = %s AND uid = %s",
                (srv, uid)) == [(modified["resource_version"], {"app": "one", "color": "blue"})]
 
