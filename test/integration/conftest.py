@@ -200,6 +200,14 @@ def kubectl_json(*args):
     return json.loads(kubectl(*args, "-o", "json"))
 
 
+def configmaps_doc(ns, names, **data):
+    """A kubectl-appliable List of ConfigMaps `names` in namespace `ns` with
+    `data` (default {"v": "1"}), as JSON text."""
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": ns},
+         "data": data or {"v": "1"}} for n in names]})
+
+
 def sql(query, params=None, conn=None):
     """Runs a statement (autocommit on the shared connection unless conn); returns all rows."""
     c = conn if conn is not None else PG.conn

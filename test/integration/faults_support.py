@@ -169,3 +169,13 @@ def log_mark():
 
 def log_since(mark):
     return conftest.PG.log_since(mark)
+
+
+def gaps_after(hits, requests):
+    """For each fault hit, the seconds until the worker's next request."""
+    out = []
+    for h in hits:
+        nxt = [r.at for r in requests if r.at > h.at]
+        if nxt:
+            out.append(min(nxt) - h.at)
+    return out

@@ -12,14 +12,8 @@ import pytest
 from psycopg2 import sql as pgsql
 
 import conftest
-from conftest import (assert_table_matches_server, create_pods, kubectl, row_uids, sql, wait_until,
-                      wait_watching, watch, watch_status)
-
-
-def configmaps_doc(ns, names, **data):
-    return json.dumps({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": ns},
-         "data": data or {"v": "1"}} for n in names]})
+from conftest import (assert_table_matches_server, configmaps_doc, create_pods, kubectl, row_uids,
+                      sql, wait_until, wait_watching, watch, watch_status)
 
 
 def logged_410(log, server):

@@ -5,8 +5,8 @@ the resourceVersion back ("Too large resource version"), an object
 re-created under the same name during an outage, objects moving out of and
 into a label selector.  Each ends with the mirror equal to the fake's store."""
 from conftest import sql, watch, watch_status, settings  # noqa: F401
-from faults_support import (fake, fake_server, pod, wait_converged, wait_status,  # noqa: F401
-                            worker_requests, not_probe)
+from faults_support import (fake, fake_server, gaps_after, pod, wait_converged,  # noqa: F401
+                            wait_status, worker_requests, not_probe)
 
 
 def start(ctx, fake, n=3, **kw):
@@ -22,16 +22,6 @@ def start(ctx, fake, n=3, **kw):
 def cut_watch(fake):
     fake.set_down(True)
     fake.set_down(False)
-
-
-def gaps_after(hits, requests):
-    """For each fault hit, the seconds until the worker's next request."""
-    out = []
-    for h in hits:
-        nxt = [r.at for r in requests if r.at > h.at]
-        if nxt:
-            out.append(min(nxt) - h.at)
-    return out
 
 
 def test_429_on_watch_waits_for_retry_after(ctx, fake):

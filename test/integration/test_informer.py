@@ -3,7 +3,6 @@ flags on every change (preexisting, final_state_unknown,
 previous_resource_version) in NOTIFY payloads and kwatch.events, through
 live changes and a 410 relist of the real control plane; the sync barrier
 kwatch.wait_synced(); relists on demand with kwatch.relist()."""
-import json
 import time
 
 import psycopg2
@@ -11,15 +10,9 @@ import pytest
 from psycopg2 import sql as pgsql
 
 import conftest
-from conftest import (assert_table_matches_server, kubectl, kubectl_json, sql, sql_one, wait_until,
-                      wait_watching, watch, watch_status)
-from faults_support import fake, fake_server, not_probe, pod, wait_status  # noqa: F401
-
-
-def configmaps_doc(ns, names, **data):
-    return json.dumps({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": ns},
-         "data": data or {"v": "1"}} for n in names]})
+from conftest import (assert_table_matches_server, configmaps_doc, kubectl, kubectl_json, sql, sql_one,
+                      wait_until, wait_watching, watch, watch_status)
+from faults_support import fake, fake_server, gaps_after, not_probe, pod, wait_status  # noqa: F401
 
 
 def rv_of(ns, name):
@@ -223,16 +216,6 @@ def test_relist_on_demand(ctx):
     with pytest.raises(psycopg2.Error) as e:
         sql("SELECT kwatch.relist('nothing', server => %s)", (srv,))
     assert e.value.pgcode == "42704", e.value.pgerror
-
-
-def gaps_after(hits, requests):
-    """For each fault hit, the seconds until the worker's next request."""
-    out = []
-    for h in hits:
-        nxt = [r.at for r in requests if r.at > h.at]
-        if nxt:
-            out.append(min(nxt) - h.at)
-    return out
 
 
 def test_retry_ranges_are_honoured(ctx, fake):
