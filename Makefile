@@ -51,7 +51,7 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 # PGXS tracks no header dependencies (without --enable-depend): a changed
 # struct in the shared header must rebuild every object.
-$(OBJS): src/kwatch.h
+$(OBJS): $(wildcard src/kw_*.h)
 else
 # A fresh machine has no server headers yet: `make test` and `make demo`
 # install them (test/install-deps.sh); plain `make` says how.

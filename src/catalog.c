@@ -21,7 +21,8 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_worker.h"
 
 static bool wake_pending = false;
 static bool callback_registered = false;

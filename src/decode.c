@@ -39,7 +39,7 @@
 #include "utils/json.h"
 #include "utils/memutils.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
 
 /* Kubernetes caps objects at 1.5 MB in etcd; leave room for large CRs. */
 #define KW_MAX_OBJECT_BYTES (64 * 1024 * 1024)

@@ -36,7 +36,9 @@
 
 #include <json-c/json.h>
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_worker.h"
+#include "kw_fdw.h"
 
 typedef struct Resolved
 {

@@ -66,7 +66,8 @@
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_events.h"
 
 typedef struct KwEventSlot
 {

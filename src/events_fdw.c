@@ -46,7 +46,8 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_events.h"
 
 /* Columns the scan can produce; the foreign table's are matched by name. */
 typedef enum EvColumn

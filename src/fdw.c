@@ -91,7 +91,8 @@
 
 #include <json-c/json.h>
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_fdw.h"
 
 /* How long a discovery result or a remote count is reused. */
 #define KW_DISCOVERY_TTL_S 60

@@ -44,7 +44,8 @@
 #include "utils/lsyscache.h"
 #include "utils/pg_locale.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_fdw.h"
 
 /* Most LISTs one namespace IN (...) clause becomes. */
 #define KW_MAX_NAMESPACE_LISTS 20

@@ -59,7 +59,7 @@
 #include "utils/syscache.h"
 #include "utils/varlena.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
 
 /* Name of our foreign-data wrapper, as created by the extension script. */
 #define KW_FDW_NAME "kwatch"

@@ -11,9 +11,11 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "utils/guc.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
 
 char	   *kw_database = NULL;
 int			kw_max_watches = 128;

@@ -26,7 +26,7 @@
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
 
 /* Largest response kw_http_get accepts (discovery, probes): 32 MB. */
 #define KW_SYNC_BODY_MAX (32 * 1024 * 1024)

@@ -49,7 +49,7 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
 
 /* A kubeconfig larger than this is certainly not one (real ones are KBs). */
 #define KC_MAX_FILE_SIZE	(16 * 1024 * 1024)

@@ -17,7 +17,9 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_worker.h"
+#include "kw_events.h"
 
 PG_MODULE_MAGIC;
 

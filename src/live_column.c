@@ -42,7 +42,8 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_fdw.h"
 
 /* Backend cache: KwLiveColumns * of resources used so far. */
 static MemoryContext live_column_cxt = NULL;

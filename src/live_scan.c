@@ -40,7 +40,8 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_fdw.h"
 
 /* Longest wait in curl_multi_wait before checking for interrupts. */
 #define KW_LIVE_POLL_MS 100

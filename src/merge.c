@@ -41,7 +41,9 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_worker.h"
+#include "kw_events.h"
 
 /*
  * kw_merge_start: starts a background merge of watch `reg`'s staged LIST,

@@ -15,7 +15,7 @@
  * preexisting: the change was found by a LIST (initial sync or relist), not
  * a watch event; final_state_unknown: a DELETED inferred by a relist, so
  * the last state the row held may be stale; previous_resource_version (on
- * MODIFIED only): the row's resourceVersion before (KwChange, kwatch.h).
+ * MODIFIED only): the row's resourceVersion before (KwChange, kw_common.h).
  *
  * `seq` is the change's number in the event stream (events.c), one
  * sequence for all watches: a listener whose last seen seq is not seq - 1
@@ -37,7 +37,8 @@
 #include "mb/pg_wchar.h"
 #include "utils/json.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_worker.h"
 
 #define KW_FIELD_MAX 1000
 /* PostgreSQL's limit, private to commands/async.c: keep in step with it. */

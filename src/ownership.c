@@ -52,7 +52,8 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_worker.h"
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 

@@ -36,7 +36,8 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_worker.h"
 
 /* The caller of the privileged entry point running now, if any. */
 static Oid	current_caller = InvalidOid;

@@ -46,7 +46,7 @@
 #include "utils/jsonb.h"
 #include "utils/resowner.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
 
 #define KW_SECRET_KEY_FILE "kwatch_secret.key"
 #define KW_SECRET_KEY_LEN 32

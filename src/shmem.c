@@ -30,7 +30,8 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_worker.h"
 
 KwSharedState *kw_shared = NULL;
 

@@ -49,7 +49,9 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_worker.h"
+#include "kw_events.h"
 
 #define KW_UID_KEYLEN 128
 

@@ -31,7 +31,8 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_worker.h"
 
 /* A watch a caller waits for. */
 typedef struct SyncTarget

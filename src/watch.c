@@ -45,7 +45,8 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_worker.h"
 
 /* Bytes of a non-2xx response body kept for the error message. */
 #define KW_ERRBODY_MAX 65536

@@ -45,7 +45,9 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "kwatch.h"
+#include "kw_common.h"
+#include "kw_worker.h"
+#include "kw_events.h"
 
 /* Registrations are re-read at least this often, in case of missed wakeups. */
 #define KW_RELOAD_INTERVAL_MS 10000

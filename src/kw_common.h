@@ -1,0 +1,306 @@
+/*-------------------------------------------------------------------------
+ *
+ * kw_common.h
+ *		Declarations every part of kwatch uses: settings, the connection
+ *		settings of a cluster, HTTP, decoding, redaction, and the vocabulary
+ *		of a watch (its registration, the changes it applies).
+ *
+ * The data path runs one way:
+ *
+ *	 http.c (libcurl) -> decode.c (json-c) -> watch.c (reflector state
+ *	 machine) -> sync.c (SPI: rows + checkpoint) + notify.c (NOTIFY) +
+ *	 events.c (event stream) -> shmem.c (status)
+ *
+ * worker.c drives it from one background worker (kw_worker.h); the live
+ * foreign tables (kw_fdw.h) reuse HTTP and decoding in backends; the
+ * event stream has its own header (kw_events.h).
+ *
+ * Rule numbers ("PROTOCOL 12") refer to the list/watch rules documented in
+ * doc/protocol.md, each traced to its Kubernetes source.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KW_COMMON_H
+#define KW_COMMON_H
+
+#include "postgres.h"
+
+#if PG_VERSION_NUM < 150000
+#error "kwatch requires PostgreSQL 15 or later"
+#endif
+
+#include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
+#include "utils/hsearch.h"
+
+#define KWATCH_VERSION "0.2.0"
+
+/*
+ * ASCII-only character classes.  Kubernetes' grammars (DNS labels and
+ * subdomains, label keys and values: k8s.io/apimachinery/pkg/util/validation)
+ * and URL escaping (RFC 3986 unreserved) are defined on ASCII; <ctype.h>'s
+ * isalnum() and friends follow the server's locale and would accept e.g.
+ * Latin-1 letters in a non-C locale.
+ */
+static inline bool
+kw_ascii_digit(unsigned char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static inline bool
+kw_ascii_lower(unsigned char c)
+{
+	return c >= 'a' && c <= 'z';
+}
+
+static inline bool
+kw_ascii_alnum(unsigned char c)
+{
+	return kw_ascii_digit(c) || kw_ascii_lower(c) || (c >= 'A' && c <= 'Z');
+}
+#define KWATCH_USER_AGENT "kwatch/" KWATCH_VERSION
+
+/* Longest resourceVersion kept in shared memory (etcd revisions are ~20). */
+#define KW_RV_LEN 64
+/* Longest last_error kept in shared memory. */
+#define KW_ERROR_LEN 512
+#define KW_NAME_LEN 64
+
+/* ---------------------------------------------------------------------
+ * in guc.c
+ * ---------------------------------------------------------------------
+ */
+extern char *kw_database;
+extern int	kw_max_watches;
+extern int	kw_list_page_size;
+extern int	kw_watch_timeout_s;
+extern int	kw_inactivity_timeout_s;
+extern int	kw_backoff_initial_ms;
+extern int	kw_backoff_max_ms;
+extern int	kw_batch_size;
+extern int	kw_connect_timeout_s;
+extern bool kw_http_compression;
+extern char *kw_debug_error_on_object;
+extern int	kw_background_merge_objects;
+extern int	kw_event_buffer;
+
+extern void kw_define_gucs(void);
+
+/* ---------------------------------------------------------------------
+ * in kubeconfig.c: connection settings of one cluster
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * KwClusterConfig: everything needed to talk to one API server.  All strings
+ * are palloc'd in the context current when the config was built; NULL means
+ * "not set".  *_data fields hold decoded PEM text (not base64).
+ */
+typedef struct KwClusterConfig
+{
+	char	   *server_name;	/* foreign server name: the "cluster" column */
+	char	   *api_server;		/* "https://host:port", no trailing slash */
+	char	   *ca_file;
+	char	   *ca_data;
+	char	   *client_cert_file;
+	char	   *client_cert_data;
+	char	   *client_key_file;
+	char	   *client_key_data;
+	char	   *token;			/* static bearer token */
+	char	   *token_file;		/* re-read when it changes and after a 401 */
+	char	   *tls_server_name;
+	char	   *default_namespace;	/* context's namespace, informational */
+	bool		insecure_skip_tls_verify;
+} KwClusterConfig;
+
+extern KwClusterConfig *kw_kubeconfig_load(const char *path, const char *context);
+extern KwClusterConfig *kw_in_cluster_config(void);
+
+/* ---------------------------------------------------------------------
+ * in fdw_option.c
+ * ---------------------------------------------------------------------
+ */
+extern KwClusterConfig *kw_cluster_config_for_server(const char *server_name,
+													 Oid userid);
+
+/* ---------------------------------------------------------------------
+ * in http.c
+ * ---------------------------------------------------------------------
+ */
+typedef struct KwHttpResponse
+{
+	long		status;			/* HTTP status, 0 if none was received */
+	StringInfoData body;
+	int			retry_after_s;	/* Retry-After in seconds, -1 if absent */
+} KwHttpResponse;
+
+/*
+ * KwHttpHandle: one libcurl easy handle with the request headers it owns.
+ * `easy` is a CURL *, kept as void * so that curl.h stays out of this file.
+ */
+typedef struct KwHttpHandle
+{
+	void	   *easy;
+	struct curl_slist *headers;
+	struct curl_slist *connect_to;	/* tls_server_name mapping, or NULL */
+	char		errbuf[256];	/* CURL_ERROR_SIZE */
+} KwHttpHandle;
+
+extern void kw_http_global_init(void);
+extern KwHttpHandle *kw_http_handle_create(KwClusterConfig *cfg,
+										   const char *url, bool stream);
+extern void kw_http_handle_destroy(KwHttpHandle *h);
+extern char *kw_http_bearer_token(KwClusterConfig *cfg, bool force_reread);
+extern void kw_http_get(KwClusterConfig *cfg, const char *path,
+						KwHttpResponse *resp);
+extern void kw_http_raise_status(KwClusterConfig *cfg, const char *what,
+								 KwHttpResponse *resp) pg_attribute_noreturn();
+extern int	kw_http_status_sqlstate(long status);
+extern int	kw_http_curl_sqlstate(int curlcode);
+extern char *kw_status_message(const char *body, size_t len, char **reason);
+extern void kw_url_append_param(StringInfo url, const char *key,
+								const char *value);
+
+/* ---------------------------------------------------------------------
+ * in decode.c: JSON stream -> objects
+ * ---------------------------------------------------------------------
+ */
+
+/* One Kubernetes object, ready to store. */
+typedef struct KwObject
+{
+	char	   *uid;
+	char	   *namespace;		/* NULL for cluster-scoped objects */
+	char	   *name;
+	char	   *resource_version;
+	char	   *json;			/* object text, managedFields removed */
+	int			json_len;
+} KwObject;
+
+typedef enum KwEventType
+{
+	KW_EV_ADDED,
+	KW_EV_MODIFIED,
+	KW_EV_DELETED,
+	KW_EV_BOOKMARK,
+	KW_EV_ERROR
+} KwEventType;
+
+typedef enum KwDecodeResult
+{
+	KW_DECODE_OK,
+	KW_DECODE_SANITIZED,		/* stored with \u0000 escaped */
+	KW_DECODE_SKIP				/* object can't be stored: skip it */
+} KwDecodeResult;
+
+extern const char *kw_event_type_name(KwEventType t);
+extern const char *kw_json_get_string(void *obj, const char *key);
+extern KwDecodeResult kw_decode_object(void *jobj, const char *api_version,
+										const char *kind, KwObject *out,
+										char **why);
+extern char *kw_api_version_string(const char *api_group, const char *version);
+extern bool kw_valid_identity(const char *s);
+
+/* Watch stream decoder (PROTOCOL 12, 13). */
+typedef struct KwWatchDecoder KwWatchDecoder;
+typedef void (*KwWatchEventCallback) (void *arg, KwEventType type,
+									  void *jobj);
+
+extern KwWatchDecoder *kw_watch_decoder_create(void);
+extern void kw_watch_decoder_free(KwWatchDecoder *dec);
+extern bool kw_watch_decoder_feed(KwWatchDecoder *dec, const char *data,
+								  size_t len, KwWatchEventCallback cb,
+								  void *arg, char **error);
+extern bool kw_watch_decoder_event_sanitized(KwWatchDecoder *dec);
+extern bool kw_watch_decoder_finish(KwWatchDecoder *dec, char **error);
+
+extern bool kw_sanitize_json(char **json, int *len);
+
+/* redact.c: Secret values kept out unless opted in */
+extern bool kw_is_secret_resource(const char *api_group, const char *plural);
+extern void kw_redact_secret_object(void *obj);
+extern bool kw_redact_secret_json(char **json, int *len);
+
+/* Paged LIST decoder (PROTOCOL 5, 6). */
+typedef struct KwListDecoder KwListDecoder;
+
+/* One LIST item as the framer saw it: raw text, managedFields cut out. */
+typedef struct KwListItem
+{
+	char	   *uid;			/* NULL when absent */
+	char	   *namespace;
+	char	   *name;
+	char	   *resource_version;
+	char	   *json;			/* valid during the callback only */
+	int			json_len;
+	const char *skip_reason;	/* non-NULL: the item cannot be decoded (too
+								 * deep or too large); json is empty */
+} KwListItem;
+
+typedef void (*KwListItemCallback) (void *arg, KwListItem *item);
+
+extern KwListDecoder *kw_list_decoder_create(const char *api_version,
+											 const char *kind);
+extern void kw_list_decoder_free(KwListDecoder *dec);
+extern bool kw_list_decoder_feed(KwListDecoder *dec, const char *data,
+								 size_t len, KwListItemCallback cb, void *arg,
+								 char **error);
+extern bool kw_list_decoder_finish(KwListDecoder *dec, char **resource_version,
+								   char **continue_token, char **error);
+
+
+/* ---------------------------------------------------------------------
+ * the vocabulary of a watch
+ * ---------------------------------------------------------------------
+ */
+
+/* A registration row of kwatch.registrations, as the worker sees it. */
+typedef struct KwRegistration
+{
+	int32		id;
+	char	   *server;
+	char	   *api_group;		/* "" for core */
+	char	   *api_version;
+	char	   *plural;
+	char	   *kind;
+	bool		namespaced;
+	char	   *namespace;		/* NULL = all namespaces */
+	char	   *label_selector;
+	char	   *field_selector;
+	char	   *table_name;		/* in schema k8s */
+	char	   *channel;
+	bool		notify;
+	bool		secret_data;	/* store a Secret's values in clear (redact.c) */
+	bool		notify_minimal; /* notify_payload 'minimal': seq and type only */
+	int			retry_ms[4];	/* retry ranges, ms: relist lower, upper,
+								 * watch lower, upper; 0 = the GUCs' backoff */
+	Oid			owner;
+	char	   *resource_version;	/* checkpoint: resume point */
+	char	   *created_at;		/* with id, tells a re-created registration apart */
+} KwRegistration;
+
+/*
+ * One change applied to a mirror row, as the event stream (events.c) and
+ * NOTIFY (notify.c) report it.  The flags are client-go's event handler
+ * arguments (tools/cache/controller.go, ResourceEventHandler): preexisting
+ * is AddFunc's isInInitialList, widened to every change a LIST found
+ * (initial sync or relist) rather than a watch event; final_state_unknown
+ * is DeleteFunc's DeletedFinalStateUnknown, a deletion inferred by a
+ * relist whose last state was never seen; previous_resource_version is the
+ * row's resourceVersion before a MODIFIED (UpdateFunc's oldObj).
+ */
+typedef struct KwChange
+{
+	KwEventType type;			/* ADDED, MODIFIED or DELETED */
+	const char *namespace;		/* NULL: cluster-scoped */
+	const char *name;
+	const char *uid;
+	const char *resource_version;
+	const char *previous_resource_version;	/* MODIFIED only, else NULL */
+	bool		preexisting;
+	bool		final_state_unknown;
+} KwChange;
+
+#endif							/* KW_COMMON_H */

@@ -1,0 +1,70 @@
+/*-------------------------------------------------------------------------
+ *
+ * kw_events.h
+ *		The event stream: a ring in shared memory written by the worker
+ *		(events.c), read by kwatch.events (events_fdw.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KW_EVENTS_H
+#define KW_EVENTS_H
+
+#include "kw_common.h"
+
+/* ---------------------------------------------------------------------
+ * in events.c: the event stream ring (read by events_fdw.c)
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Field sizes of one ring slot, from Kubernetes' limits: names are DNS
+ * subdomains (253 bytes), namespaces DNS labels (63); a resource is
+ * plural (a DNS label) '.' group (a DNS subdomain); cluster and table_name
+ * are PostgreSQL identifiers.  Longer text is cut and flagged, never
+ * silently.
+ */
+#define KW_EV_RESOURCE_LEN 320
+#define KW_EV_NAME_LEN 256
+#define KW_EV_SHORT_LEN 64
+
+typedef struct KwEventRecord
+{
+	int64		seq;
+	TransactionId xid;			/* applying transaction (visibility) */
+	TimestampTz at;				/* when the worker applied it */
+	uint8		type;			/* KwEventType: ADDED, MODIFIED, DELETED */
+	bool		has_namespace;	/* false: cluster-scoped (NULL namespace) */
+	bool		truncated;
+	char		cluster[NAMEDATALEN];
+	char		resource[KW_EV_RESOURCE_LEN];
+	char		table_name[NAMEDATALEN];
+	char		namespace[KW_EV_SHORT_LEN];
+	char		name[KW_EV_NAME_LEN];
+	char		uid[KW_EV_SHORT_LEN];
+	char		resource_version[KW_RV_LEN];
+	bool		preexisting;	/* KwChange's flags */
+	bool		final_state_unknown;
+	bool		has_previous;	/* false: previous_resource_version NULL */
+	char		previous_resource_version[KW_RV_LEN];
+} KwEventRecord;
+
+typedef enum KwEventReadResult
+{
+	KW_EVREAD_OK,
+	KW_EVREAD_GONE,				/* overwritten by a newer event */
+	KW_EVREAD_NOT_YET			/* not written or not committed */
+} KwEventReadResult;
+
+extern void kw_events_shmem_request(void);
+extern void kw_events_writer_init(void);
+extern void kw_events_restore(void);
+extern int64 kw_events_append(KwRegistration *reg, const KwChange *c);
+extern void kw_events_checkpoint(void);
+extern bool kw_events_available(void);
+extern int64 kw_events_last_seq(void);
+extern int64 kw_events_oldest_seq(void);
+extern int64 kw_events_scan_bound(void);
+extern KwEventReadResult kw_events_read(int64 seq, KwEventRecord *out);
+extern int	kw_events_ring_slots(void);
+
+#endif							/* KW_EVENTS_H */

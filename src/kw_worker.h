@@ -1,0 +1,210 @@
+/*-------------------------------------------------------------------------
+ *
+ * kw_worker.h
+ *		The worker's side: shared status of every watch (also read by SQL
+ *		functions), the reflector, applying to tables, background merges,
+ *		NOTIFY, registrations and who may act on them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KW_WORKER_H
+#define KW_WORKER_H
+
+#include "kw_common.h"
+
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+
+/* ---------------------------------------------------------------------
+ * in shmem.c: shared status of every watch
+ * ---------------------------------------------------------------------
+ */
+typedef enum KwWatchState
+{
+	KW_STATE_STARTING,
+	KW_STATE_LISTING,
+	KW_STATE_WATCHING,
+	KW_STATE_BACKOFF,
+	KW_STATE_FAILED
+} KwWatchState;
+
+typedef enum KwErrorSource
+{
+	KW_ERRSRC_HTTP,				/* connection, TLS, HTTP status */
+	KW_ERRSRC_DECODE,			/* malformed stream or object */
+	KW_ERRSRC_DATABASE,			/* applying changes failed */
+	KW_ERRSRC_CONFIG,			/* credentials, kubeconfig */
+	KW_N_ERRSRC
+} KwErrorSource;
+
+#define KW_MERGE_NONE 0
+#define KW_MERGE_RUNNING 1
+#define KW_MERGE_DONE 2
+#define KW_MERGE_FAILED 3
+
+typedef struct KwWatchStatus
+{
+	int32		watch_id;		/* 0 = slot free */
+	Oid			owner;			/* registering role (ownership.c) */
+	char		server[NAMEDATALEN];	/* foreign server: who may see the slot */
+	KwWatchState state;
+	bool		healthy;
+	char		resource_version[KW_RV_LEN];
+	int64		objects;
+	TimestampTz last_sync_at;	/* last successful apply or relist */
+	TimestampTz last_list_at;
+	TimestampTz state_since;
+	char		last_error[KW_ERROR_LEN];
+	TimestampTz last_error_at;
+	int64		list_calls;
+	int64		watch_calls;
+	int64		relists;
+	int64		added;
+	int64		modified;
+	int64		deleted;
+	int64		bookmarks;
+	int64		skipped_objects;
+	int64		sanitized_objects;
+	int64		errors[KW_N_ERRSRC];
+	int64		notifications;
+	/* a relist merge in a background worker (merge.c) */
+	int			merge_state;	/* KW_MERGE_* */
+	char		merge_rv[KW_RV_LEN];	/* the LIST's resourceVersion */
+	int64		merge_counts[4];	/* added, modified, deleted, notified */
+	char		merge_error[KW_ERROR_LEN];
+	int			merge_sqlstate;
+	bool		synced;			/* a LIST committed, no relist pending */
+	int64		syncs;			/* LISTs merged and committed */
+	int64		relist_requests;	/* kwatch.relist() calls (backends) */
+} KwWatchStatus;
+
+typedef struct KwSharedState
+{
+	LWLock	   *lock;			/* protects slots[] */
+	pg_atomic_uint64 generation;	/* bumped when registrations change */
+	pid_t		worker_pid;
+	Latch	   *worker_latch;	/* set under lock */
+	ConditionVariable sync_cv;	/* broadcast when a slot's synced or state changes */
+	int			nslots;
+	KwWatchStatus slots[FLEXIBLE_ARRAY_MEMBER];
+} KwSharedState;
+
+extern KwSharedState *kw_shared;
+
+extern void kw_shmem_request(void);
+extern void kw_shmem_startup(void);
+extern const char *kw_state_name(KwWatchState s);
+extern KwWatchStatus *kw_status_acquire(int32 watch_id);
+extern void kw_status_release(KwWatchStatus *slot);
+extern void kw_wake_worker(void);
+extern void kw_poke_worker(void);
+extern void kw_status_broadcast(void);
+
+/* ---------------------------------------------------------------------
+ * in watch.c: per-watch reflector state machine
+ * ---------------------------------------------------------------------
+ */
+
+
+typedef struct KwWatch KwWatch;
+
+/* in catalog.c */
+extern List *kw_registrations_read(int32 only_id, MemoryContext cxt);
+
+extern KwWatch *kw_watch_create(KwRegistration *reg, void *multi,
+								MemoryContext parent);
+extern void kw_watch_destroy(KwWatch *w);
+extern bool kw_watch_same_registration(KwWatch *w, KwRegistration *reg);
+extern int32 kw_watch_id(KwWatch *w);
+extern void kw_watch_transfer_done(KwWatch *w, int curlcode);
+extern long kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at);
+extern bool kw_watch_has_pending(KwWatch *w);
+extern void kw_watch_flush(KwWatch *w);
+
+/* ---------------------------------------------------------------------
+ * in sync.c: applying to tables (one transaction per call, caller's)
+ * ---------------------------------------------------------------------
+ */
+typedef struct KwEvent
+{
+	KwEventType type;
+	KwObject	obj;
+} KwEvent;
+
+typedef struct KwSyncPlans KwSyncPlans;
+
+
+/* What one apply did, for the status counters. */
+typedef struct KwApplyCounts
+{
+	int64		added;
+	int64		modified;
+	int64		deleted;
+	int64		notified;
+} KwApplyCounts;
+
+typedef void (*KwTxnBody) (void *arg);
+
+extern bool kw_sync_in_transaction(KwTxnBody body, void *arg, char **errmsg,
+								   int *sqlstate);
+extern KwSyncPlans *kw_sync_plans_create(KwRegistration *reg,
+										 MemoryContext cxt);
+extern void kw_sync_plans_free(KwSyncPlans *plans);
+extern void kw_sync_apply_events(KwSyncPlans *plans, KwRegistration *reg,
+								 KwEvent *events, int nevents,
+								 const char *resume_rv, KwApplyCounts *counts);
+extern int64 kw_sync_count_rows(KwRegistration *reg);
+extern struct HTAB *kw_sync_relist_begin(KwSyncPlans *plans,
+										 KwRegistration *reg,
+										 MemoryContext cxt);
+extern int	kw_sync_relist_stage(KwSyncPlans *plans, KwRegistration *reg,
+								 KwObject *objs, int nobjs);
+extern void kw_sync_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
+								  const char *list_rv, struct HTAB *known,
+								  KwApplyCounts *counts);
+extern struct HTAB *kw_sync_known_rows(KwSyncPlans *plans, KwRegistration *reg,
+										MemoryContext cxt);
+extern const char *kw_sync_known_rv(struct HTAB *known, const char *uid);
+
+/* ---------------------------------------------------------------------
+ * in merge.c: large relist merges in a background worker
+ * ---------------------------------------------------------------------
+ */
+struct BackgroundWorkerHandle;
+extern struct BackgroundWorkerHandle *kw_merge_start(KwRegistration *reg,
+													 KwWatchStatus *slot,
+													 const char *list_rv);
+extern bool kw_merge_poll(struct BackgroundWorkerHandle *handle,
+						  KwWatchStatus *slot, bool *ok, KwApplyCounts *counts,
+						  char **errmsg, int *sqlstate);
+extern void kw_merge_stop(struct BackgroundWorkerHandle *handle);
+PGDLLEXPORT void kwatch_merge_main(Datum main_arg);
+
+/* ---------------------------------------------------------------------
+ * in notify.c
+ * ---------------------------------------------------------------------
+ */
+extern void kw_notify(KwRegistration *reg, const KwChange *c, int64 seq);
+extern char *kw_notify_payload(int64 seq, const char *cluster,
+							   const KwChange *c, bool with_names);
+
+/* ---------------------------------------------------------------------
+ * in worker.c
+ * ---------------------------------------------------------------------
+ */
+extern void kw_register_worker(void);
+
+/* ---------------------------------------------------------------------
+ * in ownership.c: watches under DROP ROLE / DROP OWNED / REASSIGN OWNED
+ * ---------------------------------------------------------------------
+ */
+extern void kw_ownership_init(void);
+
+/* in privileged.c: who called kwatch.watch/unwatch/relist */
+extern Oid	kw_current_caller(void);
+extern Oid	kw_set_current_caller(Oid caller);
+PGDLLEXPORT void kwatch_worker_main(Datum arg);
+
+#endif							/* KW_WORKER_H */
