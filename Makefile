@@ -31,10 +31,11 @@ OBJS = \
 
 DATA = $(wildcard sql/kwatch--*.sql)
 
-# pg_regress suites (sql/<name>.sql, expected/<name>.out); run by test/run.sh
+# pg_regress suites (test/sql/<name>.sql, test/expected/<name>.out, as
+# pgvector lays them out); run by test/run.sh
 # against a temporary instance that preloads kwatch (test/regress.conf).
 REGRESS = options kubeconfig registration events live upgrade
-REGRESS_OPTS = --temp-config=test/regress.conf
+REGRESS_OPTS = --inputdir=test --temp-config=test/regress.conf
 
 PG_CONFIG ?= pg_config
 PKG_DEPS  = libcurl json-c yaml-0.1

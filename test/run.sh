@@ -29,7 +29,7 @@ as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; 
 step "pg_regress"
 rdir="$KWATCH_TEST_DIR/regress"
 rm -rf "$rdir"; mkdir -p "$rdir"
-cp -r sql expected test "$rdir/"
+cp -r test "$rdir/"
 chmod -R a+rX "$KWATCH_TEST_DIR"
 [ "$(id -u)" -eq 0 ] && chown -R postgres: "$rdir"
 pgxs=$(dirname "$(pg_config --pgxs)")
@@ -37,7 +37,7 @@ tests=$(make -s print-regress)
 set +e
 ( cd "$rdir" && as_pg "$pgxs/../../src/test/regress/pg_regress" \
     --temp-instance="$rdir/tmp_check" --temp-config="$rdir/test/regress.conf" \
-    --inputdir="$rdir" --outputdir="$rdir" --bindir="$(pg_config --bindir)" \
+    --inputdir="$rdir/test" --outputdir="$rdir" --bindir="$(pg_config --bindir)" \
     --dbname=contrib_regression $tests )
 rc=$?
 set -e

@@ -6,7 +6,7 @@
 --
 CREATE EXTENSION kwatch;
 \getenv abs_srcdir PG_ABS_SRCDIR
-\set fx :abs_srcdir '/test/fixtures/kubeconfig'
+\set fx :abs_srcdir '/fixtures/kubeconfig'
 \set multi :fx '/multi.yaml'
 \set team :fx '/team/team.yaml'
 \set multi_team :multi ':' :team
