@@ -726,14 +726,161 @@ restart_list(KwWatch *w, bool with_rv)
 }
 
 /*
+ * stream_ended_by_us: the transfer was ended by its callbacks, for
+ * malformed data or an ERROR event (w->abort_reason).  A malformed watch
+ * stream (a proxy's page, a cut or corrupt event): the events before it are
+ * applied, so watch again from the last good resourceVersion after a
+ * backoff, as client-go's reflector retries a watch on an internal error.
+ * The same failure again and again, with no event in between, relists
+ * (PROTOCOL 13), whose LIST skips an object it cannot read.  Anything else
+ * (an ERROR event, a malformed LIST) relists.
+ */
+static void
+stream_ended_by_us(KwWatch *w, KwXfer kind)
+{
+	record_error(w, w->abort_src, w->abort_reason);
+	if (kind == XFER_WATCH && w->abort_src == KW_ERRSRC_DECODE)
+	{
+		w->decode_failures = w->xfer_events > 0 ? 1 : w->decode_failures + 1;
+		if (w->decode_failures < KW_DECODE_RELIST_AFTER)
+		{
+			schedule_retry(w, 0, KW_STATE_BACKOFF);
+			return;
+		}
+		w->decode_failures = 0;
+	}
+	restart_list(w, !w->abort_relist_no_rv);
+	if (w->abort_src == KW_ERRSRC_DECODE)
+		schedule_retry(w, 0, KW_STATE_BACKOFF);
+	else if (w->short_watches++ > 0)	/* repeated 410s: slow down */
+		schedule_retry(w, 0, KW_STATE_BACKOFF);
+	else
+		retry_now(w);
+}
+
+/*
+ * list_page_done: a LIST page arrived whole (HTTP 200): remember the list's
+ * resourceVersion (the first page's, PROTOCOL 5) and the continue token;
+ * without one the list is complete and its merge is pending.
+ */
+static void
+list_page_done(KwWatch *w, const char *rv, const char *cont)
+{
+	if (w->list_rv == NULL)
+		set_str(w, &w->list_rv, rv);
+	set_str(w, &w->continue_token, cont);
+	if (cont == NULL)
+		w->list_finish_pending = true;
+	retry_now(w);
+}
+
+/*
+ * watch_closed: a watch ended cleanly (timeoutSeconds): re-watch at once
+ * (PROTOCOL 17), unless watches keep closing instantly without events.
+ */
+static void
+watch_closed(KwWatch *w, long elapsed_ms)
+{
+	if (w->xfer_events == 0 && elapsed_ms < KW_SHORT_WATCH_MS)
+	{
+		if (++w->short_watches >= KW_SHORT_WATCH_LIMIT)
+		{
+			record_error(w, KW_ERRSRC_HTTP,
+						 psprintf("watch closed after %ld ms without events, %d times in a row",
+								  elapsed_ms, w->short_watches));
+			schedule_retry(w, 0, KW_STATE_BACKOFF);
+			return;
+		}
+	}
+	else
+		w->short_watches = 0;
+	retry_now(w);
+}
+
+/*
+ * error_status: the server answered `status` (not 200); the body is a
+ * Status object, or a proxy's page.  410 relists (a LIST with a
+ * resourceVersion or an expired continue token starts over without one,
+ * PROTOCOL 7, 8, 16, 22); 429/5xx wait for Retry-After or the backoff and
+ * repeat the same request (PROTOCOL 10, 25); a 401 re-reads the token file
+ * once (PROTOCOL 33); other 4xx are failures retried at the backoff's pace.
+ */
+static void
+error_status(KwWatch *w, KwXfer kind, long status, curl_off_t retry_after)
+{
+	char	   *reason = NULL;
+	char	   *msg = kw_status_message(w->errbody.data, w->errbody.len, &reason);
+	char	   *full = psprintf("%s returned HTTP %ld: %s",
+								kind == XFER_LIST ? "LIST" : "WATCH", status, msg);
+	bool		too_large = (status == 504 ||
+							 (msg && strstr(msg, "Too large resource version")));
+
+	record_error(w, KW_ERRSRC_HTTP, full);
+	if (status == 410 || (too_large && (kind == XFER_WATCH || w->list_with_rv)))
+	{
+		if (kind == XFER_LIST)
+		{
+			/*
+			 * Expired continue token (PROTOCOL 7) or a resourceVersion the
+			 * server can't serve (PROTOCOL 8, 22): list again from scratch,
+			 * consistent read.  Never use an inconsistent token.
+			 */
+			restart_list(w, false);
+			w->list_with_rv = false;
+		}
+		else
+			restart_list(w, !too_large);
+		if (w->short_watches++ > 0)
+			schedule_retry(w, 0, KW_STATE_BACKOFF);
+		else
+			retry_now(w);
+		return;
+	}
+	if (status == 401 && w->cfg->token_file && !w->retried_401)
+	{
+		MemoryContext cxt = CurrentMemoryContext;
+
+		PG_TRY();
+		{
+			(void) kw_http_bearer_token(w->cfg, true);
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(cxt);
+			FlushErrorState();
+		}
+		PG_END_TRY();
+		w->retried_401 = true;
+		retry_now(w);
+		return;
+	}
+	if (status == 429 || status >= 500)
+	{
+		/* same request again after Retry-After / backoff (PROTOCOL 10) */
+		schedule_retry(w, retry_after > 0 ? (int) Min(retry_after, 3600) * 1000 : 0,
+					   KW_STATE_BACKOFF);
+		return;
+	}
+	/* 401 after re-reading, 403, 404, 400...: retried slowly */
+	if (kind == XFER_LIST)
+		restart_list(w, true);
+	if (status == 401 || status == 403)
+	{
+		/* re-read server, user mapping and kubeconfig next time */
+		MemoryContextReset(w->cfg_cxt);
+		w->cfg = NULL;
+	}
+	w->backoff_ms = Max(w->backoff_ms, kw_backoff_max_ms / 2);
+	schedule_retry(w, 0, KW_STATE_FAILED);
+}
+
+/*
  * kw_watch_transfer_done: libcurl finished the transfer of `w` with
- * `curlcode`; decides what comes next.  The rules: a clean watch close
- * re-watches at once (unless watches keep closing instantly); 410 relists
- * (a LIST with a resourceVersion or an expired continue token starts over
- * without one, PROTOCOL 7, 8, 16, 22); 429/5xx wait for Retry-After or the
- * backoff and repeat the same request (PROTOCOL 10, 25); a 401 re-reads
- * the token file once (PROTOCOL 33); other 4xx are failures retried at
- * the backoff's pace; malformed streams back off and relist (PROTOCOL 13).
+ * `curlcode`; collects its outcome (HTTP status, Retry-After, the
+ * decoders' last word) and hands it to the one function that decides what
+ * comes next: stream_ended_by_us, a transport failure (retried after the
+ * backoff; a LIST starts over), list_page_done, watch_closed or
+ * error_status.
  */
 void
 kw_watch_transfer_done(KwWatch *w, int curlcode)
@@ -745,7 +892,6 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 	char	   *rv = NULL,
 			   *cont = NULL,
 			   *err = NULL;
-	bool		list_ok = false;
 	TimestampTz now = GetCurrentTimestamp();
 	long		elapsed_ms = (long) ((now - w->xfer_started) / 1000);
 
@@ -754,164 +900,41 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 	curl_easy_getinfo((CURL *) w->http->easy, CURLINFO_RETRY_AFTER, &retry_after);
 	curlerr = pstrdup(w->http->errbuf[0] ? w->http->errbuf :
 					  curl_easy_strerror((CURLcode) curlcode));
-	if (kind == XFER_LIST && curlcode == CURLE_OK && status == 200 && !w->abort_reason)
+	if (curlcode == CURLE_OK && status == 200 && !w->abort_reason)
 	{
-		list_ok = kw_list_decoder_finish(w->ldec, &rv, &cont, &err);
-		if (!list_ok)
+		bool		ok = (kind == XFER_LIST) ?
+			kw_list_decoder_finish(w->ldec, &rv, &cont, &err) :
+			kw_watch_decoder_finish(w->wdec, &err);
+
+		if (!ok)
 		{
 			w->abort_reason = MemoryContextStrdup(w->cxt, err);
 			w->abort_src = KW_ERRSRC_DECODE;
 		}
 	}
-	if (kind == XFER_WATCH && curlcode == CURLE_OK && status == 200 && !w->abort_reason &&
-		!kw_watch_decoder_finish(w->wdec, &err))
-	{
-		w->abort_reason = MemoryContextStrdup(w->cxt, err);
-		w->abort_src = KW_ERRSRC_DECODE;
-	}
 	stop_transfer(w);
 
-	/* 1. we ended the stream: malformed data or an ERROR event */
 	if (w->abort_reason)
+		stream_ended_by_us(w, kind);
+	else if (curlcode != CURLE_OK)
 	{
-		record_error(w, w->abort_src, w->abort_reason);
-		if (kind == XFER_WATCH && w->abort_src == KW_ERRSRC_DECODE)
-		{
-			/*
-			 * A malformed watch stream (a proxy's page, a cut or corrupt
-			 * event): the events before it are applied, so watch again from
-			 * the last good resourceVersion after a backoff, as client-go's
-			 * reflector retries a watch on an internal error.  The same
-			 * failure again and again, with no event in between, relists
-			 * (PROTOCOL 13), whose LIST skips an object it cannot read.
-			 */
-			w->decode_failures = w->xfer_events > 0 ? 1 : w->decode_failures + 1;
-			if (w->decode_failures < KW_DECODE_RELIST_AFTER)
-			{
-				schedule_retry(w, 0, KW_STATE_BACKOFF);
-				return;
-			}
-			w->decode_failures = 0;
-		}
-		restart_list(w, !w->abort_relist_no_rv);
-		if (w->abort_src == KW_ERRSRC_DECODE)
-			schedule_retry(w, 0, KW_STATE_BACKOFF);
-		else if (w->short_watches++ > 0)	/* repeated 410s: slow down */
-			schedule_retry(w, 0, KW_STATE_BACKOFF);
-		else
-			retry_now(w);
-		return;
-	}
-
-	/* 2. transport failure: refused, reset, TLS, timeout */
-	if (curlcode != CURLE_OK)
-	{
+		/* refused, reset, TLS, timeout */
 		record_error(w, KW_ERRSRC_HTTP, psprintf("%s request failed: %s",
 												 kind == XFER_LIST ? "LIST" : "WATCH", curlerr));
 		if (kind == XFER_LIST)
 			restart_list(w, true);
 		schedule_retry(w, 0, KW_STATE_BACKOFF);
-		return;
 	}
-
-	if (status == 200)
+	else if (status == 200)
 	{
 		w->retried_401 = false;
 		if (kind == XFER_LIST)
-		{
-			if (w->list_rv == NULL)
-				set_str(w, &w->list_rv, rv);
-			set_str(w, &w->continue_token, cont);
-			if (cont == NULL)
-				w->list_finish_pending = true;
-			retry_now(w);
-			return;
-		}
-		/* a watch ended cleanly (timeoutSeconds): re-watch (PROTOCOL 17) */
-		if (w->xfer_events == 0 && elapsed_ms < KW_SHORT_WATCH_MS)
-		{
-			if (++w->short_watches >= KW_SHORT_WATCH_LIMIT)
-			{
-				record_error(w, KW_ERRSRC_HTTP,
-							 psprintf("watch closed after %ld ms without events, %d times in a row",
-									  elapsed_ms, w->short_watches));
-				schedule_retry(w, 0, KW_STATE_BACKOFF);
-				return;
-			}
-		}
+			list_page_done(w, rv, cont);
 		else
-			w->short_watches = 0;
-		retry_now(w);
-		return;
+			watch_closed(w, elapsed_ms);
 	}
-
-	/* an error status: the body is a Status object, or a proxy's page */
-	{
-		char	   *reason = NULL;
-		char	   *msg = kw_status_message(w->errbody.data, w->errbody.len, &reason);
-		char	   *full = psprintf("%s returned HTTP %ld: %s",
-									kind == XFER_LIST ? "LIST" : "WATCH", status, msg);
-		bool		too_large = (status == 504 ||
-								 (msg && strstr(msg, "Too large resource version")));
-
-		record_error(w, KW_ERRSRC_HTTP, full);
-		if (status == 410 || (too_large && (kind == XFER_WATCH || w->list_with_rv)))
-		{
-			if (kind == XFER_LIST)
-			{
-				/*
-				 * Expired continue token (PROTOCOL 7) or a resourceVersion
-				 * the server can't serve (PROTOCOL 8, 22): list again from
-				 * scratch, consistent read.  Never use an inconsistent token.
-				 */
-				restart_list(w, false);
-				w->list_with_rv = false;
-			}
-			else
-				restart_list(w, !too_large);
-			if (w->short_watches++ > 0)
-				schedule_retry(w, 0, KW_STATE_BACKOFF);
-			else
-				retry_now(w);
-			return;
-		}
-		if (status == 401 && w->cfg->token_file && !w->retried_401)
-		{
-			MemoryContext cxt = CurrentMemoryContext;
-
-			PG_TRY();
-			{
-				(void) kw_http_bearer_token(w->cfg, true);
-			}
-			PG_CATCH();
-			{
-				MemoryContextSwitchTo(cxt);
-				FlushErrorState();
-			}
-			PG_END_TRY();
-			w->retried_401 = true;
-			retry_now(w);
-			return;
-		}
-		if (status == 429 || status >= 500)
-		{
-			/* same request again after Retry-After / backoff (PROTOCOL 10) */
-			schedule_retry(w, retry_after > 0 ? (int) Min(retry_after, 3600) * 1000 : 0,
-						   KW_STATE_BACKOFF);
-			return;
-		}
-		/* 401 after re-reading, 403, 404, 400...: retried slowly */
-		if (kind == XFER_LIST)
-			restart_list(w, true);
-		if (status == 401 || status == 403)
-		{
-			/* re-read server, user mapping and kubeconfig next time */
-			MemoryContextReset(w->cfg_cxt);
-			w->cfg = NULL;
-		}
-		w->backoff_ms = Max(w->backoff_ms, kw_backoff_max_ms / 2);
-		schedule_retry(w, 0, KW_STATE_FAILED);
-	}
+	else
+		error_status(w, kind, status, retry_after);
 }
 
 /* ---------------------------------------------------------------------
