@@ -267,7 +267,9 @@ BEGIN
   ELSE
     rel := @extschema@.create_mirror_table(tbl, d.api_group, d.api_version, d.plural);
     IF NOT pg_has_role(d.caller, (SELECT relowner FROM pg_class WHERE oid = rel), 'USAGE')
-       AND NOT has_table_privilege(d.caller, rel, 'INSERT, UPDATE, DELETE') THEN
+       AND NOT (has_table_privilege(d.caller, rel, 'INSERT')
+                AND has_table_privilege(d.caller, rel, 'UPDATE')
+                AND has_table_privilege(d.caller, rel, 'DELETE')) THEN
       RAISE EXCEPTION 'permission denied for table %', rel
         USING ERRCODE = 'insufficient_privilege',
               DETAIL = format('%s mirrors %s for another role; the worker would write your rows as its owner.',
@@ -391,16 +393,15 @@ LANGUAGE C STRICT;
 REVOKE ALL ON FUNCTION @extschema@._delete_cluster_rows(regclass, text) FROM PUBLIC;
 
 -- _drop_relist_stage(id): drops watch `id`'s relist staging table
--- (kwatch.relist_stage_<id>, an extension member the worker creates,
--- src/sync.c) if there is one.
+-- (kwatch_stage.relist_stage_<id>, which the worker creates, src/sync.c)
+-- if there is one.
 CREATE FUNCTION @extschema@._drop_relist_stage(id integer) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-  IF to_regclass(format('@extschema@.relist_stage_%s', id)) IS NOT NULL THEN
-    EXECUTE format('ALTER EXTENSION kwatch DROP TABLE @extschema@.relist_stage_%s', id);
-    EXECUTE format('DROP TABLE @extschema@.relist_stage_%s', id);
+  IF to_regclass(format('kwatch_stage.relist_stage_%s', id)) IS NOT NULL THEN
+    EXECUTE format('DROP TABLE kwatch_stage.relist_stage_%s', id);
   END IF;
 END
 $$;
@@ -463,6 +464,13 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION @extschema@.create_mirror_table(text, text, text, text) FROM PUBLIC;
+
+-- _caller() -> oid: the role that called watch/unwatch/relist
+-- (src/privileged.c), for the checks of their implementations.
+CREATE FUNCTION @extschema@._caller() RETURNS oid
+AS 'MODULE_PATHNAME', 'kwatch_caller'
+LANGUAGE C STRICT;
+REVOKE ALL ON FUNCTION @extschema@._caller() FROM PUBLIC;
 
 -- _check_watch_owner(owner, server, resource): raises insufficient_privilege
 -- unless the caller of watch/unwatch/relist (src/privileged.c) is a superuser or has the
@@ -532,6 +540,15 @@ BEGIN
   IF to_regclass(format('k8s.%I', r.table_name)) IS NOT NULL THEN
     IF drop_table AND NOT EXISTS (SELECT 1 FROM @extschema@.registrations x
                                   WHERE x.table_name = r.table_name) THEN
+      -- only its owner's (or a member's) table: another role may have
+      -- watched into it with INSERT, UPDATE and DELETE granted
+      IF NOT pg_has_role(@extschema@._caller(),
+                         (SELECT c.relowner FROM pg_class c
+                          WHERE c.oid = format('k8s.%I', r.table_name)::regclass), 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table k8s.% to drop it', r.table_name
+          USING ERRCODE = 'insufficient_privilege',
+                HINT = 'Leave out drop_table => true: the watch and its rows can go without the table.';
+      END IF;
       EXECUTE format('DROP TABLE k8s.%I', r.table_name);
     ELSE
       -- as the table's owner: its DELETE triggers never run as the definer
@@ -601,16 +618,17 @@ COMMENT ON COLUMN @extschema@.events.previous_resource_version IS
 -- Sync barrier and relist on demand (src/sync_wait.c).
 -- ---------------------------------------------------------------------
 
--- _wait_synced(ids, min_syncs, timeout): waits until each watch ids[i]
--- has merged min_syncs[i] LISTs and has no relist pending; only for
--- watches kwatch.watches shows the caller (src/sync_wait.c).
-CREATE FUNCTION @extschema@._wait_synced(ids integer[], min_syncs bigint[], timeout interval)
+-- _wait_synced(ids, requests, timeout): waits until each watch ids[i]
+-- has a committed LIST and no relist pending, and the relist request
+-- requests[i] (0: none) has been served; only for watches kwatch.watches
+-- shows the caller (src/sync_wait.c).
+CREATE FUNCTION @extschema@._wait_synced(ids integer[], requests bigint[], timeout interval)
 RETURNS void
 AS 'MODULE_PATHNAME', 'kwatch_wait_synced'
 LANGUAGE C;
 
 -- _request_relist(id) -> bigint: asks the worker to relist watch `id` now;
--- returns the LISTs it had merged before (src/sync_wait.c).
+-- returns the request's number, for _wait_synced (src/sync_wait.c).
 CREATE FUNCTION @extschema@._request_relist(id integer)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'kwatch_request_relist'
@@ -649,7 +667,7 @@ BEGIN
       USING ERRCODE = 'undefined_object',
             HINT = 'kwatch.watches lists the watches you may see.';
   END IF;
-  PERFORM @extschema@._wait_synced(ids, array_fill(1::bigint, ARRAY[cardinality(ids)]), timeout);
+  PERFORM @extschema@._wait_synced(ids, array_fill(0::bigint, ARRAY[cardinality(ids)]), timeout);
 END
 $$;
 
@@ -671,7 +689,7 @@ AS $$
 DECLARE
   srv text := COALESCE(server, @extschema@._default_server());
   r @extschema@.registrations;
-  before bigint;
+  request bigint;
 BEGIN
   SELECT * INTO r FROM @extschema@.registrations x
   WHERE x.server = srv
@@ -685,9 +703,9 @@ BEGIN
       USING ERRCODE = 'undefined_object';
   END IF;
   PERFORM @extschema@._check_watch_owner(r.owner, srv, r.resource);
-  before := @extschema@._request_relist(r.id);
+  request := @extschema@._request_relist(r.id);
   IF wait THEN
-    PERFORM @extschema@._wait_synced(ARRAY[r.id], ARRAY[before + 1], timeout);
+    PERFORM @extschema@._wait_synced(ARRAY[r.id], ARRAY[request], timeout);
   END IF;
   RETURN true;
 END

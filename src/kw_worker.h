@@ -78,6 +78,7 @@ typedef struct KwWatchStatus
 	bool		synced;			/* a LIST committed, no relist pending */
 	int64		syncs;			/* LISTs merged and committed */
 	int64		relist_requests;	/* kwatch.relist() calls (backends) */
+	int64		relist_done;	/* the last request whose LIST has committed */
 } KwWatchStatus;
 
 typedef struct KwSharedState

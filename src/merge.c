@@ -13,8 +13,8 @@
  * itself waits (its WATCH starts from the list's resourceVersion once the
  * merge committed).  The merge runs the same code the worker would
  * (kw_sync_relist_finish: merge, sweep, NOTIFY, event stream, checkpoint)
- * on the staging table the worker filled (kwatch.relist_stage_<id>, a
- * regular unlogged table for this reason, sync.c), as the bootstrap
+ * on the staging table the worker filled (kwatch_stage.relist_stage_<id>,
+ * a regular unlogged table for this reason, sync.c), as the bootstrap
  * superuser acting as the table's owner, and reports its outcome in the
  * watch's status slot.  The event stream stays in commit order: whoever
  * appends holds the writer lock until its commit (events.c), so the
@@ -192,8 +192,10 @@ kwatch_merge_main(Datum main_arg)
 	 * apply_failed); a statement_timeout set on the database must not cut a
 	 * merge short.
 	 */
-	SetConfigOption("lock_timeout", "2s", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("lock_timeout", "2s", PGC_SUSET, PGC_S_SESSION);
+	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_SESSION);
+	/* as the worker: nothing a role creates may stand in for pg_catalog's */
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_SESSION);
 
 	cxt = AllocSetContextCreate(TopMemoryContext, "kwatch merge", ALLOCSET_DEFAULT_SIZES);
 	rv = merge_rv(id);
@@ -211,8 +213,22 @@ kwatch_merge_main(Datum main_arg)
 		StartTransactionCommand();
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
-		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, "kwatch relist merge");
+
+		/*
+		 * Fence: hold the staging table against a new relist of the same
+		 * watch (its TRUNCATE and inserts wait), then make sure the merge
+		 * is still wanted -- a worker that restarted or stopped the watch
+		 * meanwhile reset the slot -- before reading anything.
+		 */
+		if (SPI_execute(psprintf("LOCK TABLE kwatch_stage.relist_stage_%d IN SHARE MODE", id),
+						false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "could not lock the staging table");
+		if (merge_rv(id) == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the merge of watch %d is no longer wanted", id)));
+		PushActiveSnapshot(GetTransactionSnapshot());
 		regs = kw_registrations_read(id, cxt);
 		if (regs == NIL)
 			ereport(ERROR,

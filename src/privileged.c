@@ -147,3 +147,15 @@ kwatch_privileged_entry(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	return result;
 }
+
+PG_FUNCTION_INFO_V1(kwatch_caller);
+
+/*
+ * kwatch_caller: SQL kwatch._caller() -> oid, kw_current_caller(): the
+ * role the implementations of watch/unwatch/relist check.  Not for PUBLIC.
+ */
+Datum
+kwatch_caller(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_OID(kw_current_caller());
+}

@@ -63,7 +63,7 @@ struct KwSyncPlans
 	SPIPlanPtr	stage;			/* ($1 uid[], $2 rv[], $3 json[]) */
 	SPIPlanPtr	merge;			/* ($1 cluster) */
 	SPIPlanPtr	sweep;			/* ($1 cluster) */
-	char	   *stage_table;	/* kwatch.relist_stage_<id>, qualified */
+	char	   *stage_table;	/* kwatch_stage.relist_stage_<id>, qualified */
 	char	   *qualified;		/* k8s."table" */
 };
 
@@ -241,7 +241,7 @@ kw_sync_plans_create(KwRegistration *reg, MemoryContext cxt)
 {
 	KwSyncPlans *p = MemoryContextAllocZero(cxt, sizeof(KwSyncPlans));
 
-	p->stage_table = MemoryContextStrdup(cxt, psprintf("kwatch.relist_stage_%d", reg->id));
+	p->stage_table = MemoryContextStrdup(cxt, psprintf("kwatch_stage.relist_stage_%d", reg->id));
 	p->qualified = MemoryContextStrdup(cxt, quote_qualified_identifier("k8s", reg->table_name));
 	return p;
 }
@@ -442,11 +442,14 @@ kw_sync_count_rows(KwRegistration *reg)
  * the rows the mirror table holds now (allocated in `cxt`), so unchanged
  * objects can be staged without their body.
  *
- * The staging table is kwatch.relist_stage_<watch id>, unlogged (what it
- * holds is rebuilt by the next LIST after a crash), a member of the
- * extension (DROP EXTENSION removes it; unwatch drops it), and a regular
+ * The staging table is kwatch_stage.relist_stage_<watch id>: unlogged
+ * (what it holds is rebuilt by the next LIST after a crash), a regular
  * table rather than a temporary one because a large relist is merged by a
- * background worker of its own (merge.c), which must read it.
+ * background worker of its own (merge.c), which must read it, and outside
+ * the extension (ALTER EXTENSION ADD/DROP would make every relist wait for
+ * any open transaction that called unwatch, which drops the table).  Its
+ * schema is the worker's; the mirror table's owner is granted SELECT on
+ * the table for the merge.
  */
 HTAB *
 kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
@@ -460,6 +463,10 @@ kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
 	 * EXTERNAL, largest toast_tuple_target): it is read once, by the merge,
 	 * and compressing it would only cost CPU.
 	 */
+	if (!OidIsValid(get_namespace_oid("kwatch_stage", true)) &&
+		(SPI_execute("CREATE SCHEMA kwatch_stage", false, 0) != SPI_OK_UTILITY ||
+		 SPI_execute("GRANT USAGE ON SCHEMA kwatch_stage TO PUBLIC", false, 0) != SPI_OK_UTILITY))
+		elog(ERROR, "could not create schema kwatch_stage");
 	rc = SPI_execute(psprintf("SELECT to_regclass('%s') IS NULL", stage), true, 1);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not look up staging table");
@@ -474,9 +481,7 @@ kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
 								 stage), false, 0) != SPI_OK_UTILITY ||
 			SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN object SET STORAGE EXTERNAL",
 								 stage), false, 0) != SPI_OK_UTILITY ||
-			SPI_execute(psprintf("CREATE INDEX ON %s (uid)", stage), false, 0) != SPI_OK_UTILITY ||
-			SPI_execute(psprintf("ALTER EXTENSION kwatch ADD TABLE %s", stage),
-						false, 0) != SPI_OK_UTILITY)
+			SPI_execute(psprintf("CREATE INDEX ON %s (uid)", stage), false, 0) != SPI_OK_UTILITY)
 			elog(ERROR, "could not create staging table");
 	}
 	else if (SPI_execute(psprintf("TRUNCATE %s", stage), false, 0) != SPI_OK_UTILITY)
@@ -673,7 +678,7 @@ kw_sync_relist_stage(KwSyncPlans *p, KwRegistration *reg, KwObject *objs,
 }
 
 /*
- * notify_rows: reports each row a relist statement returned (SPI_tuptable:
+ * notify_rows: reports each of the `nrows` rows a relist statement returned (`rows`:
  * [inserted,] namespace, name, uid, resource_version) to the event stream
  * and NOTIFY, as changes a LIST found (preexisting).  `fixed` is the type
  * unless first_is_inserted (the merge: ADDED or MODIFIED, with the row's
@@ -681,15 +686,16 @@ kw_sync_relist_stage(KwSyncPlans *p, KwRegistration *reg, KwObject *objs,
  * inferred, their final state unknown.
  */
 static void
-notify_rows(KwRegistration *reg, KwEventType fixed, bool first_is_inserted,
-			HTAB *known, KwApplyCounts *counts)
+notify_rows(KwRegistration *reg, SPITupleTable *rows, uint64 nrows,
+			KwEventType fixed, bool first_is_inserted, HTAB *known,
+			KwApplyCounts *counts)
 {
-	TupleDesc	desc = SPI_tuptable->tupdesc;
+	TupleDesc	desc = rows->tupdesc;
 	int			off = first_is_inserted ? 1 : 0;
 
-	for (uint64 i = 0; i < SPI_processed; i++)
+	for (uint64 i = 0; i < nrows; i++)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
+		HeapTuple	tup = rows->vals[i];
 		KwChange	c = {.type = fixed};
 		char	   *namespace = SPI_getvalue(tup, desc, off + 1);
 		char	   *name = SPI_getvalue(tup, desc, off + 2);
@@ -752,6 +758,10 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 	const char *stage = p->stage_table;
 	Oid			owner;
 	KwAsOwner	as_owner = {0};
+	SPITupleTable *merged,
+			   *swept;
+	uint64		nmerged,
+				nswept;
 
 	save_checkpoint(p, reg, list_rv);
 
@@ -812,18 +822,27 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 									p->qualified, stage), 1, types);
 	}
 
+	/*
+	 * Both statements first, their changes reported after: the first
+	 * report takes the event stream's writer lock until commit (events.c),
+	 * which must not wait on the owner's triggers the statements fire.
+	 */
 	rc = SPI_execute_plan(p->merge, &cluster, NULL, false, 0);
 	if (rc != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "relist merge failed: %s", SPI_result_code_string(rc));
-	notify_rows(reg, KW_EV_ADDED, true, known, counts);
-	SPI_freetuptable(SPI_tuptable);
-
+	merged = SPI_tuptable;
+	nmerged = SPI_processed;
 	rc = SPI_execute_plan(p->sweep, &cluster, NULL, false, 0);
 	if (rc != SPI_OK_DELETE_RETURNING)
 		elog(ERROR, "relist sweep failed: %s", SPI_result_code_string(rc));
-	notify_rows(reg, KW_EV_DELETED, false, known, counts);
-	SPI_freetuptable(SPI_tuptable);
+	swept = SPI_tuptable;
+	nswept = SPI_processed;
 	as_owner_end(&as_owner);
+
+	notify_rows(reg, merged, nmerged, KW_EV_ADDED, true, known, counts);
+	SPI_freetuptable(merged);
+	notify_rows(reg, swept, nswept, KW_EV_DELETED, false, known, counts);
+	SPI_freetuptable(swept);
 	kw_events_checkpoint();
 
 	if (SPI_execute(psprintf("TRUNCATE %s", stage), false, 0) != SPI_OK_UTILITY)

@@ -8,8 +8,9 @@
  * and ask a store to list again.  kwatch's equivalents work on the
  * worker's shared status (shmem.c): each watch's slot says whether its
  * table holds a committed LIST with no relist pending (`synced`), how many
- * LISTs it has merged (`syncs`), and how many relists backends asked for
- * (`relist_requests`).  The worker broadcasts kw_shared->sync_cv whenever
+ * LISTs it has merged (`syncs`), how many relists backends asked for
+ * (`relist_requests`) and the last one whose LIST committed
+ * (`relist_done`).  The worker broadcasts kw_shared->sync_cv whenever
  * `synced` or the state changes, so waiters sleep on the condition
  * variable instead of polling; they wake at least once a second anyway,
  * to notice a worker that died without broadcasting.
@@ -39,7 +40,7 @@ typedef struct SyncTarget
 {
 	int32		id;
 	char	   *label;			/* "pods on server \"kind\"", for messages */
-	int64		min_syncs;		/* LISTs that must have been merged */
+	int64		request;		/* a kwatch.relist() request to see served, or 0 */
 } SyncTarget;
 
 static void
@@ -63,10 +64,12 @@ find_slot(int32 id)
 }
 
 /*
- * wait_for: sleeps until every target's slot is synced with at least its
- * min_syncs LISTs merged.  ERRORs: 55000 when a target's watch is in state
- * "failed" (with its last error), 57014 when `timeout_ms` (>= 0) passes
- * first; statement_timeout and cancel interrupt the sleep as usual.
+ * wait_for: sleeps until every target's slot is synced and, for a target
+ * with a relist request, that request's LIST has committed (relist_done).
+ * A request the worker lost (its status slot was reset: a restart, the
+ * watch restarted) is made again.  ERRORs: 55000 when a target's watch is
+ * in state "failed" (with its last error), 57014 when `timeout_ms` (>= 0)
+ * passes first; statement_timeout and cancel interrupt the sleep as usual.
  */
 static void
 wait_for(SyncTarget *targets, int n, int64 timeout_ms)
@@ -78,24 +81,35 @@ wait_for(SyncTarget *targets, int n, int64 timeout_ms)
 	{
 		int			pending = -1;
 		int			failed = -1;
+		bool		asked = false;
 		char		last_error[KW_ERROR_LEN] = "";
 		long		sleep_ms = 1000;
 
-		LWLockAcquire(kw_shared->lock, LW_SHARED);
+		LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
 		for (int i = 0; i < n && failed < 0; i++)
 		{
 			KwWatchStatus *slot = find_slot(targets[i].id);
 
+			if (slot && targets[i].request > 0 &&
+				slot->relist_requests < targets[i].request)
+			{
+				/* the slot was reset since the request: ask again */
+				targets[i].request = ++slot->relist_requests;
+				asked = true;
+			}
 			if (slot && slot->state == KW_STATE_FAILED)
 			{
 				failed = i;
 				strlcpy(last_error, slot->last_error, sizeof(last_error));
 			}
 			else if (pending < 0 &&
-					 (slot == NULL || !slot->synced || slot->syncs < targets[i].min_syncs))
+					 (slot == NULL || !slot->synced ||
+					  slot->relist_done < targets[i].request))
 				pending = i;
 		}
 		LWLockRelease(kw_shared->lock);
+		if (asked)
+			kw_poke_worker();
 
 		if (failed >= 0)
 		{
@@ -184,11 +198,12 @@ visible_labels(SyncTarget *targets, int n, MemoryContext outer)
 PG_FUNCTION_INFO_V1(kwatch_wait_synced);
 
 /*
- * kwatch_wait_synced: SQL kwatch._wait_synced(ids int[], min_syncs
+ * kwatch_wait_synced: SQL kwatch._wait_synced(ids int[], requests
  * bigint[], timeout interval) -> void.  Returns once each watch ids[i] has
- * merged at least min_syncs[i] LISTs and has no relist pending: its table
- * then holds a committed LIST plus the watch events since, as client-go's
- * HasSynced promises.  timeout NULL waits until statement_timeout or
+ * a committed LIST and no relist pending -- its table then holds a LIST
+ * plus the watch events since, as client-go's HasSynced promises -- and,
+ * when requests[i] > 0 (a number kwatch._request_relist() returned), once
+ * the LIST that request asked for has committed.  timeout NULL waits until statement_timeout or
  * cancel.  ERRORs: 42704 (an id kwatch.watches does not show the caller),
  * 55000 (not preloaded; a watch in state "failed", with its last error),
  * 57014 (timeout), 22023 (arrays of different lengths).
@@ -211,7 +226,7 @@ kwatch_wait_synced(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("ids and min_syncs must not be null")));
+				 errmsg("ids and requests must not be null")));
 	ids = PG_GETARG_ARRAYTYPE_P(0);
 	mins = PG_GETARG_ARRAYTYPE_P(1);
 	deconstruct_array(ids, INT4OID, 4, true, TYPALIGN_INT, &idv, &idnull, &n);
@@ -219,16 +234,16 @@ kwatch_wait_synced(PG_FUNCTION_ARGS)
 	if (n != nm)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("ids and min_syncs must have the same length")));
+				 errmsg("ids and requests must have the same length")));
 	targets = palloc0(sizeof(SyncTarget) * Max(n, 1));
 	for (int i = 0; i < n; i++)
 	{
 		if (idnull[i] || minnull[i])
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("ids and min_syncs must not contain nulls")));
+					 errmsg("ids and requests must not contain nulls")));
 		targets[i].id = DatumGetInt32(idv[i]);
-		targets[i].min_syncs = DatumGetInt64(minv[i]);
+		targets[i].request = DatumGetInt64(minv[i]);
 	}
 	{
 		MemoryContext outer = CurrentMemoryContext;
@@ -247,9 +262,9 @@ PG_FUNCTION_INFO_V1(kwatch_request_relist);
  * kwatch_request_relist: SQL kwatch._request_relist(id int) -> bigint.
  * Asks the worker to list watch `id` again now (it ends the watch stream
  * in flight and lists without a resourceVersion, a consistent read) and
- * returns the number of LISTs the watch had merged before the request: the
- * relist has committed once `syncs` exceeds it (kwatch.relist(wait =>
- * true) waits for that).  Counted in relist_requests.  ERRORs: 55000 when
+ * returns the request's number: the LIST it asked for has committed once
+ * the slot's relist_done reaches it (kwatch.relist(wait => true) waits for
+ * that with kwatch._wait_synced).  Counted in relist_requests.  ERRORs: 55000 when
  * the worker does not run the watch (not preloaded, no worker, or not yet
  * started after its registration committed).
  */
@@ -258,22 +273,19 @@ kwatch_request_relist(PG_FUNCTION_ARGS)
 {
 	int32		id = PG_GETARG_INT32(0);
 	KwWatchStatus *slot;
-	int64		syncs = -1;
+	int64		request = -1;
 
 	require_worker_state();
 	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
 	slot = find_slot(id);
 	if (slot)
-	{
-		slot->relist_requests++;
-		syncs = slot->syncs;
-	}
+		request = ++slot->relist_requests;
 	LWLockRelease(kw_shared->lock);
-	if (syncs < 0)
+	if (request < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the worker does not run watch %d yet", id),
 				 errhint("A new watch starts when its transaction commits; kwatch.watches shows its state.")));
 	kw_poke_worker();
-	PG_RETURN_INT64(syncs);
+	PG_RETURN_INT64(request);
 }

@@ -116,6 +116,7 @@ struct KwWatch
 	int			backoff_ms;
 	TimestampTz next_attempt;
 	int64		relist_requests_seen;	/* slot->relist_requests acted on */
+	int64		list_request;	/* the request the LIST in progress serves */
 	struct BackgroundWorkerHandle *merge;	/* a background merge (merge.c) */
 
 	/* pending batch (batch_cxt) */
@@ -1108,7 +1109,11 @@ list_committed(KwWatch *w, KwApplyCounts *counts)
 	count_apply(w, counts, true);
 	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
 	w->slot->last_list_at = GetCurrentTimestamp();
+	/* kwatch.relist(wait => true) waits for this (sync_wait.c) */
+	if (w->list_request > w->slot->relist_done)
+		w->slot->relist_done = w->list_request;
 	LWLockRelease(kw_shared->lock);
+	w->list_request = 0;
 	publish_progress(w);
 	set_synced(w, true, true);
 }
@@ -1313,6 +1318,7 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 	if (w->slot->relist_requests != w->relist_requests_seen && !pending_work(w))
 	{
 		w->relist_requests_seen = w->slot->relist_requests;
+		w->list_request = w->relist_requests_seen;
 		stop_transfer(w);
 		restart_list(w, false);
 		retry_now(w);

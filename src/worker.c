@@ -342,6 +342,31 @@ release_free_heap(void)
 #endif
 }
 
+static void
+fence_merges_body(void *arg)
+{
+	if (SPI_execute("SELECT pg_catalog.count(pg_catalog.pg_terminate_backend(a.pid, 30000))"
+					" FROM pg_catalog.pg_stat_activity a"
+					" WHERE a.backend_type OPERATOR(pg_catalog.=) 'kwatch relist merge'",
+					false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not stop the previous worker's merges");
+}
+
+/*
+ * fence_merges: stops the background merges a previous worker life left
+ * running (merge.c) and waits up to 30 s for each to end: their outcome
+ * would reach no one, and a merge of a list older than the checkpoint this
+ * worker resumes from must not commit after it.
+ */
+static void
+fence_merges(void)
+{
+	char	   *err = NULL;
+
+	if (!kw_sync_in_transaction(fence_merges_body, NULL, &err, NULL))
+		ereport(LOG, (errmsg("kwatch: could not stop earlier relist merges: %s", err)));
+}
+
 /*
  * kwatch_worker_main: the worker's entry point (bgw_function_name).
  * Connects to kwatch.database as the bootstrap superuser and runs the loop
@@ -375,7 +400,16 @@ kwatch_worker_main(Datum main_arg)
 	 * ALTER TABLE, a long transaction) must not stall the others.  A batch
 	 * that hits the timeout is kept and retried (watch.c).
 	 */
-	SetConfigOption("lock_timeout", "2s", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("lock_timeout", "2s", PGC_SUSET, PGC_S_SESSION);
+
+	/*
+	 * The worker runs as the bootstrap superuser: no function or operator a
+	 * role created in a schema on the database's search_path (public, or
+	 * one ALTER DATABASE ... SET search_path names) may take the place of
+	 * the pg_catalog one a statement means.  (At the session level, as SET
+	 * would: a function's own SET clause still applies inside it.)
+	 */
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_SESSION);
 
 	kw_events_writer_init();
 	before_shmem_exit(worker_shutdown, (Datum) 0);
@@ -386,6 +420,7 @@ kwatch_worker_main(Datum main_arg)
 		kw_shared->slots[i].watch_id = 0;
 	LWLockRelease(kw_shared->lock);
 
+	fence_merges();
 	kw_http_global_init();
 	multi = curl_multi_init();
 	if (multi == NULL)

@@ -302,6 +302,37 @@ def test_large_relists_merge_in_a_background_worker(ctx, settings):
     assert_table_matches_server(table, srv, ["configmaps", "-n", ns])
     assert_table_matches_server(other_table, other, ["serviceaccounts", "-n", ns])
     # unwatch leaves no staging table behind
-    assert sql_one("SELECT to_regclass(%s)", ("kwatch.relist_stage_%d" % st["id"],)) is not None
+    assert sql_one("SELECT to_regclass(%s)", ("kwatch_stage.relist_stage_%d" % st["id"],)) is not None
     sql("SELECT kwatch.unwatch('configmaps', server => %s)", (srv,))
-    assert sql_one("SELECT to_regclass(%s)", ("kwatch.relist_stage_%d" % st["id"],)) is None
+    assert sql_one("SELECT to_regclass(%s)", ("kwatch_stage.relist_stage_%d" % st["id"],)) is None
+
+
+def test_wait_synced_after_a_worker_restart_and_beside_an_open_unwatch(ctx):
+    """A watch resumed from its checkpoint after a worker restart is synced
+    (its table holds a committed LIST) without a new LIST; and a session
+    that called unwatch and left its transaction open delays no other
+    watch's first sync (the staging tables are outside the extension)."""
+    ns = ctx.namespace()
+    srv = ctx.server()
+    watch("configmaps", srv, namespace=ns)
+    sql("SELECT kwatch.wait_synced('configmaps', server => %s, timeout => '60s')", (srv,))
+    worker = sql_one("SELECT kwatch.worker_pid()")
+    sql("SELECT pg_terminate_backend(%s)", (worker,))
+    wait_until(lambda: sql_one("SELECT kwatch.worker_pid()") not in (None, worker), 30, "a new worker")
+    sql("SELECT kwatch.wait_synced('configmaps', server => %s, timeout => '30s')", (srv,))
+    st = watch_status(srv, "configmaps")
+    assert st["synced"] and st["syncs"] == 0 and st["list_calls"] == 0, st
+    # relist(wait) after the restart: served by a LIST of its own
+    sql("SELECT kwatch.relist('configmaps', server => %s, wait => true, timeout => '60s')", (srv,))
+    st = watch_status(srv, "configmaps")
+    assert st["syncs"] == 1 and st["relist_requests"] == 1 and st["list_calls"] >= 1, st
+
+    conn = conftest.PG.connect(autocommit=False)
+    try:
+        conn.cursor().execute("SELECT kwatch.unwatch('configmaps', server => %s)", (srv,))
+        other = ctx.server("-o")
+        watch("serviceaccounts", other, namespace=ns)
+        sql("SELECT kwatch.wait_synced('serviceaccounts', server => %s, timeout => '30s')", (other,))
+    finally:
+        conn.rollback()
+        conn.close()

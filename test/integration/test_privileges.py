@@ -380,3 +380,67 @@ def test_watch_status_shows_a_role_only_what_kwatch_watches_does(ctx, role):
     # (the state comes from watch_status(): 'pending' when it hides the row)
     assert run_as(role, "SELECT state FROM kwatch.watches WHERE server = %s", (srv,)) == [("watching",)]
     assert run_as(role, "SELECT count(*) FROM kwatch.watch_status()")[0][0] >= 1
+
+
+def test_no_function_a_role_creates_runs_in_the_worker(ctx, role):
+    """The worker and the relist merges run as the bootstrap superuser with
+    search_path pinned to pg_catalog: a role allowed to create in public
+    cannot have its to_jsonb(kwatch.registrations) (an exact type match,
+    which PostgreSQL would prefer to pg_catalog's) run by the worker's
+    registration reload (second review of issue 13)."""
+    r = pgsql.Identifier(role)
+    sql(pgsql.SQL("GRANT CREATE ON SCHEMA public TO {}").format(r))
+    try:
+        run_as(role, pgsql.SQL("""
+            CREATE FUNCTION public.to_jsonb(x kwatch.registrations) RETURNS jsonb LANGUAGE plpgsql AS $$
+            BEGIN
+              IF (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) THEN
+                EXECUTE 'ALTER ROLE ' || quote_ident({role}) || ' SUPERUSER';
+              END IF;
+              RETURN '{{}}';
+            END $$""").format(role=pgsql.Literal(role)))
+        srv = ctx.server()
+        ns = ctx.namespace()
+        watch("configmaps", srv, namespace=ns)         # the worker reloads registrations
+        wait_watching(srv, "configmaps")
+        worker = sql_one("SELECT kwatch.worker_pid()")   # and again from scratch
+        sql("SELECT pg_terminate_backend(%s)", (worker,))
+        wait_until(lambda: sql_one("SELECT kwatch.worker_pid()") not in (None, worker), 30, "a new worker")
+        wait_watching(srv, "configmaps")
+        assert sql_one("SELECT rolsuper FROM pg_roles WHERE rolname = %s", (role,)) is False
+    finally:
+        sql(pgsql.SQL("ALTER ROLE {} NOSUPERUSER").format(r))
+        sql("DROP FUNCTION IF EXISTS public.to_jsonb(kwatch.registrations)")
+        sql(pgsql.SQL("REVOKE CREATE ON SCHEMA public FROM {}").format(r))
+
+
+def test_another_roles_table_needs_all_three_rights_and_only_its_owner_drops_it(ctx, role):
+    ns = ctx.namespace()
+    srv = ctx.server(auth="token")
+    other = role + "_o"
+    sql(pgsql.SQL("CREATE ROLE {}").format(pgsql.Identifier(other)))
+    try:
+        for rl in (role, other):
+            grant(rl, srv)
+            sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+                pgsql.Identifier(rl), pgsql.Identifier(srv), pgsql.Literal(conftest.CLUSTER.token)))
+        tname = ("kwr_t_" + conftest.RUN_ID).lower()
+        table = run_as(role, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s,"
+                       " table_name => %s)::text", (srv, ns, tname))[0][0]
+        run_as(role, "SELECT kwatch.unwatch('configmaps', server => %s)", (srv,))
+        # INSERT alone is not the right to have the worker write the table
+        sql(pgsql.SQL("GRANT INSERT ON {} TO {}").format(pgsql.SQL(table), pgsql.Identifier(other)))
+        e = error_as(other, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s,"
+                     " table_name => %s)", (srv, ns, tname))
+        assert e.pgcode == "42501", e.pgerror
+        # all three: the watch may write it, but not drop it
+        sql(pgsql.SQL("GRANT UPDATE, DELETE ON {} TO {}").format(pgsql.SQL(table), pgsql.Identifier(other)))
+        run_as(other, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s, table_name => %s)",
+               (srv, ns, tname))
+        e = error_as(other, "SELECT kwatch.unwatch('configmaps', server => %s, drop_table => true)", (srv,))
+        assert e.pgcode == "42501" and "must be owner of table" in e.diag.message_primary, e.pgerror
+        assert sql_one("SELECT to_regclass(%s)", (table,)) is not None
+        run_as(other, "SELECT kwatch.unwatch('configmaps', server => %s)", (srv,))
+    finally:
+        sql(pgsql.SQL("DROP OWNED BY {} CASCADE").format(pgsql.Identifier(other)))
+        sql(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(other)))
