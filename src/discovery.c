@@ -238,13 +238,8 @@ server_config_checked(const char *server, Oid *caller)
 {
 	ForeignServer *fs = GetForeignServerByName(server, false);
 	Oid			user = kw_current_caller();
-	AclResult	aclresult;
+	AclResult	aclresult = kw_server_usage(fs->serverid, user);
 
-#if PG_VERSION_NUM >= 160000
-	aclresult = object_aclcheck(ForeignServerRelationId, fs->serverid, user, ACL_USAGE);
-#else
-	aclresult = pg_foreign_server_aclcheck(fs->serverid, user, ACL_USAGE);
-#endif
 	if (aclresult != ACLCHECK_OK)
 		aclcheck_error(aclresult, OBJECT_FOREIGN_SERVER, fs->servername);
 	if (caller)

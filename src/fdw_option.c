@@ -939,3 +939,43 @@ kw_json_bytes(StringInfo buf, const char *key, const char *data)
 
 	kw_json_string(buf, key, v);
 }
+
+/*
+ * kw_server_usage: whether `role` has USAGE on foreign server `serverid`
+ * (PostgreSQL's aclcheck, whose name changed in 16).  kwatch checks it for
+ * the role calling watch() (discovery.c), for the watch's role each time
+ * the worker loads its credentials (kw_check_watch_role), and for the
+ * readers of kwatch.watch_status() (shmem.c).
+ */
+AclResult
+kw_server_usage(Oid serverid, Oid role)
+{
+#if PG_VERSION_NUM >= 160000
+	return object_aclcheck(ForeignServerRelationId, serverid, role, ACL_USAGE);
+#else
+	return pg_foreign_server_aclcheck(serverid, role, ACL_USAGE);
+#endif
+}
+
+/*
+ * kw_check_watch_role: ERRORs (42501) unless `role`, the role of a watch
+ * on foreign server `server`, may still use it: USAGE, as kwatch.watch()
+ * checked at registration, may have been revoked since, or the watch
+ * handed to another role by REASSIGN OWNED (ownership.c).  A role that no
+ * longer exists is refused by kw_user_mapping_options, with its own
+ * message.  Needs a transaction.
+ */
+void
+kw_check_watch_role(const char *server, Oid role)
+{
+	ForeignServer *fs = GetForeignServerByName(server, false);
+
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)) || superuser_arg(role))
+		return;
+	if (kw_server_usage(fs->serverid, role) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\" of this watch has no USAGE on foreign server \"%s\"",
+						GetUserNameFromId(role, false), server),
+				 errhint("Grant that role USAGE on the server again, or remove the watch with kwatch.unwatch().")));
+}

@@ -32,6 +32,7 @@
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
+#include "utils/acl.h"
 #include "utils/hsearch.h"
 
 #define KWATCH_VERSION "0.2.0"
@@ -122,6 +123,8 @@ extern KwClusterConfig *kw_in_cluster_config(void);
  * in fdw_option.c
  * ---------------------------------------------------------------------
  */
+extern AclResult kw_server_usage(Oid serverid, Oid role);
+extern void kw_check_watch_role(const char *server, Oid role);
 extern KwClusterConfig *kw_cluster_config_for_server(const char *server_name,
 													 Oid userid);
 

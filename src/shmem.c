@@ -18,7 +18,6 @@
 
 #include "fmgr.h"
 #include "catalog/pg_authid.h"
-#include "catalog/pg_foreign_server.h"
 #include "foreign/foreign.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -230,11 +229,7 @@ slot_visible(const KwWatchStatus *s)
 	fs = GetForeignServerByName(s->server, true);
 	if (fs == NULL)
 		return false;
-#if PG_VERSION_NUM >= 160000
-	return object_aclcheck(ForeignServerRelationId, fs->serverid, user, ACL_USAGE) == ACLCHECK_OK;
-#else
-	return pg_foreign_server_aclcheck(fs->serverid, user, ACL_USAGE) == ACLCHECK_OK;
-#endif
+	return kw_server_usage(fs->serverid, user) == ACLCHECK_OK;
 }
 
 PG_FUNCTION_INFO_V1(kwatch_watch_status);

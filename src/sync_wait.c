@@ -167,32 +167,40 @@ interval_ms(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
- * visible_labels: fills each target's label from kwatch.watches, read as
- * the current user, whose view shows only the watches that user may know
- * of; labels are allocated in `outer`.  ERRORs 42704 for an id it does not show: the wait would tell its
- * state and last error to someone who may not see them.
+ * visible_labels: fills each target's label from kwatch.watches (one read
+ * for all of `ids`, the same ids as an int[] Datum), read as the current
+ * user, whose view shows only the watches that user may know of; labels
+ * are allocated in `outer`.  ERRORs 42704 for an id it does not show: the
+ * wait would tell its state and last error to someone who may not see
+ * them.
  */
 static void
-visible_labels(SyncTarget *targets, int n, MemoryContext outer)
+visible_labels(SyncTarget *targets, int n, Datum ids, MemoryContext outer)
 {
-	for (int i = 0; i < n; i++)
-	{
-		Oid			argtype = INT4OID;
-		Datum		arg = Int32GetDatum(targets[i].id);
+	Oid			argtype = INT4ARRAYOID;
 
-		if (SPI_execute_with_args("SELECT pg_catalog.format('%s on server \"%s\"', w.resource, w.server)"
-								  " FROM kwatch.watches w WHERE w.id OPERATOR(pg_catalog.=) $1",
-								  1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not read kwatch.watches");
-		if (SPI_processed == 0)
+	if (SPI_execute_with_args("SELECT w.id, pg_catalog.format('%s on server \"%s\"', w.resource, w.server)"
+							  " FROM kwatch.watches w WHERE w.id OPERATOR(pg_catalog.=) ANY ($1)",
+							  1, &argtype, &ids, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read kwatch.watches");
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull;
+		int32		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r],
+													 SPI_tuptable->tupdesc, 1, &isnull));
+
+		for (int i = 0; i < n; i++)
+			if (targets[i].id == id)
+				targets[i].label = MemoryContextStrdup(outer,
+													   SPI_getvalue(SPI_tuptable->vals[r],
+																	SPI_tuptable->tupdesc, 2));
+	}
+	for (int i = 0; i < n; i++)
+		if (targets[i].label == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("no watch %d", targets[i].id),
 					 errhint("kwatch.watches lists the watches you may see.")));
-		targets[i].label = MemoryContextStrdup(outer,
-											   SPI_getvalue(SPI_tuptable->vals[0],
-															SPI_tuptable->tupdesc, 1));
-	}
 }
 
 PG_FUNCTION_INFO_V1(kwatch_wait_synced);
@@ -249,7 +257,7 @@ kwatch_wait_synced(PG_FUNCTION_ARGS)
 		MemoryContext outer = CurrentMemoryContext;
 
 		SPI_connect();
-		visible_labels(targets, n, outer);	/* labels outlive SPI */
+		visible_labels(targets, n, PointerGetDatum(ids), outer);	/* labels outlive SPI */
 		SPI_finish();
 	}
 	wait_for(targets, n, timeout_ms);

@@ -35,14 +35,9 @@
 #include <curl/curl.h>
 #include <json-c/json.h>
 
-#include "catalog/pg_authid.h"
-#include "catalog/pg_foreign_server.h"
 #include "common/pg_prng.h"
-#include "foreign/foreign.h"
 #include "miscadmin.h"
-#include "utils/acl.h"
 #include "utils/memutils.h"
-#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "kw_common.h"
@@ -1246,35 +1241,6 @@ typedef struct LoadArgs
 	KwWatch    *w;
 } LoadArgs;
 
-/*
- * check_owner_usage: ERRORs (42501) unless the watch's role may still use
- * its server: USAGE, as kwatch.watch() checked at registration, may have
- * been revoked since, or the watch handed to another role by REASSIGN
- * OWNED (ownership.c).  A role that no longer exists is refused later, by
- * kw_user_mapping_options, with its own message.
- */
-static void
-check_owner_usage(KwRegistration *reg)
-{
-	ForeignServer *fs = GetForeignServerByName(reg->server, false);
-	AclResult	aclresult;
-
-	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(reg->owner)) ||
-		superuser_arg(reg->owner))
-		return;
-#if PG_VERSION_NUM >= 160000
-	aclresult = object_aclcheck(ForeignServerRelationId, fs->serverid, reg->owner, ACL_USAGE);
-#else
-	aclresult = pg_foreign_server_aclcheck(fs->serverid, reg->owner, ACL_USAGE);
-#endif
-	if (aclresult != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("role \"%s\" of this watch has no USAGE on foreign server \"%s\"",
-						GetUserNameFromId(reg->owner, false), reg->server),
-				 errhint("Grant that role USAGE on the server again, or remove the watch with kwatch.unwatch().")));
-}
-
 static void
 load_config_body(void *arg)
 {
@@ -1282,7 +1248,7 @@ load_config_body(void *arg)
 	MemoryContext old;
 
 	MemoryContextReset(w->cfg_cxt);
-	check_owner_usage(&w->reg);
+	kw_check_watch_role(w->reg.server, w->reg.owner);
 	old = MemoryContextSwitchTo(w->cfg_cxt);
 	w->cfg = kw_cluster_config_for_server(w->reg.server, w->reg.owner);
 	MemoryContextSwitchTo(old);
