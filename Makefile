@@ -9,6 +9,7 @@ OBJS = \
 	src/shmem.o \
 	src/worker.o \
 	src/http.o \
+	src/credential.o \
 	src/decode.o \
 	src/redact.o \
 	src/watch.o \

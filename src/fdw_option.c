@@ -99,6 +99,11 @@ static const KwFdwOption kw_fdw_options[] = {
 	{"tls_server_name", ForeignServerRelationId, KW_OPT_HEADER},
 	{"insecure_skip_tls_verify", ForeignServerRelationId, KW_OPT_BOOL},
 	{"allow_insecure_http", ForeignServerRelationId, KW_OPT_BOOL},
+	/* SERVER: proxy and impersonation (kubeconfig proxy-url, as, as-uid, as-groups) */
+	{"proxy_url", ForeignServerRelationId, KW_OPT_HEADER},
+	{"impersonate_user", ForeignServerRelationId, KW_OPT_HEADER},
+	{"impersonate_uid", ForeignServerRelationId, KW_OPT_HEADER},
+	{"impersonate_groups", ForeignServerRelationId, 0},
 
 	/* USER MAPPING: the user's own credentials */
 	{"token", UserMappingRelationId, KW_OPT_SECRET | KW_OPT_HEADER},
@@ -458,6 +463,25 @@ kw_check_server_options(List *options)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED),
 				 errmsg("option \"context\" requires option \"kubeconfig\"")));
+
+	{
+		char	   *proxy = kw_option_string(options, "proxy_url");
+
+		if (proxy &&
+			pg_strncasecmp(proxy, "http://", 7) != 0 &&
+			pg_strncasecmp(proxy, "https://", 8) != 0 &&
+			pg_strncasecmp(proxy, "socks5://", 9) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for option \"proxy_url\": \"%s\"", proxy),
+					 errhint("A proxy URL starts with \"http://\", \"https://\" or \"socks5://\".")));
+	}
+	if ((kw_get_option(options, "impersonate_uid") != NULL ||
+		 kw_get_option(options, "impersonate_groups") != NULL) &&
+		kw_get_option(options, "impersonate_user") == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED),
+				 errmsg("options \"impersonate_uid\" and \"impersonate_groups\" require option \"impersonate_user\"")));
 
 	if ((kw_get_option(options, "client_certificate") != NULL) !=
 		(kw_get_option(options, "client_key") != NULL))
@@ -828,6 +852,7 @@ kw_apply_options(KwClusterConfig *cfg, List *options)
 			cfg->client_cert_data = NULL;
 			cfg->client_key_file = NULL;
 			cfg->client_key_data = NULL;
+			cfg->exec = NULL;	/* the kubeconfig's plugin is a credential too */
 			break;
 		}
 	}
@@ -841,6 +866,37 @@ kw_apply_options(KwClusterConfig *cfg, List *options)
 		cfg->tls_server_name = pstrdup(v);
 	if ((def = kw_get_option(options, "insecure_skip_tls_verify")) != NULL)
 		cfg->insecure_skip_tls_verify = defGetBoolean(def);
+	if ((v = kw_option_string(options, "proxy_url")) != NULL)
+		cfg->proxy_url = pstrdup(v);
+	if ((v = kw_option_string(options, "impersonate_user")) != NULL)
+	{
+		/* the server's impersonation replaces the kubeconfig's whole */
+		cfg->as_user = pstrdup(v);
+		cfg->as_uid = NULL;
+		cfg->as_groups = NIL;
+		cfg->as_extra = NIL;
+		if ((v = kw_option_string(options, "impersonate_uid")) != NULL)
+			cfg->as_uid = pstrdup(v);
+		if ((v = kw_option_string(options, "impersonate_groups")) != NULL)
+		{
+			/* comma-separated, spaces around names ignored, case kept */
+			char	   *copy = pstrdup(v);
+			char	   *tok;
+			char	   *save = NULL;
+
+			for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+			{
+				char	   *end = tok + strlen(tok);
+
+				while (*tok == ' ')
+					tok++;
+				while (end > tok && end[-1] == ' ')
+					*--end = '\0';
+				if (*tok)
+					cfg->as_groups = lappend(cfg->as_groups, pstrdup(tok));
+			}
+		}
+	}
 
 	if ((v = kw_option_string(options, "token")) != NULL)
 		cfg->token = pstrdup(v);

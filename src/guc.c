@@ -88,6 +88,12 @@ kw_define_gucs(void)
 							&kw_background_merge_objects, 5000, 0, INT_MAX,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
 
+	DefineCustomIntVariable("kwatch.exec_plugin_timeout",
+							"Longest an exec credential plugin may run.",
+							"A plugin still running after this is killed and its watches retry later.",
+							&kw_exec_plugin_timeout_s, 60, 1, 3600,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+
 	DefineCustomIntVariable("kwatch.connect_timeout",
 							"Timeout for connecting to an API server.",
 							NULL, &kw_connect_timeout_s, 10, 1, 600,

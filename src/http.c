@@ -5,14 +5,17 @@
  *		synchronous GET used by SQL functions, and the one place where HTTP
  *		and transport failures become SQLSTATEs.
  *
- * The worker drives its handles through a curl multi handle (worker.c);
- * backends running kwatch.watch() use kw_http_get(), which checks for query
- * cancel while the request is in flight.
+ * Every request is a KwHttpTransfer made by kw_http_transfer_create: the
+ * worker's LIST and WATCH streams (watch.c), live scans (live_scan.c) and
+ * synchronous GETs (kw_http_get: discovery and registration probes).  One
+ * write callback serves them all: it keeps the start of an error body,
+ * hands a 200 body to the caller's feed, and catches any ERROR the feed
+ * raises so that nothing longjmps through libcurl.
  *
- * Credentials: a static token, or a token file re-read when its mtime
- * changes and on demand after a 401 (PROTOCOL 33); client certificates and
- * CA as files or in-memory PEM blobs; TLS verification stays on unless the
- * server says insecure_skip_tls_verify.
+ * Credentials come from credential.c (token, token file, exec plugin,
+ * certificate files re-read when they change); TLS verification stays on
+ * unless the server says insecure_skip_tls_verify; proxy-url and
+ * impersonation headers are set here.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,6 +28,7 @@
 
 #include "miscadmin.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "kw_common.h"
 
@@ -34,17 +38,6 @@
 #define KW_SYNC_TIMEOUT_S 30
 
 static bool curl_initialized = false;
-
-/* Cache of token files: path -> content, reloaded when mtime changes. */
-typedef struct TokenFileCache
-{
-	char	   *path;
-	struct timespec mtime;
-	char	   *token;
-	struct TokenFileCache *next;
-} TokenFileCache;
-
-static TokenFileCache *token_cache = NULL;
 
 /*
  * kw_http_global_init: initializes libcurl once per process.
@@ -59,82 +52,6 @@ kw_http_global_init(void)
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not initialize libcurl")));
 	curl_initialized = true;
-}
-
-/*
- * read_token_file: returns the trimmed content of a token file (a pointer
- * into the process-lifetime cache, valid until the next call), reading the
- * file again when its mtime changed or `force` is set.  ERRORs with
- * ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION when unreadable or empty.
- */
-static char *
-read_token_file(const char *path, bool force)
-{
-	TokenFileCache *e;
-	struct stat st;
-	FILE	   *f;
-	StringInfoData buf;
-	char		chunk[1024];
-	size_t		n;
-	MemoryContext old;
-
-	for (e = token_cache; e; e = e->next)
-		if (strcmp(e->path, path) == 0)
-			break;
-
-	if (stat(path, &st) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
-				 errmsg("could not stat token file \"%s\": %m", path)));
-	if (e && !force && e->mtime.tv_sec == st.st_mtim.tv_sec &&
-		e->mtime.tv_nsec == st.st_mtim.tv_nsec)
-		return e->token;
-
-	f = fopen(path, "r");
-	if (f == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
-				 errmsg("could not open token file \"%s\": %m", path)));
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	initStringInfo(&buf);
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 && buf.len < 65536)
-		appendBinaryStringInfo(&buf, chunk, n);
-	fclose(f);
-	while (buf.len > 0 && isspace((unsigned char) buf.data[buf.len - 1]))
-		buf.data[--buf.len] = '\0';
-	if (e == NULL)
-	{
-		e = palloc0(sizeof(TokenFileCache));
-		e->path = pstrdup(path);
-		e->next = token_cache;
-		token_cache = e;
-	}
-	else
-		pfree(e->token);
-	e->token = buf.data;
-	e->mtime = st.st_mtim;
-	MemoryContextSwitchTo(old);
-
-	if (e->token[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
-				 errmsg("token file \"%s\" is empty", path)));
-	return e->token;
-}
-
-/*
- * kw_http_bearer_token: the bearer token to send for `cfg`, or NULL when it
- * authenticates otherwise.  A token file wins over a static token (client-go
- * rest.Config.BearerTokenFile) and is re-read when it changed, or always
- * with force_reread (after a 401, PROTOCOL 33).  The result belongs to a
- * cache: copy it if it must outlive the next call.
- */
-char *
-kw_http_bearer_token(KwClusterConfig *cfg, bool force_reread)
-{
-	if (cfg->token_file)
-		return read_token_file(cfg->token_file, force_reread);
-	return cfg->token;
 }
 
 static void
@@ -155,7 +72,7 @@ set_blob(CURL *easy, CURLoption opt, const char *pem)
  * and CURLOPT_CONNECT_TO maps name:port to the real host:port.
  */
 static void
-set_tls_server_name(KwHttpHandle *h, const char *url, const char *name)
+set_tls_server_name(KwHttpTransfer *h, const char *url, const char *name)
 {
 	CURLU	   *u = curl_url();
 	char	   *host = NULL,
@@ -182,33 +99,266 @@ set_tls_server_name(KwHttpHandle *h, const char *url, const char *name)
 }
 
 /*
- * kw_http_handle_create: a configured easy handle for GET `url` on the
- * cluster `cfg`.  `stream` handles (LIST pages and WATCH) have no overall
- * timeout; the caller sets the write callback.  The handle is palloc'd in
- * the current context; the curl parts are freed by kw_http_handle_destroy.
- * ERRORs when the token file can't be read.
+ * kw_header_value_safe: whether `value` can be sent in an HTTP header as
+ * is: printable ASCII and tabs only (no CR/LF that would split headers).
  */
-KwHttpHandle *
-kw_http_handle_create(KwClusterConfig *cfg, const char *url, bool stream)
+bool
+kw_header_value_safe(const char *value)
 {
-	KwHttpHandle *h;
+	for (const unsigned char *p = (const unsigned char *) value; *p; p++)
+		if ((*p < 32 && *p != '\t') || *p == 127)
+			return false;
+	return true;
+}
+
+/*
+ * set_tls: verification and client credentials.  Files (CA bundle, client
+ * certificate and key) are read through credential.c's cache and handed to
+ * libcurl as blobs, so a rotated file is used by the next request; an exec
+ * plugin's certificate wins over the configured one (client-go exec.go
+ * UpdateTransportConfig).
+ */
+static void
+set_tls(KwHttpTransfer *t, KwClusterConfig *cfg, KwCredential *cred,
+		const char *url)
+{
+	CURL	   *easy = (CURL *) t->easy;
+
+	if (cfg->insecure_skip_tls_verify)
+	{
+		curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	if (cfg->ca_data)
+		set_blob(easy, CURLOPT_CAINFO_BLOB, cfg->ca_data);
+	else if (cfg->ca_file)
+		set_blob(easy, CURLOPT_CAINFO_BLOB,
+				 kw_credential_file(cfg->ca_file, "CA file", false));
+	if (cred->client_cert_data && cred->client_key_data)
+	{
+		set_blob(easy, CURLOPT_SSLCERT_BLOB, cred->client_cert_data);
+		set_blob(easy, CURLOPT_SSLKEY_BLOB, cred->client_key_data);
+	}
+	else
+	{
+		if (cfg->client_cert_data)
+			set_blob(easy, CURLOPT_SSLCERT_BLOB, cfg->client_cert_data);
+		else if (cfg->client_cert_file)
+			set_blob(easy, CURLOPT_SSLCERT_BLOB,
+					 kw_credential_file(cfg->client_cert_file, "client certificate file", false));
+		if (cfg->client_key_data)
+			set_blob(easy, CURLOPT_SSLKEY_BLOB, cfg->client_key_data);
+		else if (cfg->client_key_file)
+			set_blob(easy, CURLOPT_SSLKEY_BLOB,
+					 kw_credential_file(cfg->client_key_file, "client key file", false));
+	}
+	if (cfg->client_cert_data || cfg->client_cert_file || cred->client_cert_data)
+		curl_easy_setopt(easy, CURLOPT_SSLCERTTYPE, "PEM");
+	if (cfg->tls_server_name)
+		set_tls_server_name(t, url, cfg->tls_server_name);
+}
+
+/*
+ * set_proxy: the cluster's proxy-url (http, https or socks5: client-go
+ * rest.Config.Proxy; socks5 resolves host names through the proxy, as
+ * golang.org/x/net/proxy does), or none at all: without proxy-url kwatch
+ * ignores the http_proxy/https_proxy environment of the PostgreSQL server,
+ * as a kubeconfig's proxy-url overrides it in client-go.
+ */
+static void
+set_proxy(CURL *easy, KwClusterConfig *cfg)
+{
+	if (cfg->proxy_url == NULL)
+	{
+		curl_easy_setopt(easy, CURLOPT_PROXY, "");
+		return;
+	}
+	if (pg_strncasecmp(cfg->proxy_url, "socks5://", 9) == 0)
+	{
+		char	   *p = psprintf("socks5h://%s", cfg->proxy_url + 9);
+
+		curl_easy_setopt(easy, CURLOPT_PROXY, p);
+		pfree(p);
+	}
+	else
+		curl_easy_setopt(easy, CURLOPT_PROXY, cfg->proxy_url);
+	/* an https proxy is verified against the cluster's CA like the server */
+	if (pg_strncasecmp(cfg->proxy_url, "https://", 8) == 0)
+	{
+		if (cfg->insecure_skip_tls_verify)
+		{
+			curl_easy_setopt(easy, CURLOPT_PROXY_SSL_VERIFYPEER, 0L);
+			curl_easy_setopt(easy, CURLOPT_PROXY_SSL_VERIFYHOST, 0L);
+		}
+		if (cfg->ca_data)
+			set_blob(easy, CURLOPT_PROXY_CAINFO_BLOB, cfg->ca_data);
+		else if (cfg->ca_file)
+			set_blob(easy, CURLOPT_PROXY_CAINFO_BLOB,
+					 kw_credential_file(cfg->ca_file, "CA file", false));
+	}
+}
+
+/* add_header: "name: value" appended to the transfer's headers. */
+static void
+add_header(KwHttpTransfer *t, const char *name, const char *value)
+{
+	char	   *h = psprintf("%s: %s", name, value);
+
+	t->headers = curl_slist_append(t->headers, h);
+	explicit_bzero(h, strlen(h));
+	pfree(h);
+}
+
+/*
+ * set_headers: Accept, the bearer token, and impersonation (client-go
+ * transport/round_trippers.go impersonatingRoundTripper: Impersonate-User,
+ * Impersonate-Uid, one Impersonate-Group per group, one
+ * Impersonate-Extra-<key> per value, the key percent-encoded).
+ */
+static void
+set_headers(KwHttpTransfer *t, KwClusterConfig *cfg, KwCredential *cred)
+{
+	ListCell   *lc;
+
+	t->headers = curl_slist_append(NULL, "Accept: application/json");
+	if (cred->token && !(cred->client_cert_data && cfg->exec && cred->token == NULL))
+		add_header(t, "Authorization", psprintf("Bearer %s", cred->token));
+	if (cfg->as_user)
+		add_header(t, "Impersonate-User", cfg->as_user);
+	if (cfg->as_uid)
+		add_header(t, "Impersonate-Uid", cfg->as_uid);
+	foreach(lc, cfg->as_groups)
+		add_header(t, "Impersonate-Group", (char *) lfirst(lc));
+	foreach(lc, cfg->as_extra)
+	{
+		KwKeyValue *kv = (KwKeyValue *) lfirst(lc);
+		StringInfoData name;
+
+		initStringInfo(&name);
+		appendStringInfoString(&name, "Impersonate-Extra-");
+		for (const unsigned char *p = (const unsigned char *) kv->key; *p; p++)
+		{
+			if (kw_ascii_alnum(*p) || *p == '-' || *p == '.' || *p == '_' || *p == '~')
+				appendStringInfoChar(&name, *p);
+			else
+				appendStringInfo(&name, "%%%02X", *p);
+		}
+		add_header(t, name.data, kv->value);
+	}
+	curl_easy_setopt((CURL *) t->easy, CURLOPT_HTTPHEADER, t->headers);
+}
+
+/*
+ * transfer_write_cb: libcurl's write callback for every transfer.  Notes
+ * the status when the first bytes arrive; keeps the start of a non-200 body
+ * for the error message (KW_HTTP_ERRBODY_MAX); hands a 200 body to the
+ * transfer's feed.  libcurl forbids a longjmp through its callbacks, so an
+ * ERROR raised by the feed (out of memory, a limit of PostgreSQL's, an
+ * injected one) is caught here, kept in t->caught and t->stop_reason, and
+ * ends the transfer (returning 0 makes libcurl fail it with
+ * CURLE_WRITE_ERROR).  The feed never holds a transaction, lock or buffer,
+ * so nothing needs aborting.
+ */
+static size_t
+transfer_write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	KwHttpTransfer *t = (KwHttpTransfer *) userdata;
+	size_t		n = size * nmemb;
+	MemoryContext old;
+	char	   *volatile error = NULL;
+	volatile KwFeedResult r = KW_FEED_STOP;
+
+	t->last_data = GetCurrentTimestamp();
+	if (t->status == 0)
+		curl_easy_getinfo((CURL *) t->easy, CURLINFO_RESPONSE_CODE, &t->status);
+	if (t->status != 200)
+	{
+		if (t->errbody.len < KW_HTTP_ERRBODY_MAX)
+			appendBinaryStringInfo(&t->errbody, ptr,
+								   Min(n, (size_t) (KW_HTTP_ERRBODY_MAX - t->errbody.len)));
+		return n;
+	}
+	if (t->stop_reason || t->caught)
+		return 0;
+
+	old = CurrentMemoryContext;
+	PG_TRY();
+	{
+		MemoryContextSwitchTo(t->feed_cxt);
+		r = t->feed(t->feed_arg, ptr, n, (char **) &error);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(t->cxt);
+		t->caught = CopyErrorData();
+		FlushErrorState();
+		error = psprintf("ERROR while decoding: %s", t->caught->message);
+		r = KW_FEED_STOP;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(old);
+
+	switch (r)
+	{
+		case KW_FEED_CONTINUE:
+			return n;
+		case KW_FEED_PAUSE:
+			t->paused = true;
+			return CURL_WRITEFUNC_PAUSE;
+		case KW_FEED_STOP:
+			if (error)
+				t->stop_reason = MemoryContextStrdup(t->cxt, error);
+			else if (t->stop_reason == NULL)
+				t->stop_reason = MemoryContextStrdup(t->cxt, "stopped by its consumer");
+			break;
+	}
+	return 0;
+}
+
+/*
+ * kw_http_transfer_create: a configured GET of `url` on the cluster `cfg`,
+ * not yet started: the caller runs it, on a curl multi handle
+ * (curl_multi_add_handle(t->easy)) or with curl_easy_perform.  A 200 body
+ * goes to `feed(feed_arg, ...)` called in `feed_cxt` (see KwHttpFeed); any
+ * other body is kept in t->errbody.  `stream` transfers (LIST pages and
+ * WATCH) have no overall timeout.  The transfer is palloc'd in the current
+ * context; its curl parts are freed by kw_http_transfer_destroy (or
+ * kw_http_transfer_release, which frees nothing palloc'd).
+ * ERRORs when the credentials can't be had (an unreadable token file, an
+ * exec plugin that failed: credential.c) or libcurl can't make a handle.
+ */
+KwHttpTransfer *
+kw_http_transfer_create(KwClusterConfig *cfg, const char *url, bool stream,
+						KwHttpFeed feed, void *feed_arg, MemoryContext feed_cxt)
+{
+	KwHttpTransfer *t;
 	CURL	   *easy;
-	char	   *token;
+	KwCredential *cred;
 
 	kw_http_global_init();
-	token = kw_http_bearer_token(cfg, false);
+	cred = kw_credential_get(cfg);
 
-	h = palloc0(sizeof(KwHttpHandle));
+	t = palloc0(sizeof(KwHttpTransfer));
+	t->cxt = CurrentMemoryContext;
+	t->server_name = cfg->server_name ? pstrdup(cfg->server_name) : pstrdup(cfg->api_server);
+	initStringInfo(&t->errbody);
+	t->feed = feed;
+	t->feed_arg = feed_arg;
+	t->feed_cxt = feed_cxt ? feed_cxt : CurrentMemoryContext;
+	t->last_data = GetCurrentTimestamp();
 	easy = curl_easy_init();
 	if (easy == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("could not create a libcurl handle")));
-	h->easy = easy;
+	t->easy = easy;
 
 	curl_easy_setopt(easy, CURLOPT_URL, url);
-	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, h->errbuf);
+	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->errbuf);
 	curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, transfer_write_cb);
+	curl_easy_setopt(easy, CURLOPT_WRITEDATA, t);
+	curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
 	/* PROTOCOL 37: our own agent; curl's would get pretty-printed JSON. */
 	curl_easy_setopt(easy, CURLOPT_USERAGENT, KWATCH_USER_AGENT);
 	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT, (long) kw_connect_timeout_s);
@@ -223,57 +373,132 @@ kw_http_handle_create(KwClusterConfig *cfg, const char *url, bool stream)
 	if (!stream)
 		curl_easy_setopt(easy, CURLOPT_TIMEOUT, (long) KW_SYNC_TIMEOUT_S);
 
-	/* TLS */
-	if (cfg->insecure_skip_tls_verify)
-	{
-		curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
-		curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
-	}
-	if (cfg->ca_data)
-		set_blob(easy, CURLOPT_CAINFO_BLOB, cfg->ca_data);
-	else if (cfg->ca_file)
-		curl_easy_setopt(easy, CURLOPT_CAINFO, cfg->ca_file);
-	if (cfg->client_cert_data)
-		set_blob(easy, CURLOPT_SSLCERT_BLOB, cfg->client_cert_data);
-	else if (cfg->client_cert_file)
-		curl_easy_setopt(easy, CURLOPT_SSLCERT, cfg->client_cert_file);
-	if (cfg->client_key_data)
-		set_blob(easy, CURLOPT_SSLKEY_BLOB, cfg->client_key_data);
-	else if (cfg->client_key_file)
-		curl_easy_setopt(easy, CURLOPT_SSLKEY, cfg->client_key_file);
-	if (cfg->tls_server_name)
-		set_tls_server_name(h, url, cfg->tls_server_name);
-
-	h->headers = curl_slist_append(NULL, "Accept: application/json");
-	if (token)
-	{
-		char	   *auth = psprintf("Authorization: Bearer %s", token);
-
-		h->headers = curl_slist_append(h->headers, auth);
-		/* don't leave the token in palloc'd memory longer than needed */
-		memset(auth, 0, strlen(auth));
-		pfree(auth);
-	}
-	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, h->headers);
-	return h;
+	set_tls(t, cfg, cred, url);
+	set_proxy(easy, cfg);
+	set_headers(t, cfg, cred);
+	return t;
 }
 
 /*
- * kw_http_handle_destroy: frees the curl handle and its header list.  The
- * caller removes it from any multi handle first.  Accepts NULL.
+ * kw_http_transfer_resume: lets a transfer paused by its feed
+ * (KW_FEED_PAUSE) deliver again; the paused chunk is offered first.
  */
 void
-kw_http_handle_destroy(KwHttpHandle *h)
+kw_http_transfer_resume(KwHttpTransfer *t)
 {
-	if (h == NULL)
+	if (t->paused)
+	{
+		t->paused = false;
+		t->last_data = GetCurrentTimestamp();
+		curl_easy_pause((CURL *) t->easy, CURLPAUSE_CONT);
+	}
+}
+
+/* kw_http_transfer_status: the HTTP status, 0 when none was received. */
+long
+kw_http_transfer_status(KwHttpTransfer *t)
+{
+	if (t->status == 0)
+		curl_easy_getinfo((CURL *) t->easy, CURLINFO_RESPONSE_CODE, &t->status);
+	return t->status;
+}
+
+/*
+ * kw_http_transfer_retry_after: the response's Retry-After in seconds
+ * (PROTOCOL 10), or -1 when absent.
+ */
+int
+kw_http_transfer_retry_after(KwHttpTransfer *t)
+{
+	curl_off_t	ra = -1;
+
+	if (curl_easy_getinfo((CURL *) t->easy, CURLINFO_RETRY_AFTER, &ra) != CURLE_OK ||
+		ra <= 0)
+		return -1;
+	return (int) Min(ra, 3600);
+}
+
+/*
+ * kw_http_transport_error: the message for a transfer that libcurl ended
+ * with `curlcode` (not CURLE_OK): palloc'd, naming the server, with the
+ * SQLSTATE in *sqlstate and, for TLS failures, a hint in *hint (NULL when
+ * there is none): the certificate authority, an expired certificate, a
+ * host name the certificate does not name (kubeconfig tls-server-name,
+ * client-go rest.TLSClientConfig.ServerName), a client certificate or key
+ * that can't be used.
+ */
+char *
+kw_http_transport_error(KwHttpTransfer *t, int curlcode, int *sqlstate,
+						char **hint)
+{
+	const char *detail = t->errbuf[0] ? t->errbuf : curl_easy_strerror((CURLcode) curlcode);
+	const char *what = "could not reach";
+
+	*sqlstate = kw_http_curl_sqlstate(curlcode);
+	*hint = NULL;
+	switch ((CURLcode) curlcode)
+	{
+		case CURLE_PEER_FAILED_VERIFICATION:
+		case CURLE_SSL_CONNECT_ERROR:
+		case CURLE_SSL_CACERT_BADFILE:
+		case CURLE_SSL_CERTPROBLEM:
+		case CURLE_SSL_CIPHER:
+			what = "TLS handshake failed with";
+			if (strstr(detail, "expired"))
+				*hint = pstrdup("The API server's certificate has expired (or the machine's clock is wrong).");
+			else if (strstr(detail, "subject name") || strstr(detail, "host name") ||
+					 strstr(detail, "hostname"))
+				*hint = pstrdup("The API server's certificate does not name the host kwatch connects to; set tls-server-name in the kubeconfig (or the server option tls_server_name) to a name the certificate holds.");
+			else if (strstr(detail, "issuer") || strstr(detail, "self-signed") ||
+					 strstr(detail, "self signed") || strstr(detail, "CA"))
+				*hint = pstrdup("The API server's certificate is not signed by the configured certificate authority; check certificate-authority(-data) in the kubeconfig or the server option ca_file/ca_data.");
+			else if ((CURLcode) curlcode == CURLE_SSL_CERTPROBLEM)
+				*hint = pstrdup("The client certificate or key could not be used; check client-certificate and client-key.");
+			break;
+		case CURLE_OPERATION_TIMEDOUT:
+			what = "timed out reaching";
+			break;
+		default:
+			break;
+	}
+	return psprintf("%s Kubernetes API server of \"%s\": %s", what,
+					t->server_name, detail);
+}
+
+/*
+ * kw_http_transfer_release: frees the transfer's libcurl parts (the caller
+ * removed it from any multi handle first) but no palloc'd memory, so it is
+ * safe in a memory context reset callback.  Safe to call twice.
+ */
+void
+kw_http_transfer_release(KwHttpTransfer *t)
+{
+	if (t == NULL)
 		return;
-	if (h->easy)
-		curl_easy_cleanup((CURL *) h->easy);
-	if (h->headers)
-		curl_slist_free_all(h->headers);
-	if (h->connect_to)
-		curl_slist_free_all(h->connect_to);
-	pfree(h);
+	if (t->easy)
+		curl_easy_cleanup((CURL *) t->easy);
+	if (t->headers)
+		curl_slist_free_all(t->headers);
+	if (t->connect_to)
+		curl_slist_free_all(t->connect_to);
+	t->easy = NULL;
+	t->headers = NULL;
+	t->connect_to = NULL;
+}
+
+/*
+ * kw_http_transfer_destroy: kw_http_transfer_release, then frees the
+ * transfer.  Accepts NULL.
+ */
+void
+kw_http_transfer_destroy(KwHttpTransfer *t)
+{
+	if (t == NULL)
+		return;
+	kw_http_transfer_release(t);
+	if (t->errbody.data)
+		pfree(t->errbody.data);
+	pfree(t);
 }
 
 /*
@@ -295,25 +520,20 @@ kw_url_append_param(StringInfo url, const char *key, const char *value)
 	}
 }
 
-typedef struct SyncBody
+/* feed of kw_http_get: the whole body, up to KW_SYNC_BODY_MAX. */
+static KwFeedResult
+sync_feed(void *arg, const char *data, size_t len, char **error)
 {
-	StringInfo	buf;
-	bool		overflow;
-} SyncBody;
+	StringInfo	buf = (StringInfo) arg;
 
-static size_t
-sync_write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
-{
-	SyncBody   *b = (SyncBody *) userdata;
-	size_t		n = size * nmemb;
-
-	if (b->buf->len + n > KW_SYNC_BODY_MAX)
+	if (buf->len + len > KW_SYNC_BODY_MAX)
 	{
-		b->overflow = true;
-		return 0;				/* aborts the transfer */
+		*error = psprintf("response is larger than %d MB",
+						  KW_SYNC_BODY_MAX / (1024 * 1024));
+		return KW_FEED_STOP;
 	}
-	appendBinaryStringInfo(b->buf, ptr, n);
-	return n;
+	appendBinaryStringInfo(buf, data, len);
+	return KW_FEED_CONTINUE;
 }
 
 static int
@@ -326,69 +546,70 @@ sync_progress_cb(void *clientp, curl_off_t dltotal, curl_off_t dlnow,
 
 /*
  * kw_http_get: GET `path` (e.g. "/api/v1") from the cluster `cfg`
- * synchronously, filling `resp` (body palloc'd in the current context).
- * Any HTTP status is returned, not raised; transport failures (refused,
- * TLS, timeout) ERROR with the SQLSTATE of kw_http_curl_sqlstate.  Query
- * cancel interrupts the request.  Retries once after a 401 when the token
- * comes from a file, re-reading it (PROTOCOL 33).
+ * synchronously, filling `resp` (body palloc'd in the current context; for
+ * a non-200 status its first KW_HTTP_ERRBODY_MAX bytes).  Any HTTP status
+ * is returned, not raised; transport failures (refused, TLS, timeout) ERROR
+ * with the SQLSTATE and hint of kw_http_transport_error.  Query cancel
+ * interrupts the request.  After a 401, retries once with the credential
+ * obtained again when it can be (token file, exec plugin: PROTOCOL 33).
  */
 void
 kw_http_get(KwClusterConfig *cfg, const char *path, KwHttpResponse *resp)
 {
 	for (int attempt = 0; attempt < 2; attempt++)
 	{
-		KwHttpHandle *volatile h = NULL;
+		KwHttpTransfer *volatile t = NULL;
 		char	   *url = psprintf("%s%s", cfg->api_server, path);
-		SyncBody	body;
-		CURLcode	rc;
+		TimestampTz started = GetCurrentTimestamp();
 
 		memset(resp, 0, sizeof(*resp));
 		initStringInfo(&resp->body);
 		resp->retry_after_s = -1;
-		body.buf = &resp->body;
-		body.overflow = false;
-
-		if (attempt == 1)
-			(void) kw_http_bearer_token(cfg, true);
 
 		PG_TRY();
 		{
 			CURL	   *easy;
-			curl_off_t	ra = -1;
+			CURLcode	rc;
 
-			h = kw_http_handle_create(cfg, url, false);
-			easy = (CURL *) h->easy;
-			curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, sync_write_cb);
-			curl_easy_setopt(easy, CURLOPT_WRITEDATA, &body);
+			t = kw_http_transfer_create(cfg, url, false, sync_feed, &resp->body, NULL);
+			easy = (CURL *) t->easy;
 			curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
 			curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, sync_progress_cb);
 
 			rc = curl_easy_perform(easy);
 			CHECK_FOR_INTERRUPTS();
-			if (body.overflow)
+			if (t->caught)
+				ReThrowError(t->caught);
+			if (t->stop_reason)
 				ereport(ERROR,
 						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-						 errmsg("response from %s is larger than %d MB",
-								url, KW_SYNC_BODY_MAX / (1024 * 1024))));
+						 errmsg("response from %s: %s", url, t->stop_reason)));
 			if (rc != CURLE_OK)
+			{
+				int			sqlstate;
+				char	   *hint;
+				char	   *msg = kw_http_transport_error(t, rc, &sqlstate, &hint);
+
 				ereport(ERROR,
-						(errcode(kw_http_curl_sqlstate(rc)),
-						 errmsg("could not reach Kubernetes API server of \"%s\": %s",
-								cfg->server_name ? cfg->server_name : cfg->api_server,
-								h->errbuf[0] ? h->errbuf : curl_easy_strerror(rc)),
-						 errdetail("GET %s", url)));
-			curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &resp->status);
-			if (curl_easy_getinfo(easy, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0)
-				resp->retry_after_s = (int) ra;
+						(errcode(sqlstate),
+						 errmsg("%s", msg),
+						 errdetail("GET %s", url),
+						 hint ? errhint("%s", hint) : 0));
+			}
+			resp->status = kw_http_transfer_status(t);
+			resp->retry_after_s = kw_http_transfer_retry_after(t);
+			if (resp->status != 200)
+				appendBinaryStringInfo(&resp->body, t->errbody.data, t->errbody.len);
 		}
 		PG_FINALLY();
 		{
-			kw_http_handle_destroy(h);
+			kw_http_transfer_destroy(t);
 		}
 		PG_END_TRY();
 
-		if (resp->status != 401 || cfg->token_file == NULL)
+		if (resp->status != 401 || attempt == 1 || !kw_credential_can_refresh(cfg))
 			return;
+		kw_credential_rejected(cfg, started);
 	}
 }
 

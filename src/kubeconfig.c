@@ -67,12 +67,26 @@
 #define KC_SA_CA_FILE		KC_SA_DIR "/ca.crt"
 #define KC_SA_NS_FILE		KC_SA_DIR "/namespace"
 
+/*
+ * A copied YAML node below an entry's field: a scalar's text, a list's
+ * items (of KcNode) or a mapping's pairs (of KcField).
+ */
+typedef struct KcNode
+{
+	char	   *value;			/* scalar; NULL for null */
+	List	   *items;			/* sequence */
+	List	   *pairs;			/* mapping */
+	bool		is_seq;
+	bool		is_map;
+} KcNode;
+
 /* One key of an entry's inner mapping ("server: ...", "exec: {...}"). */
 typedef struct KcField
 {
 	char	   *key;
 	char	   *value;			/* NULL for null scalars and non-scalars */
 	bool		present;		/* false for explicit nulls */
+	KcNode	   *node;			/* lists and mappings (exec, as-groups) */
 } KcField;
 
 /* One named entry of clusters[], users[] or contexts[]. */
@@ -116,6 +130,10 @@ static bool kc_bool(KcEntry *e, const char *key, const char *kind);
 static void kc_check_header_safe(KcEntry *e, const char *key,
 								 const char *value, const char *kind);
 static char *kc_copy(const char *s);
+static KcNode *kc_copy_node(const char *path, yaml_document_t *doc,
+							yaml_node_t *n, int depth);
+static KwExecConfig *kc_exec(KcEntry *user, KcField *f);
+static void kc_impersonation(KcEntry *user, KwClusterConfig *cfg);
 
 /*
  * kw_kubeconfig_load
@@ -140,8 +158,9 @@ static char *kc_copy(const char *s);
  * ERRCODE_UNDEFINED_FILE); YAML syntax or structure errors
  * (ERRCODE_CONFIG_FILE_ERROR); unknown context/cluster/user
  * (ERRCODE_UNDEFINED_OBJECT, naming the defined ones); bad base64
- * (ERRCODE_INVALID_PARAMETER_VALUE); exec, auth-provider, impersonation,
- * basic auth and proxy-url (ERRCODE_FEATURE_NOT_SUPPORTED).
+ * (ERRCODE_INVALID_PARAMETER_VALUE); an invalid exec plugin entry, proxy-url
+ * or impersonation (kc_exec, kc_impersonation); auth-provider and basic
+ * auth (ERRCODE_FEATURE_NOT_SUPPORTED).
  */
 KwClusterConfig *
 kw_kubeconfig_load(const char *path, const char *context)
@@ -296,11 +315,19 @@ kw_kubeconfig_load(const char *path, const char *context)
 		kc_check_header_safe(cluster, "server", s, "cluster");
 		cfg.api_server = s;
 
-		if (kc_string(cluster, "proxy-url") != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("cluster \"%s\" in kubeconfig file \"%s\" uses proxy-url, which is not supported yet",
-							cluster->name, cluster->file)));
+		/* proxy-url: http, https or socks5 (client-go validation.go) */
+		cfg.proxy_url = kc_string(cluster, "proxy-url");
+		if (cfg.proxy_url != NULL)
+		{
+			kc_check_header_safe(cluster, "proxy-url", cfg.proxy_url, "cluster");
+			if (pg_strncasecmp(cfg.proxy_url, "http://", 7) != 0 &&
+				pg_strncasecmp(cfg.proxy_url, "https://", 8) != 0 &&
+				pg_strncasecmp(cfg.proxy_url, "socks5://", 9) != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_CONFIG_FILE_ERROR),
+						 errmsg("proxy-url of cluster \"%s\" in kubeconfig file \"%s\" must be an http, https or socks5 URL",
+								cluster->name, cluster->file)));
+		}
 
 		cfg.ca_data = kc_base64_pem(cluster, "certificate-authority-data",
 									"cluster");
@@ -317,12 +344,7 @@ kw_kubeconfig_load(const char *path, const char *context)
 
 			f = kc_field(user, "exec");
 			if (f != NULL && f->present)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("exec credential plugins are not supported yet"),
-						 errdetail("User \"%s\" in kubeconfig file \"%s\" authenticates with an exec plugin.",
-								   user->name, user->file),
-						 errhint("Use a bearer token instead: a user with \"token\" or \"tokenFile\" in the kubeconfig, or the \"token\" option of a user mapping.")));
+				cfg.exec = kc_exec(user, f);
 			f = kc_field(user, "auth-provider");
 			if (f != NULL && f->present)
 				ereport(ERROR,
@@ -332,20 +354,9 @@ kw_kubeconfig_load(const char *path, const char *context)
 								   user->name, user->file),
 						 errhint("Use a bearer token instead: a user with \"token\" or \"tokenFile\" in the kubeconfig, or the \"token\" option of a user mapping.")));
 
-			/*
-			 * Ignoring impersonation would send requests with the
-			 * impersonator's (usually larger) rights, and ignoring basic auth
-			 * would silently connect anonymously: refuse both.
-			 */
-			if (kc_string(user, "as") != NULL ||
-				kc_string(user, "as-uid") != NULL ||
-				kc_field(user, "as-groups") != NULL ||
-				kc_field(user, "as-user-extra") != NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("impersonation is not supported"),
-						 errdetail("User \"%s\" in kubeconfig file \"%s\" sets \"as\", \"as-uid\", \"as-groups\" or \"as-user-extra\".",
-								   user->name, user->file)));
+			kc_impersonation(user, &cfg);
+
+			/* ignoring basic auth would silently connect anonymously */
 			if (kc_string(user, "password") != NULL)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -406,6 +417,13 @@ kw_kubeconfig_load(const char *path, const char *context)
 			r->tls_server_name = kc_copy(cfg.tls_server_name);
 			r->default_namespace = kc_copy(cfg.default_namespace);
 			r->insecure_skip_tls_verify = cfg.insecure_skip_tls_verify;
+			r->proxy_url = kc_copy(cfg.proxy_url);
+			r->as_user = kc_copy(cfg.as_user);
+			r->as_uid = kc_copy(cfg.as_uid);
+			foreach(lc, cfg.as_groups)
+				r->as_groups = lappend(r->as_groups, pstrdup((char *) lfirst(lc)));
+			r->as_extra = kw_copy_key_values(cfg.as_extra);
+			r->exec = cfg.exec ? kw_exec_config_copy(cfg.exec) : NULL;
 			result = r;
 		}
 	}
@@ -890,7 +908,10 @@ kc_collect_entries(const char *path, const char *dir, yaml_document_t *doc,
 					f->present = (f->value != NULL);
 				}
 				else
+				{
 					f->present = true;
+					f->node = kc_copy_node(path, doc, v, 0);
+				}
 				e->fields = lappend(e->fields, f);
 			}
 		}
@@ -1129,4 +1150,341 @@ static char *
 kc_copy(const char *s)
 {
 	return s ? pstrdup(s) : NULL;
+}
+
+/*
+ * kc_copy_node
+ *		Copy a YAML list or mapping (and what it holds) out of libyaml's tree.
+ */
+static KcNode *
+kc_copy_node(const char *path, yaml_document_t *doc, yaml_node_t *n, int depth)
+{
+	KcNode	   *r = palloc0(sizeof(KcNode));
+
+	if (depth > KC_MAX_DEPTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("kubeconfig file \"%s\" is nested too deeply", path)));
+	if (n->type == YAML_SCALAR_NODE)
+		r->value = kc_scalar(path, n, "value");
+	else if (n->type == YAML_SEQUENCE_NODE)
+	{
+		r->is_seq = true;
+		for (yaml_node_item_t *it = n->data.sequence.items.start;
+			 it < n->data.sequence.items.top; it++)
+		{
+			yaml_node_t *c = yaml_document_get_node(doc, *it);
+
+			if (c)
+				r->items = lappend(r->items, kc_copy_node(path, doc, c, depth + 1));
+		}
+	}
+	else if (n->type == YAML_MAPPING_NODE)
+	{
+		r->is_map = true;
+		for (yaml_node_pair_t *pr = n->data.mapping.pairs.start;
+			 pr < n->data.mapping.pairs.top; pr++)
+		{
+			yaml_node_t *k = yaml_document_get_node(doc, pr->key);
+			yaml_node_t *v = yaml_document_get_node(doc, pr->value);
+			KcField    *f;
+
+			if (k == NULL || v == NULL || k->type != YAML_SCALAR_NODE)
+				continue;
+			f = palloc0(sizeof(KcField));
+			f->key = kc_scalar(path, k, "key");
+			if (f->key == NULL)
+				continue;
+			if (v->type == YAML_SCALAR_NODE)
+			{
+				f->value = kc_scalar(path, v, f->key);
+				f->present = (f->value != NULL);
+			}
+			else
+			{
+				f->present = true;
+				f->node = kc_copy_node(path, doc, v, depth + 1);
+			}
+			r->pairs = lappend(r->pairs, f);
+		}
+	}
+	return r;
+}
+
+/* kc_node_field: the field `key` of a copied mapping, or NULL. */
+static KcField *
+kc_node_field(KcNode *map, const char *key)
+{
+	ListCell   *lc;
+
+	if (map == NULL || !map->is_map)
+		return NULL;
+	foreach(lc, map->pairs)
+	{
+		KcField    *f = (KcField *) lfirst(lc);
+
+		if (strcmp(f->key, key) == 0)
+			return f;
+	}
+	return NULL;
+}
+
+/*
+ * kc_node_strings
+ *		A field holding a list of strings (exec args, as-groups) as a List of
+ *		char *; NIL when absent or null.  Anything else is
+ *		ERRCODE_CONFIG_FILE_ERROR naming `what`.
+ */
+static List *
+kc_node_strings(KcField *f, KcEntry *user, const char *what)
+{
+	List	   *r = NIL;
+	ListCell   *lc;
+
+	if (f == NULL || !f->present)
+		return NIL;
+	if (f->node == NULL || !f->node->is_seq)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("%s of user \"%s\" in kubeconfig file \"%s\" must be a list of strings",
+						what, user->name, user->file)));
+	foreach(lc, f->node->items)
+	{
+		KcNode	   *n = (KcNode *) lfirst(lc);
+
+		if (n->is_seq || n->is_map || n->value == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("%s of user \"%s\" in kubeconfig file \"%s\" must be a list of strings",
+							what, user->name, user->file)));
+		r = lappend(r, n->value);
+	}
+	return r;
+}
+
+/* kc_node_string: a scalar field of a copied mapping, NULL when absent. */
+static char *
+kc_node_string(KcNode *map, const char *key, KcEntry *user, const char *what)
+{
+	KcField    *f = kc_node_field(map, key);
+
+	if (f == NULL || !f->present)
+		return NULL;
+	if (f->value == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("%s.%s of user \"%s\" in kubeconfig file \"%s\" must be a single value",
+						what, key, user->name, user->file)));
+	return f->value;
+}
+
+/*
+ * kc_exec
+ *		A user's exec credential plugin (clientcmd/api/v1 ExecConfig),
+ *		checked as client-go's clientcmd validation.go validateAuthInfo
+ *		does: command and apiVersion required; env entries need a name and
+ *		a value; interactiveMode, required by v1, is Never, IfAvailable or
+ *		Always (v1beta1 defaults to IfAvailable).  Versions other than
+ *		client.authentication.k8s.io/v1 and v1beta1 are refused (v1alpha1
+ *		is gone since Kubernetes 1.24).  Relative commands with a slash
+ *		resolve against the kubeconfig's directory (loader.go ResolvePaths);
+ *		bare names are looked up in PATH when the plugin runs.
+ *		ERRCODE_CONFIG_FILE_ERROR or ERRCODE_FEATURE_NOT_SUPPORTED.
+ */
+static KwExecConfig *
+kc_exec(KcEntry *user, KcField *f)
+{
+	KwExecConfig *x = palloc0(sizeof(KwExecConfig));
+	KcNode	   *m = f->node;
+	KcField    *env;
+	char	   *pic;
+
+	if (m == NULL || !m->is_map)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("exec of user \"%s\" in kubeconfig file \"%s\" must be a mapping",
+						user->name, user->file)));
+	x->source = psprintf("user \"%s\" in kubeconfig file \"%s\"", user->name, user->file);
+	x->command = kc_node_string(m, "command", user, "exec");
+	if (x->command == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("exec of user \"%s\" in kubeconfig file \"%s\" has no command",
+						user->name, user->file)));
+	if (strchr(x->command, '/') != NULL && !is_absolute_path(x->command))
+	{
+		char		buf[MAXPGPATH];
+
+		join_path_components(buf, user->dir, x->command);
+		canonicalize_path(buf);
+		x->command = pstrdup(buf);
+	}
+	x->api_version = kc_node_string(m, "apiVersion", user, "exec");
+	if (x->api_version == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("exec of user \"%s\" in kubeconfig file \"%s\" has no apiVersion",
+						user->name, user->file)));
+	if (strcmp(x->api_version, "client.authentication.k8s.io/v1") != 0 &&
+		strcmp(x->api_version, "client.authentication.k8s.io/v1beta1") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("exec plugin apiVersion \"%s\" of user \"%s\" in kubeconfig file \"%s\" is not supported",
+						x->api_version, user->name, user->file),
+				 errhint("Use client.authentication.k8s.io/v1 or client.authentication.k8s.io/v1beta1.")));
+	x->args = kc_node_strings(kc_node_field(m, "args"), user, "exec.args");
+	env = kc_node_field(m, "env");
+	if (env && env->present)
+	{
+		ListCell   *lc;
+
+		if (env->node == NULL || !env->node->is_seq)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("exec.env of user \"%s\" in kubeconfig file \"%s\" must be a list of {name, value}",
+							user->name, user->file)));
+		foreach(lc, env->node->items)
+		{
+			KcNode	   *e = (KcNode *) lfirst(lc);
+			KwKeyValue *kv = palloc0(sizeof(KwKeyValue));
+
+			kv->key = kc_node_string(e, "name", user, "exec.env");
+			kv->value = kc_node_string(e, "value", user, "exec.env");
+			if (kv->key == NULL || strchr(kv->key, '=') != NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_CONFIG_FILE_ERROR),
+						 errmsg("exec.env of user \"%s\" in kubeconfig file \"%s\" has an entry without a valid name",
+								user->name, user->file)));
+			if (kv->value == NULL)
+				kv->value = "";
+			x->env = lappend(x->env, kv);
+		}
+	}
+	x->install_hint = kc_node_string(m, "installHint", user, "exec");
+	pic = kc_node_string(m, "provideClusterInfo", user, "exec");
+	if (pic && !parse_bool(pic, &x->provide_cluster_info))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("exec.provideClusterInfo of user \"%s\" in kubeconfig file \"%s\" must be true or false",
+						user->name, user->file)));
+	x->interactive_mode = kc_node_string(m, "interactiveMode", user, "exec");
+	if (x->interactive_mode == NULL)
+	{
+		if (strcmp(x->api_version, "client.authentication.k8s.io/v1") == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("interactiveMode must be specified for user \"%s\" in kubeconfig file \"%s\" to use exec authentication plugin",
+							user->name, user->file)));
+		x->interactive_mode = "IfAvailable";
+	}
+	else if (strcmp(x->interactive_mode, "Never") != 0 &&
+			 strcmp(x->interactive_mode, "IfAvailable") != 0 &&
+			 strcmp(x->interactive_mode, "Always") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("invalid interactiveMode \"%s\" for user \"%s\" in kubeconfig file \"%s\"",
+						x->interactive_mode, user->name, user->file),
+				 errhint("Valid values are \"Never\", \"IfAvailable\" and \"Always\".")));
+	return x;
+}
+
+/*
+ * kc_impersonation
+ *		A user's as, as-uid, as-groups and as-user-extra (clientcmd/api/v1
+ *		AuthInfo; sent as Impersonate-* headers, client-go
+ *		transport/round_trippers.go).  client-go refuses groups or extras
+ *		without a user to impersonate (rest/transport.go); so do we, with
+ *		ERRCODE_CONFIG_FILE_ERROR.  Values must fit an HTTP header.
+ */
+static void
+kc_impersonation(KcEntry *user, KwClusterConfig *cfg)
+{
+	KcField    *extra = kc_field(user, "as-user-extra");
+	ListCell   *lc;
+
+	cfg->as_user = kc_string(user, "as");
+	cfg->as_uid = kc_string(user, "as-uid");
+	cfg->as_groups = kc_node_strings(kc_field(user, "as-groups"), user, "as-groups");
+	if (extra && extra->present)
+	{
+		if (extra->node == NULL || !extra->node->is_map)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("as-user-extra of user \"%s\" in kubeconfig file \"%s\" must be a mapping of lists",
+							user->name, user->file)));
+		foreach(lc, extra->node->pairs)
+		{
+			KcField    *f = (KcField *) lfirst(lc);
+			ListCell   *lv;
+
+			foreach(lv, kc_node_strings(f, user, "as-user-extra"))
+			{
+				KwKeyValue *kv = palloc(sizeof(KwKeyValue));
+
+				kv->key = f->key;
+				kv->value = (char *) lfirst(lv);
+				cfg->as_extra = lappend(cfg->as_extra, kv);
+			}
+		}
+	}
+	if (cfg->as_user == NULL && (cfg->as_uid || cfg->as_groups || cfg->as_extra))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("user \"%s\" in kubeconfig file \"%s\" sets as-uid, as-groups or as-user-extra without as",
+						user->name, user->file),
+				 errdetail("Impersonating groups or extra fields requires a user to impersonate (client-go).")));
+	if (cfg->as_user)
+		kc_check_header_safe(user, "as", cfg->as_user, "user");
+	if (cfg->as_uid)
+		kc_check_header_safe(user, "as-uid", cfg->as_uid, "user");
+	foreach(lc, cfg->as_groups)
+		if (!kw_header_value_safe((char *) lfirst(lc)))
+			kc_check_header_safe(user, "as-groups", (char *) lfirst(lc), "user");
+	foreach(lc, cfg->as_extra)
+		if (!kw_header_value_safe(((KwKeyValue *) lfirst(lc))->value))
+			kc_check_header_safe(user, "as-user-extra", ((KwKeyValue *) lfirst(lc))->value, "user");
+}
+
+/*
+ * kw_copy_key_values: a deep copy of a List of KwKeyValue in the current
+ * memory context (NIL stays NIL).
+ */
+List *
+kw_copy_key_values(List *src)
+{
+	List	   *r = NIL;
+	ListCell   *lc;
+
+	foreach(lc, src)
+	{
+		KwKeyValue *s = (KwKeyValue *) lfirst(lc);
+		KwKeyValue *kv = palloc(sizeof(KwKeyValue));
+
+		kv->key = pstrdup(s->key);
+		kv->value = pstrdup(s->value);
+		r = lappend(r, kv);
+	}
+	return r;
+}
+
+/*
+ * kw_exec_config_copy: a deep copy of an exec plugin configuration in the
+ * current memory context.
+ */
+KwExecConfig *
+kw_exec_config_copy(KwExecConfig *src)
+{
+	KwExecConfig *x = palloc0(sizeof(KwExecConfig));
+	ListCell   *lc;
+
+	x->command = pstrdup(src->command);
+	foreach(lc, src->args)
+		x->args = lappend(x->args, pstrdup((char *) lfirst(lc)));
+	x->env = kw_copy_key_values(src->env);
+	x->api_version = pstrdup(src->api_version);
+	x->install_hint = kc_copy(src->install_hint);
+	x->interactive_mode = kc_copy(src->interactive_mode);
+	x->provide_cluster_info = src->provide_cluster_info;
+	x->source = pstrdup(src->source);
+	return x;
 }

@@ -99,6 +99,30 @@ extern void kw_define_gucs(void);
  * are palloc'd in the context current when the config was built; NULL means
  * "not set".  *_data fields hold decoded PEM text (not base64).
  */
+/* A name and a value (exec env entries, impersonation extras). */
+typedef struct KwKeyValue
+{
+	char	   *key;
+	char	   *value;
+} KwKeyValue;
+
+/*
+ * KwExecConfig: a kubeconfig user's exec credential plugin
+ * (clientcmd/api/v1 ExecConfig).  interactive_mode is NULL, "Never",
+ * "IfAvailable" or "Always"; source names the kubeconfig user and file.
+ */
+typedef struct KwExecConfig
+{
+	char	   *command;
+	List	   *args;			/* of char * */
+	List	   *env;			/* of KwKeyValue */
+	char	   *api_version;	/* client.authentication.k8s.io/v1 or v1beta1 */
+	char	   *install_hint;
+	char	   *interactive_mode;
+	bool		provide_cluster_info;
+	char	   *source;
+} KwExecConfig;
+
 typedef struct KwClusterConfig
 {
 	char	   *server_name;	/* foreign server name: the "cluster" column */
@@ -114,10 +138,19 @@ typedef struct KwClusterConfig
 	char	   *tls_server_name;
 	char	   *default_namespace;	/* context's namespace, informational */
 	bool		insecure_skip_tls_verify;
+	KwExecConfig *exec;			/* exec credential plugin, or NULL */
+	char	   *proxy_url;		/* http://, https:// or socks5:// proxy */
+	/* impersonation (client-go rest.ImpersonationConfig) */
+	char	   *as_user;
+	char	   *as_uid;
+	List	   *as_groups;		/* of char * */
+	List	   *as_extra;		/* of KwKeyValue, a key repeated per value */
 } KwClusterConfig;
 
 extern KwClusterConfig *kw_kubeconfig_load(const char *path, const char *context);
 extern KwClusterConfig *kw_in_cluster_config(void);
+extern List *kw_copy_key_values(List *src);
+extern KwExecConfig *kw_exec_config_copy(KwExecConfig *src);
 
 /* ---------------------------------------------------------------------
  * in fdw_option.c
@@ -127,6 +160,38 @@ extern AclResult kw_server_usage(Oid serverid, Oid role);
 extern void kw_check_watch_role(const char *server, Oid role);
 extern KwClusterConfig *kw_cluster_config_for_server(const char *server_name,
 													 Oid userid);
+
+/* ---------------------------------------------------------------------
+ * in credential.c: tokens, certificate files, exec plugins
+ * ---------------------------------------------------------------------
+ */
+typedef struct KwCredential
+{
+	char	   *token;			/* bearer token, or NULL */
+	char	   *client_cert_data;	/* PEM from an exec plugin, or NULL */
+	char	   *client_key_data;
+	TimestampTz expires;		/* 0 = no expiry */
+	TimestampTz obtained;
+} KwCredential;
+
+typedef enum KwCredState
+{
+	KW_CRED_READY,
+	KW_CRED_PENDING,
+	KW_CRED_FAILED
+} KwCredState;
+
+extern int	kw_exec_plugin_timeout_s;
+extern char *kw_credential_file(const char *path, const char *what, bool force);
+extern void kw_credential_set_nonblocking(bool on);
+extern KwCredState kw_credential_poll(KwClusterConfig *cfg, char **error,
+									  int *sqlstate);
+extern KwCredential *kw_credential_get(KwClusterConfig *cfg);
+extern void kw_credential_rejected(KwClusterConfig *cfg,
+								   TimestampTz request_started);
+extern bool kw_credential_can_refresh(KwClusterConfig *cfg);
+extern int	kw_credential_wait_fds(int *fds, int max, uint64 *generation);
+extern bool kw_credential_drive(long *timeout_ms);
 
 /* ---------------------------------------------------------------------
  * in http.c
@@ -139,23 +204,67 @@ typedef struct KwHttpResponse
 	int			retry_after_s;	/* Retry-After in seconds, -1 if absent */
 } KwHttpResponse;
 
+/* Bytes of a non-2xx response body kept for the error message. */
+#define KW_HTTP_ERRBODY_MAX (64 * 1024)
+
+/* What a transfer's body consumer says about one chunk of a 200 body. */
+typedef enum KwFeedResult
+{
+	KW_FEED_CONTINUE,			/* consumed: read on */
+	KW_FEED_PAUSE,				/* not consumed: offer it again after
+								 * kw_http_transfer_resume() */
+	KW_FEED_STOP				/* not consumed: end the transfer (*error
+								 * says why, or NULL when the consumer
+								 * recorded it itself) */
+} KwFeedResult;
+
 /*
- * KwHttpHandle: one libcurl easy handle with the request headers it owns.
- * `easy` is a CURL *, kept as void * so that curl.h stays out of this file.
+ * KwHttpFeed: consumes `len` bytes of a 200 body.  Runs inside libcurl's
+ * write callback, in the transfer's feed context, under PG_TRY: an ERROR it
+ * raises ends the transfer (stop_reason, caught) instead of longjmp'ing
+ * through libcurl.
  */
-typedef struct KwHttpHandle
+typedef KwFeedResult (*KwHttpFeed) (void *arg, const char *data, size_t len,
+									char **error);
+
+/*
+ * KwHttpTransfer: one GET to an API server: the libcurl easy handle with the
+ * headers it owns, the response status, the start of a non-200 body, and
+ * the consumer of a 200 body.  `easy` is a CURL *, kept as void * so that
+ * curl.h stays out of this file.
+ */
+typedef struct KwHttpTransfer
 {
 	void	   *easy;
 	struct curl_slist *headers;
 	struct curl_slist *connect_to;	/* tls_server_name mapping, or NULL */
 	char		errbuf[256];	/* CURL_ERROR_SIZE */
-} KwHttpHandle;
+	const char *server_name;	/* for messages */
+	MemoryContext cxt;			/* where the transfer lives */
+	long		status;			/* HTTP status, 0 until the headers arrived */
+	StringInfoData errbody;		/* non-200 body, first KW_HTTP_ERRBODY_MAX bytes */
+	KwHttpFeed	feed;
+	void	   *feed_arg;
+	MemoryContext feed_cxt;
+	char	   *stop_reason;	/* why the feed ended the transfer, or NULL */
+	ErrorData  *caught;			/* an ERROR raised by the feed, or NULL */
+	bool		paused;
+	TimestampTz last_data;		/* when bytes last arrived (or the start) */
+} KwHttpTransfer;
 
 extern void kw_http_global_init(void);
-extern KwHttpHandle *kw_http_handle_create(KwClusterConfig *cfg,
-										   const char *url, bool stream);
-extern void kw_http_handle_destroy(KwHttpHandle *h);
-extern char *kw_http_bearer_token(KwClusterConfig *cfg, bool force_reread);
+extern KwHttpTransfer *kw_http_transfer_create(KwClusterConfig *cfg,
+											   const char *url, bool stream,
+											   KwHttpFeed feed, void *feed_arg,
+											   MemoryContext feed_cxt);
+extern void kw_http_transfer_resume(KwHttpTransfer *t);
+extern long kw_http_transfer_status(KwHttpTransfer *t);
+extern int	kw_http_transfer_retry_after(KwHttpTransfer *t);
+extern char *kw_http_transport_error(KwHttpTransfer *t, int curlcode,
+									 int *sqlstate, char **hint);
+extern void kw_http_transfer_release(KwHttpTransfer *t);
+extern void kw_http_transfer_destroy(KwHttpTransfer *t);
+extern bool kw_header_value_safe(const char *value);
 extern void kw_http_get(KwClusterConfig *cfg, const char *path,
 						KwHttpResponse *resp);
 extern void kw_http_raise_status(KwClusterConfig *cfg, const char *what,

@@ -46,7 +46,6 @@
 /* Longest wait in curl_multi_wait before checking for interrupts. */
 #define KW_LIVE_POLL_MS 100
 /* How much of an error response body is kept for the message. */
-#define KW_LIVE_ERRBODY_MAX (64 * 1024)
 /* PROTOCOL 10: retries of one page after 429/5xx with Retry-After. */
 #define KW_LIVE_MAX_RETRIES 3
 /* Longest Retry-After honoured inside a query, in seconds. */
@@ -73,16 +72,15 @@ struct KwLiveScan
 	MemoryContextCallback cleanup;
 
 	CURLM	   *multi;
-	KwHttpHandle *handle;		/* current page, NULL between pages */
+	KwHttpTransfer *handle;		/* current page, NULL between pages */
 	char	   *url;			/* of the current page */
 	char	   *continue_token; /* of the current page, NULL for the first */
 	int			retries;		/* of the current page */
 	bool		token_reread;	/* after a 401, once (PROTOCOL 33) */
+	TimestampTz page_started;
 	KwListDecoder *dec;
 	long		status;			/* HTTP status of the current page, 0 = unknown */
-	StringInfoData errbody;		/* body of a non-200 response */
 	char	   *decode_error;
-	ErrorData  *callback_error;	/* an ERROR raised inside write_cb */
 	bool		transfer_done;
 	CURLcode	curlcode;
 	bool		finished;
@@ -104,17 +102,9 @@ free_curl(KwLiveScan *scan)
 {
 	if (scan->handle)
 	{
-		if (scan->multi)
+		if (scan->multi && scan->handle->easy)
 			curl_multi_remove_handle(scan->multi, (CURL *) scan->handle->easy);
-		if (scan->handle->easy)
-			curl_easy_cleanup((CURL *) scan->handle->easy);
-		if (scan->handle->headers)
-			curl_slist_free_all(scan->handle->headers);
-		if (scan->handle->connect_to)
-			curl_slist_free_all(scan->handle->connect_to);
-		scan->handle->easy = NULL;
-		scan->handle->headers = NULL;
-		scan->handle->connect_to = NULL;
+		kw_http_transfer_release(scan->handle);
 		scan->handle = NULL;
 	}
 	if (scan->multi)
@@ -153,47 +143,21 @@ on_item(void *arg, KwListItem *item)
 	it->len = item->json_len;
 }
 
-/* libcurl write callback: frame a 200 body, keep the start of any other. */
-static size_t
-write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
+/*
+ * scan_feed: the transfer's consumer of a 200 body (KwHttpFeed): frames
+ * LIST items into item_cxt.  An ERROR here (out of memory) is caught by
+ * http.c and raised again by drive() once libcurl has returned.
+ */
+static KwFeedResult
+scan_feed(void *arg, const char *data, size_t len, char **error)
 {
-	KwLiveScan *scan = (KwLiveScan *) userdata;
-	size_t		n = size * nmemb;
-	MemoryContext old;
-	volatile bool ok = true;
+	KwLiveScan *scan = (KwLiveScan *) arg;
 
 	scan->waiting_since = GetCurrentTimestamp();
-	if (scan->status == 0)
-		curl_easy_getinfo((CURL *) scan->handle->easy, CURLINFO_RESPONSE_CODE,
-						  &scan->status);
-	if (scan->status != 200)
-	{
-		if (scan->errbody.len + n <= KW_LIVE_ERRBODY_MAX)
-			appendBinaryStringInfo(&scan->errbody, ptr, n);
-		return n;
-	}
-	/*
-	 * An ERROR (out of memory) must not longjmp through libcurl, which
-	 * forbids it: keep it, abort the transfer, and drive() raises it once
-	 * curl_multi_perform() has returned.
-	 */
-	old = CurrentMemoryContext;
-	PG_TRY();
-	{
-		MemoryContextSwitchTo(scan->cxt);
-		ok = kw_list_decoder_feed(scan->dec, ptr, n, on_item, scan,
-								  &scan->decode_error);
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(scan->cxt);
-		scan->callback_error = CopyErrorData();
-		FlushErrorState();
-		ok = false;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(old);
-	return ok ? n : 0;			/* 0 aborts the transfer */
+	if (!kw_list_decoder_feed(scan->dec, (char *) data, len, on_item, scan,
+							  &scan->decode_error))
+		return KW_FEED_STOP;
+	return KW_FEED_CONTINUE;
 }
 
 /* start_page: sends the request for the next page (continue token or none). */
@@ -218,15 +182,14 @@ start_page(KwLiveScan *scan, const char *continue_token)
 		kw_list_decoder_free(scan->dec);
 	scan->dec = kw_list_decoder_create(scan->api_version, scan->kind);
 	scan->status = 0;
-	resetStringInfo(&scan->errbody);
 	scan->transfer_done = false;
 	scan->curlcode = CURLE_OK;
 
 	elog(DEBUG1, "kwatch: live scan of %s: GET %s", scan->what, scan->url);
-	scan->handle = kw_http_handle_create(scan->cfg, scan->url, true);
+	scan->page_started = GetCurrentTimestamp();
+	scan->handle = kw_http_transfer_create(scan->cfg, scan->url, true,
+										   scan_feed, scan, scan->cxt);
 	easy = (CURL *) scan->handle->easy;
-	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, write_cb);
-	curl_easy_setopt(easy, CURLOPT_WRITEDATA, scan);
 	if (curl_multi_add_handle(scan->multi, easy) != CURLM_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -257,18 +220,16 @@ request_of(KwLiveScan *scan)
 static bool
 retry_page(KwLiveScan *scan)
 {
-	curl_off_t	ra = -1;
+	int			ra = kw_http_transfer_retry_after(scan->handle);
 
-	if (scan->status == 401 && scan->cfg->token_file && !scan->token_reread)
+	if (scan->status == 401 && kw_credential_can_refresh(scan->cfg) && !scan->token_reread)
 	{
 		scan->token_reread = true;
-		(void) kw_http_bearer_token(scan->cfg, true);
+		kw_credential_rejected(scan->cfg, scan->page_started);
 		return true;
 	}
 	if ((scan->status == 429 || (scan->status >= 500 && scan->status != 504)) &&
-		scan->retries < KW_LIVE_MAX_RETRIES &&
-		curl_easy_getinfo((CURL *) scan->handle->easy, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK &&
-		ra > 0)
+		scan->retries < KW_LIVE_MAX_RETRIES && ra > 0)
 	{
 		TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 														Min(ra, KW_LIVE_MAX_RETRY_AFTER_S) * 1000);
@@ -310,26 +271,24 @@ finish_page(KwLiveScan *scan)
 						scan->what, scan->cfg->server_name, scan->decode_error),
 				 errcontext("GET %s", request_of(scan))));
 	if (rc != CURLE_OK)
+	{
+		int			sqlstate;
+		char	   *hint;
+		char	   *msg = kw_http_transport_error(scan->handle, rc, &sqlstate, &hint);
+
 		ereport(ERROR,
-				(errcode(kw_http_curl_sqlstate(rc)),
-				 errmsg("could not list %s on server \"%s\": %s",
-						scan->what, scan->cfg->server_name,
-						rc == CURLE_OPERATION_TIMEDOUT ? "connection timed out" :
-						(rc == CURLE_SSL_CONNECT_ERROR ||
-						 rc == CURLE_PEER_FAILED_VERIFICATION ||
-						 rc == CURLE_SSL_CACERT_BADFILE ||
-						 rc == CURLE_SSL_CERTPROBLEM) ? "TLS handshake failed" :
-						curl_easy_strerror(rc)),
-				 errdetail("%s", scan->handle->errbuf[0] ? scan->handle->errbuf :
-						   curl_easy_strerror(rc)),
+				(errcode(sqlstate),
+				 errmsg("could not list %s: %s", scan->what, msg),
+				 hint ? errhint("%s", hint) : 0,
 				 errcontext("GET %s", request_of(scan))));
+	}
 	if (scan->status != 200 && retry_page(scan))
 	{
 		char	   *cont = scan->continue_token;
 		int			retries = scan->retries;
 
 		curl_multi_remove_handle(scan->multi, (CURL *) scan->handle->easy);
-		kw_http_handle_destroy(scan->handle);
+		kw_http_transfer_destroy(scan->handle);
 		scan->handle = NULL;
 		start_page(scan, cont);
 		scan->retries = retries;
@@ -338,8 +297,8 @@ finish_page(KwLiveScan *scan)
 	if (scan->status != 200)
 	{
 		char	   *reason;
-		char	   *msg = kw_status_message(scan->errbody.data, scan->errbody.len,
-											&reason);
+		char	   *msg = kw_status_message(scan->handle->errbody.data,
+											scan->handle->errbody.len, &reason);
 
 		ereport(ERROR,
 				(errcode(kw_http_status_sqlstate(scan->status)),
@@ -367,7 +326,7 @@ finish_page(KwLiveScan *scan)
 	MemoryContextSwitchTo(old);
 
 	curl_multi_remove_handle(scan->multi, (CURL *) scan->handle->easy);
-	kw_http_handle_destroy(scan->handle);
+	kw_http_transfer_destroy(scan->handle);
 	scan->handle = NULL;
 
 	scan->retries = 0;
@@ -388,17 +347,15 @@ drive(KwLiveScan *scan)
 
 	CHECK_FOR_INTERRUPTS();
 	curl_multi_perform(scan->multi, &running);
-	if (scan->callback_error)
-		ReThrowError(scan->callback_error);
+	if (scan->handle && scan->handle->caught)
+		ReThrowError(scan->handle->caught);
 	while ((msg = curl_multi_info_read(scan->multi, &left)) != NULL)
 	{
 		if (msg->msg == CURLMSG_DONE)
 		{
 			scan->transfer_done = true;
 			scan->curlcode = msg->data.result;
-			if (scan->status == 0)
-				curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE,
-								  &scan->status);
+			scan->status = kw_http_transfer_status(scan->handle);
 		}
 	}
 	if (scan->transfer_done || scan->nitems > 0)
@@ -448,7 +405,6 @@ kw_live_scan_begin(KwClusterConfig *cfg, const char *path,
 	scan->what = pstrdup(what);
 	scan->api_version = api_version ? pstrdup(api_version) : NULL;
 	scan->kind = kind ? pstrdup(kind) : NULL;
-	initStringInfo(&scan->errbody);
 	scan->cleanup.func = cleanup_callback;
 	scan->cleanup.arg = scan;
 	MemoryContextRegisterResetCallback(cxt, &scan->cleanup);

@@ -43,8 +43,6 @@
 #include "kw_common.h"
 #include "kw_worker.h"
 
-/* Bytes of a non-2xx response body kept for the error message. */
-#define KW_ERRBODY_MAX 65536
 /* A watch closing faster than this with no events counts as "short". */
 #define KW_SHORT_WATCH_MS 1000
 /* Consecutive short watches tolerated before backing off (PROTOCOL 17). */
@@ -80,17 +78,14 @@ struct KwWatch
 
 	/* the transfer in flight */
 	KwXfer		xfer;
-	KwHttpHandle *http;
-	long		http_status;
-	StringInfoData errbody;
+	KwHttpTransfer *http;
+	StringInfoData errbody;		/* the last failed response's body */
 	KwListDecoder *ldec;
 	KwWatchDecoder *wdec;
-	bool		paused;
 	char	   *abort_reason;	/* set by callbacks to end the stream */
 	KwErrorSource abort_src;
 	bool		abort_relist_no_rv;
 	TimestampTz xfer_started;
-	TimestampTz last_data;
 	int64		xfer_events;
 
 	/* reflector state */
@@ -508,71 +503,34 @@ on_list_item(void *arg, KwListItem *item)
 	w->list_items++;
 }
 
-static size_t
-write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
+/*
+ * watch_feed: the transfer's consumer of a 200 body (KwHttpFeed): decodes
+ * into the pending batch; pauses the transfer once the batch holds
+ * kwatch.batch_size entries (PROTOCOL 27) and ends it when the stream is
+ * malformed or a decoded event said so (abort_reason).  http.c runs it
+ * under PG_TRY in batch_cxt.
+ */
+static KwFeedResult
+watch_feed(void *arg, const char *data, size_t len, char **error)
 {
-	KwWatch    *w = (KwWatch *) userdata;
-	size_t		n = size * nmemb;
-	MemoryContext old;
-	char	   *volatile error = NULL;
-	volatile bool ok = false;
+	KwWatch    *w = (KwWatch *) arg;
+	char	   *err = NULL;
+	bool		ok;
 
-	if (w->http_status == 0)
-		curl_easy_getinfo((CURL *) w->http->easy, CURLINFO_RESPONSE_CODE, &w->http_status);
-	w->last_data = GetCurrentTimestamp();
-
-	if (w->http_status != 200)
-	{
-		if (w->errbody.len < KW_ERRBODY_MAX)
-			appendBinaryStringInfo(&w->errbody, ptr, Min(n, KW_ERRBODY_MAX - w->errbody.len));
-		return n;
-	}
 	if (w->abort_reason)
-		return 0;
+		return KW_FEED_STOP;
 	if (pending_count(w) >= kw_batch_size)
-	{
-		/* PROTOCOL 27: apply what we have, then read on */
-		w->paused = true;
-		return CURL_WRITEFUNC_PAUSE;
-	}
-
-	/*
-	 * libcurl forbids a longjmp through its callbacks: an ERROR raised while
-	 * decoding (out of memory, a limit of PostgreSQL's, an injected one) is
-	 * caught here and ends this transfer like malformed data.  Nothing needs
-	 * a transaction abort: the worker holds no transaction, lock or buffer
-	 * while it reads a stream (applies happen in kw_watch_flush).
-	 */
-	old = CurrentMemoryContext;
-	PG_TRY();
-	{
-		MemoryContextSwitchTo(w->batch_cxt);
-		if (w->xfer == XFER_LIST)
-			ok = kw_list_decoder_feed(w->ldec, ptr, n, on_list_item, w, (char **) &error);
-		else
-			ok = kw_watch_decoder_feed(w->wdec, ptr, n, on_watch_event, w, (char **) &error);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *ed;
-
-		MemoryContextSwitchTo(w->cxt);
-		ed = CopyErrorData();
-		FlushErrorState();
-		error = psprintf("ERROR while decoding: %s", ed->message);
-		FreeErrorData(ed);
-		ok = false;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(old);
-
+		return KW_FEED_PAUSE;	/* apply what we have, then read on */
+	if (w->xfer == XFER_LIST)
+		ok = kw_list_decoder_feed(w->ldec, (char *) data, len, on_list_item, w, &err);
+	else
+		ok = kw_watch_decoder_feed(w->wdec, (char *) data, len, on_watch_event, w, &err);
 	if (!ok)
 	{
-		w->abort_reason = MemoryContextStrdup(w->cxt, error);
+		w->abort_reason = MemoryContextStrdup(w->cxt, err);
 		w->abort_src = KW_ERRSRC_DECODE;
-		return 0;
 	}
-	return w->abort_reason ? 0 : n;
+	return w->abort_reason ? KW_FEED_STOP : KW_FEED_CONTINUE;
 }
 
 /* ---------------------------------------------------------------------
@@ -586,18 +544,14 @@ start_transfer(KwWatch *w, KwXfer kind, const char *url)
 	MemoryContext old = MemoryContextSwitchTo(w->cxt);
 	CURL	   *easy;
 
-	w->http = kw_http_handle_create(w->cfg, url, true);
+	w->http = kw_http_transfer_create(w->cfg, url, true, watch_feed, w, w->batch_cxt);
 	easy = (CURL *) w->http->easy;
-	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, write_cb);
-	curl_easy_setopt(easy, CURLOPT_WRITEDATA, w);
 	curl_easy_setopt(easy, CURLOPT_PRIVATE, w);
 	w->xfer = kind;
-	w->http_status = 0;
 	resetStringInfo(&w->errbody);
 	set_str(w, &w->abort_reason, NULL);
 	w->abort_relist_no_rv = false;
-	w->paused = false;
-	w->xfer_started = w->last_data = GetCurrentTimestamp();
+	w->xfer_started = GetCurrentTimestamp();
 	w->xfer_events = 0;
 	if (kind == XFER_LIST)
 		w->ldec = kw_list_decoder_create(w->object_api_version, w->reg.kind);
@@ -616,7 +570,7 @@ stop_transfer(KwWatch *w)
 	if (w->http)
 	{
 		curl_multi_remove_handle(w->multi, (CURL *) w->http->easy);
-		kw_http_handle_destroy(w->http);
+		kw_http_transfer_destroy(w->http);
 		w->http = NULL;
 	}
 	kw_list_decoder_free(w->ldec);
@@ -624,7 +578,6 @@ stop_transfer(KwWatch *w)
 	kw_watch_decoder_free(w->wdec);
 	w->wdec = NULL;
 	w->xfer = XFER_NONE;
-	w->paused = false;
 }
 
 typedef struct BeginArgs
@@ -802,7 +755,7 @@ watch_closed(KwWatch *w, long elapsed_ms)
  * once (PROTOCOL 33); other 4xx are failures retried at the backoff's pace.
  */
 static void
-error_status(KwWatch *w, KwXfer kind, long status, curl_off_t retry_after)
+error_status(KwWatch *w, KwXfer kind, long status, int retry_after)
 {
 	char	   *reason = NULL;
 	char	   *msg = kw_status_message(w->errbody.data, w->errbody.len, &reason);
@@ -832,20 +785,10 @@ error_status(KwWatch *w, KwXfer kind, long status, curl_off_t retry_after)
 			retry_now(w);
 		return;
 	}
-	if (status == 401 && w->cfg->token_file && !w->retried_401)
+	if (status == 401 && kw_credential_can_refresh(w->cfg) && !w->retried_401)
 	{
-		MemoryContext cxt = CurrentMemoryContext;
-
-		PG_TRY();
-		{
-			(void) kw_http_bearer_token(w->cfg, true);
-		}
-		PG_CATCH();
-		{
-			MemoryContextSwitchTo(cxt);
-			FlushErrorState();
-		}
-		PG_END_TRY();
+		/* token file read again, exec plugin run again (PROTOCOL 33) */
+		kw_credential_rejected(w->cfg, w->xfer_started);
 		w->retried_401 = true;
 		retry_now(w);
 		return;
@@ -853,7 +796,7 @@ error_status(KwWatch *w, KwXfer kind, long status, curl_off_t retry_after)
 	if (status == 429 || status >= 500)
 	{
 		/* same request again after Retry-After / backoff (PROTOCOL 10) */
-		schedule_retry(w, retry_after > 0 ? (int) Min(retry_after, 3600) * 1000 : 0,
+		schedule_retry(w, retry_after > 0 ? retry_after * 1000 : 0,
 					   KW_STATE_BACKOFF);
 		return;
 	}
@@ -882,20 +825,31 @@ void
 kw_watch_transfer_done(KwWatch *w, int curlcode)
 {
 	KwXfer		kind = w->xfer;
-	long		status = w->http_status;
-	curl_off_t	retry_after = -1;
-	char	   *curlerr;
+	long		status = kw_http_transfer_status(w->http);
+	int			retry_after = kw_http_transfer_retry_after(w->http);
+	char	   *curlerr = NULL;
 	char	   *rv = NULL,
 			   *cont = NULL,
 			   *err = NULL;
 	TimestampTz now = GetCurrentTimestamp();
 	long		elapsed_ms = (long) ((now - w->xfer_started) / 1000);
 
-	if (status == 0)
-		curl_easy_getinfo((CURL *) w->http->easy, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_getinfo((CURL *) w->http->easy, CURLINFO_RETRY_AFTER, &retry_after);
-	curlerr = pstrdup(w->http->errbuf[0] ? w->http->errbuf :
-					  curl_easy_strerror((CURLcode) curlcode));
+	if (w->http->stop_reason && !w->abort_reason)
+	{
+		/* an ERROR raised while decoding, caught by http.c */
+		w->abort_reason = MemoryContextStrdup(w->cxt, w->http->stop_reason);
+		w->abort_src = KW_ERRSRC_DECODE;
+	}
+	if (curlcode != CURLE_OK)
+	{
+		int			sqlstate;
+		char	   *hint;
+
+		curlerr = kw_http_transport_error(w->http, curlcode, &sqlstate, &hint);
+		if (hint)
+			curlerr = psprintf("%s (%s)", curlerr, hint);
+	}
+	appendBinaryStringInfo(&w->errbody, w->http->errbody.data, w->http->errbody.len);
 	if (curlcode == CURLE_OK && status == 200 && !w->abort_reason)
 	{
 		bool		ok = (kind == XFER_LIST) ?
@@ -1224,11 +1178,8 @@ kw_watch_flush(KwWatch *w)
 	w->pending_rv = NULL;
 	MemoryContextReset(w->batch_cxt);
 
-	if (w->paused && w->http)
-	{
-		w->paused = false;
-		curl_easy_pause((CURL *) w->http->easy, CURLPAUSE_CONT);
-	}
+	if (w->http)
+		kw_http_transfer_resume(w->http);
 }
 
 /* ---------------------------------------------------------------------
@@ -1268,7 +1219,9 @@ load_config_body(void *arg)
 long
 kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 {
-	char	   *err = NULL;
+	char	   *volatile err = NULL;
+	volatile KwCredState cred = KW_CRED_READY;
+	int			sqlstate;
 	MemoryContext loopcxt = CurrentMemoryContext;
 
 	/* a background merge: nothing else happens to this watch meanwhile */
@@ -1290,9 +1243,9 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 		retry_now(w);
 	}
 
-	if (w->xfer != XFER_NONE && !w->paused)
+	if (w->xfer != XFER_NONE && !w->http->paused)
 	{
-		TimestampTz deadline = TimestampTzPlusMilliseconds(w->last_data,
+		TimestampTz deadline = TimestampTzPlusMilliseconds(w->http->last_data,
 														   (int64) kw_inactivity_timeout_s * 1000);
 
 		if (now < deadline)
@@ -1342,7 +1295,7 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 	{
 		LoadArgs	a = {w};
 
-		if (!kw_sync_in_transaction(load_config_body, &a, &err, NULL))
+		if (!kw_sync_in_transaction(load_config_body, &a, (char **) &err, NULL))
 		{
 			record_error(w, KW_ERRSRC_CONFIG, err);
 			w->backoff_ms = Max(w->backoff_ms, kw_backoff_max_ms / 2);
@@ -1354,9 +1307,11 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 
 	PG_TRY();
 	{
-		if (w->need_list)
+		/* an exec plugin's credential first; its run never blocks us */
+		cred = kw_credential_poll(w->cfg, (char **) &err, &sqlstate);
+		if (cred == KW_CRED_READY && w->need_list)
 			start_list_page(w);
-		else
+		else if (cred == KW_CRED_READY)
 			start_watch(w);
 	}
 	PG_CATCH();
@@ -1367,10 +1322,17 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 		ed = CopyErrorData();
 		FlushErrorState();
 		stop_transfer(w);
-		record_error(w, KW_ERRSRC_CONFIG, ed->message);
-		schedule_retry(w, 0, KW_STATE_FAILED);
+		cred = KW_CRED_FAILED;
+		err = ed->message;
 	}
 	PG_END_TRY();
+	if (cred == KW_CRED_PENDING)
+		return 1000;			/* kw_credential_drive() wakes us when it ends */
+	if (cred == KW_CRED_FAILED)
+	{
+		record_error(w, KW_ERRSRC_CONFIG, err);
+		schedule_retry(w, 0, KW_STATE_FAILED);
+	}
 	return 0;
 }
 

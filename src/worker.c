@@ -292,17 +292,28 @@ worker_shutdown(int code, Datum arg)
 	LWLockRelease(kw_shared->lock);
 }
 
+/* Pipes of running exec credential plugins watched at most (credential.c). */
+#define KW_MAX_PLUGIN_FDS 64
+static uint64 plugin_fd_generation = 0;
+
+/*
+ * build_wait_set: the latch, postmaster death, libcurl's sockets and the
+ * stdout/stderr pipes of running exec credential plugins.
+ */
 static WaitEventSet *
 build_wait_set(WaitEventSet *old)
 {
 	WaitEventSet *wes;
+	int			pfds[KW_MAX_PLUGIN_FDS];
+	int			npfds = kw_credential_wait_fds(pfds, KW_MAX_PLUGIN_FDS,
+											   &plugin_fd_generation);
 
 	if (old)
 		FreeWaitEventSet(old);
 #if PG_VERSION_NUM >= 170000
-	wes = CreateWaitEventSet(NULL, 2 + nsocks);	/* freed by hand, not by a resource owner */
+	wes = CreateWaitEventSet(NULL, 2 + nsocks + npfds);	/* freed by hand, not by a resource owner */
 #else
-	wes = CreateWaitEventSet(worker_cxt, 2 + nsocks);
+	wes = CreateWaitEventSet(worker_cxt, 2 + nsocks + npfds);
 #endif
 	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
@@ -317,6 +328,8 @@ build_wait_set(WaitEventSet *old)
 		if (ev)
 			AddWaitEventToSet(wes, ev, socks[i].fd, NULL, NULL);
 	}
+	for (int i = 0; i < npfds; i++)
+		AddWaitEventToSet(wes, WL_SOCKET_READABLE, pfds[i], NULL, (void *) &plugin_fd_generation);
 	wes_dirty = false;
 	return wes;
 }
@@ -422,6 +435,8 @@ kwatch_worker_main(Datum main_arg)
 
 	fence_merges();
 	kw_http_global_init();
+	/* exec credential plugins run beside the loop, never blocking it */
+	kw_credential_set_nonblocking(true);
 	multi = curl_multi_init();
 	if (multi == NULL)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
@@ -466,6 +481,9 @@ kwatch_worker_main(Datum main_arg)
 			socket_action(CURL_SOCKET_TIMEOUT, 0);
 		}
 
+		/* exec credential plugins: read their pipes, reap, refresh ahead */
+		(void) kw_credential_drive(&timeout);
+
 		/* start due requests first, so servers work while we write */
 		now = GetCurrentTimestamp();
 		foreach(lc, watches)
@@ -495,6 +513,14 @@ kwatch_worker_main(Datum main_arg)
 			next_trim = TimestampTzPlusMilliseconds(now, KW_TRIM_INTERVAL_MS);
 		}
 
+		{
+			int			dummy[1];
+			uint64		g;
+
+			(void) kw_credential_wait_fds(dummy, 0, &g);
+			if (g != plugin_fd_generation)
+				wes_dirty = true;
+		}
 		if (wes == NULL || wes_dirty)
 		{
 			MemoryContextSwitchTo(worker_cxt);
@@ -512,6 +538,8 @@ kwatch_worker_main(Datum main_arg)
 				ResetLatch(MyLatch);
 				continue;
 			}
+			if (ev->user_data == (void *) &plugin_fd_generation)
+				continue;		/* a plugin's pipe: kw_credential_drive reads it */
 			if (ev->events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
 			{
 				int			flags = 0;
