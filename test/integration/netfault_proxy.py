@@ -18,6 +18,11 @@ bodies beyond the first read are not forwarded: kwatch sends only GETs.
     p.freeze(seconds)       # open connections go silent (kept open) for s
     p.fail_next(n, kind)    # kind: "429", "503", "html"
     p.stop()
+
+cert_file/key_file present another serving certificate instead (the TLS
+failure tests of issue 8: an expired one, one for another host name, one
+from a CA the client does not trust); the upstream side still verifies the
+real apiserver against the cluster CA.
 """
 import socket
 import ssl
@@ -31,11 +36,12 @@ HTML_502 = (b"<html><head><title>502 Bad Gateway</title></head><body>"
 
 
 class FaultProxy:
-    def __init__(self, upstream, pki_dir, host="127.0.0.1"):
+    def __init__(self, upstream, pki_dir, host="127.0.0.1", cert_file=None, key_file=None):
         u = urllib.parse.urlsplit(upstream)
         self.up_host, self.up_port = u.hostname, u.port
         self.server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.server_ctx.load_cert_chain("%s/apiserver.crt" % pki_dir, "%s/apiserver.key" % pki_dir)
+        self.server_ctx.load_cert_chain(cert_file or "%s/apiserver.crt" % pki_dir,
+                                        key_file or "%s/apiserver.key" % pki_dir)
         self.server_ctx.set_alpn_protocols(["http/1.1"])
         self.client_ctx = ssl.create_default_context(cafile="%s/ca.crt" % pki_dir)
         self.client_ctx.set_alpn_protocols(["http/1.1"])

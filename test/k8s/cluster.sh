@@ -3,7 +3,7 @@
 # on 127.0.0.1, with all state in one directory.
 #
 #   cluster.sh start DIR              start (or complete) the cluster, wait until ready, write DIR/env, DIR/kubeconfig
-#   cluster.sh stop DIR               stop all three processes (DIR is kept)
+#   cluster.sh stop DIR               stop all processes (DIR is kept)
 #   cluster.sh restart-apiserver DIR  kill and restart kube-apiserver on the same port, wait until ready
 #   cluster.sh stop-etcd DIR          stop etcd only
 #   cluster.sh start-etcd DIR         start etcd again (same ports, same data), wait until healthy
@@ -21,6 +21,16 @@
 #   KWATCH_K8S_READY_TIMEOUT  seconds to wait for /readyz (default 60)
 # `start` uses the env values (or defaults) and saves them in DIR/settings; `restart-apiserver`
 # uses an env value when set, else the saved one.
+#
+# Authentication: the static tokens of DIR/pki/tokens.csv (admin, kwatch-user), client certificates
+# signed by DIR/pki/ca.crt, and a token webhook authenticator (authn_webhook.py, the fourth process,
+# HTTPS on another loopback port, log DIR/webhook.log) that accepts only unexpired tokens minted by
+# the test exec credential plugin (test/integration/exec_plugin.py) with the secret in
+# DIR/pki/webhook.secret:  kwexec.<user>.<expiry unix>.<hex hmac-sha256(secret, "<user>|<expiry>")>.
+# It appends one JSON line per TokenReview to DIR/webhook-reviews.jsonl.  Its cache TTL is 0 (every
+# token the static file does not know is reviewed), but kube-apiserver 1.20 also caches every
+# successful token authentication for 10 s (not configurable), so an expired token still works for
+# up to 10 s after the last review that accepted it.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -77,7 +87,8 @@ running_pid() {
     pid=$(cat "$f")
     [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
     # make sure the pid was not reused by something else
-    tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n1 | grep -q "$(bin_of "$1")\$" || return 1
+    # (the program, or for the webhook the script python3 runs)
+    tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n2 | grep -q "$(bin_of "$1")\$" || return 1
     # a zombie is not running
     [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
     echo "$pid"
@@ -88,6 +99,7 @@ bin_of() {
         etcd) echo etcd ;;
         apiserver) echo kube-apiserver ;;
         controller-manager) echo kube-controller-manager ;;
+        webhook) echo authn_webhook.py ;;
     esac
 }
 
@@ -206,6 +218,39 @@ EOF
     touch "$PKI/.done"
 }
 
+# The webhook authenticator's HMAC secret (also for clusters whose pki predates it). The exec
+# plugin, run by PostgreSQL as the postgres OS user, mints tokens with it: world-readable (test only).
+gen_webhook_secret() {
+    [ -s "$PKI/webhook.secret" ] && return 0
+    openssl rand -hex 32 >"$PKI/webhook.secret.tmp"
+    chmod 644 "$PKI/webhook.secret.tmp"
+    mv "$PKI/webhook.secret.tmp" "$PKI/webhook.secret"
+}
+
+# kube-apiserver's --authentication-token-webhook-config-file (kubeconfig format: the cluster is
+# the webhook, the user is the apiserver's credentials for it; it needs none)
+write_webhook_kubeconfig() {
+    cat >"$D/authn-webhook.kubeconfig.tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: authn-webhook
+  cluster:
+    server: https://127.0.0.1:$WEBHOOK_PORT/authenticate
+    certificate-authority: $PKI/ca.crt
+users:
+- name: kube-apiserver
+  user: {}
+contexts:
+- name: webhook
+  context:
+    cluster: authn-webhook
+    user: kube-apiserver
+current-context: webhook
+EOF
+    mv "$D/authn-webhook.kubeconfig.tmp" "$D/authn-webhook.kubeconfig"
+}
+
 write_kubeconfig() { # FILE CONTEXT-USER
     cat >"$1.tmp" <<EOF
 apiVersion: v1
@@ -240,6 +285,10 @@ export KWATCH_K8S_USER_TOKEN=$(cat "$PKI/user.token" 2>/dev/null)
 export KWATCH_K8S_CA=$PKI/ca.crt
 export KWATCH_ETCD_ENDPOINT=http://127.0.0.1:$ETCD_PORT
 export KUBECONFIG=$D/kubeconfig
+export KWATCH_K8S_PKI=$PKI
+export KWATCH_K8S_WEBHOOK_URL=https://127.0.0.1:${WEBHOOK_PORT:-0}/authenticate
+export KWATCH_K8S_WEBHOOK_SECRET=$PKI/webhook.secret
+export KWATCH_K8S_WEBHOOK_LOG=$D/webhook-reviews.jsonl
 EOF
     mv "$D/env.tmp" "$D/env"
 }
@@ -300,6 +349,16 @@ apiserver_args() {
         --cert-dir="$D/apiserver-certs"
         --profiling=false
     )
+    # the token webhook (clusters started before it existed have no WEBHOOK_PORT): cache TTL 0
+    # bypasses the webhook's own cache, so each token the static file does not know is reviewed
+    # (kube-apiserver still caches successful token authentications for 10 s, see the header)
+    if [ -n "${WEBHOOK_PORT:-}" ] && [ -f "$D/authn-webhook.kubeconfig" ]; then
+        APISERVER_ARGS+=(
+            --authentication-token-webhook-config-file="$D/authn-webhook.kubeconfig"
+            --authentication-token-webhook-version=v1beta1
+            --authentication-token-webhook-cache-ttl=0s
+        )
+    fi
     if [ "$SA_ADMISSION" != 1 ]; then
         APISERVER_ARGS+=(--disable-admission-plugins=ServiceAccount)
     fi
@@ -329,6 +388,28 @@ start_apiserver() {
     apiserver_args "$AUTHZ" "$EXTRA_ARGS"
     launch apiserver "$KBIN/kube-apiserver" "${APISERVER_ARGS[@]}"
     wait_apiserver_ready
+}
+
+webhook_ready() {
+    [ "$(curl -sS --max-time 2 --cacert "$PKI/ca.crt" "https://127.0.0.1:$WEBHOOK_PORT/healthz" 2>/dev/null)" = ok ]
+}
+
+start_webhook() {
+    [ -n "${WEBHOOK_PORT:-}" ] || return 0
+    if running_pid webhook >/dev/null; then return 0; fi
+    port_free "$WEBHOOK_PORT" || die "webhook port $WEBHOOK_PORT is in use by another process"
+    touch "$D/webhook-reviews.jsonl"
+    launch webhook "$(command -v python3)" "$HERE/authn_webhook.py" \
+        --port "$WEBHOOK_PORT" \
+        --cert "$PKI/apiserver.crt" --key "$PKI/apiserver.key" \
+        --secret-file "$PKI/webhook.secret" \
+        --review-log "$D/webhook-reviews.jsonl"
+    local t0=$SECONDS
+    until webhook_ready; do
+        running_pid webhook >/dev/null || { log_tail webhook; die "the authn webhook exited during startup"; }
+        [ $((SECONDS - t0)) -lt 20 ] || { log_tail webhook; die "the authn webhook not answering after 20 s"; }
+        sleep 0.1
+    done
 }
 
 start_cm() {
@@ -390,7 +471,7 @@ cmd_start() {
     NO_CM=${KWATCH_K8S_NO_CM:-0}
 
     local all=1 c
-    for c in etcd apiserver controller-manager; do
+    for c in etcd webhook apiserver controller-manager; do
         [ "$c" = controller-manager ] && [ "$NO_CM" = 1 ] && continue
         running_pid "$c" >/dev/null || all=0
     done
@@ -404,30 +485,42 @@ cmd_start() {
     save_settings
 
     gen_pki
+    gen_webhook_secret
     # Ports: chosen once per DIR; re-chosen only if one was taken meanwhile by another process
     # (and none of ours is running).
     if [ -f "$D/ports" ]; then
         . "$D/ports"
-        if ! running_pid etcd >/dev/null && ! running_pid apiserver >/dev/null; then
-            if ! port_free "$ETCD_PORT" || ! port_free "$ETCD_PEER_PORT" || ! port_free "$API_PORT"; then
+        if ! running_pid etcd >/dev/null && ! running_pid apiserver >/dev/null && ! running_pid webhook >/dev/null; then
+            if ! port_free "$ETCD_PORT" || ! port_free "$ETCD_PEER_PORT" || ! port_free "$API_PORT" ||
+                { [ -n "${WEBHOOK_PORT:-}" ] && ! port_free "$WEBHOOK_PORT"; }; then
                 rm -f "$D/ports"
             fi
         fi
+    fi
+    # a ports file from before the webhook: add its port
+    if [ -f "$D/ports" ] && ! grep -q '^WEBHOOK_PORT=' "$D/ports"; then
+        PICKED=$'\n'"$ETCD_PORT"$'\n'"$ETCD_PEER_PORT"$'\n'"$API_PORT"
+        printf 'WEBHOOK_PORT=%s\n' "$(pick_port)" >>"$D/ports"
     fi
     if [ ! -f "$D/ports" ]; then
         PICKED=""
         ETCD_PORT=$(pick_port); PICKED+=$'\n'"$ETCD_PORT"
         ETCD_PEER_PORT=$(pick_port); PICKED+=$'\n'"$ETCD_PEER_PORT"
-        API_PORT=$(pick_port)
-        printf 'ETCD_PORT=%s\nETCD_PEER_PORT=%s\nAPI_PORT=%s\n' "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT" >"$D/ports"
+        API_PORT=$(pick_port); PICKED+=$'\n'"$API_PORT"
+        WEBHOOK_PORT=$(pick_port)
+        printf 'ETCD_PORT=%s\nETCD_PEER_PORT=%s\nAPI_PORT=%s\nWEBHOOK_PORT=%s\n' \
+            "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT" "$WEBHOOK_PORT" >"$D/ports"
     fi
     . "$D/ports"
     write_kubeconfig "$D/kubeconfig" admin
+    write_webhook_kubeconfig
     write_kubeconfig "$D/controller-manager.kubeconfig" kube-controller-manager
     write_env
 
     say "starting etcd on 127.0.0.1:$ETCD_PORT..."
     start_etcd
+    say "starting the token webhook authenticator on https://127.0.0.1:$WEBHOOK_PORT..."
+    start_webhook
     say "starting kube-apiserver on https://127.0.0.1:$API_PORT..."
     start_apiserver
     if [ "$NO_CM" != 1 ]; then
@@ -440,7 +533,7 @@ cmd_start() {
 
 cmd_stop() {
     local c
-    for c in controller-manager apiserver etcd; do
+    for c in controller-manager apiserver webhook etcd; do
         if running_pid "$c" >/dev/null; then
             say "stopping $c..."
             halt "$c"
@@ -458,6 +551,7 @@ cmd_restart_apiserver() {
     halt apiserver
     # the port may linger briefly after exit
     for _ in $(seq 50); do port_free "$API_PORT" && break; sleep 0.1; done
+    start_webhook
     start_apiserver
     say "kube-apiserver ready again in $((SECONDS - t0)) s"
 }
@@ -496,7 +590,7 @@ cmd_status() {
     [ -f "$D/ports" ] || { echo "no cluster in $D"; return 1; }
     . "$D/ports"
     local c pid ready=1
-    for c in etcd apiserver controller-manager; do
+    for c in etcd webhook apiserver controller-manager; do
         if pid=$(running_pid "$c"); then
             printf '%-19s running  pid %-7s rss %s\n' "$c" "$pid" \
                 "$(awk '/VmRSS/ {printf "%d MB", $2/1024}' "/proc/$pid/status" 2>/dev/null)"
@@ -509,6 +603,9 @@ cmd_status() {
         echo "apiserver  https://127.0.0.1:$API_PORT ready"
     else
         echo "apiserver  https://127.0.0.1:$API_PORT NOT ready"; ready=0
+    fi
+    if [ -n "${WEBHOOK_PORT:-}" ]; then
+        echo "webhook    https://127.0.0.1:$WEBHOOK_PORT$(webhook_ready && echo ' ready' || echo ' NOT ready')"
     fi
     echo "env        $D/env"
     echo "kubeconfig $D/kubeconfig"
