@@ -961,6 +961,45 @@ kwatch_server_config(PG_FUNCTION_ARGS)
 	appendStringInfo(&buf, ", \"insecure_skip_tls_verify\": %s",
 					 cfg->insecure_skip_tls_verify ? "true" : "false");
 	kw_json_string(&buf, "namespace", cfg->default_namespace);
+	kw_json_string(&buf, "proxy_url", cfg->proxy_url);
+	kw_json_string(&buf, "impersonate_user", cfg->as_user);
+	if (cfg->as_groups)
+	{
+		ListCell   *lc;
+		StringInfoData g;
+
+		initStringInfo(&g);
+		foreach(lc, cfg->as_groups)
+			appendStringInfo(&g, "%s%s", g.len ? "," : "", (char *) lfirst(lc));
+		kw_json_string(&buf, "impersonate_groups", g.data);
+	}
+	if (cfg->exec)
+	{
+		/* env values may be secrets (AWS_PROFILE is not, a token would be) */
+		ListCell   *lc;
+		StringInfoData x;
+
+		initStringInfo(&x);
+		appendStringInfoChar(&x, '{');
+		kw_json_string(&x, "command", cfg->exec->command);
+		kw_json_string(&x, "apiVersion", cfg->exec->api_version);
+		kw_json_string(&x, "interactiveMode", cfg->exec->interactive_mode);
+		appendStringInfo(&x, ", \"provideClusterInfo\": %s, \"args\": %d, \"env\": [",
+						 cfg->exec->provide_cluster_info ? "true" : "false",
+						 list_length(cfg->exec->args));
+		foreach(lc, cfg->exec->env)
+		{
+			StringInfoData n;
+
+			initStringInfo(&n);
+			kw_json_string(&n, "", ((KwKeyValue *) lfirst(lc))->key);
+			/* kw_json_string wrote `"": "NAME"`: keep the value only */
+			appendStringInfo(&x, "%s%s", foreach_current_index(lc) ? ", " : "",
+							 strchr(n.data, ':') + 2);
+		}
+		appendStringInfoString(&x, "]}");
+		appendStringInfo(&buf, ", \"exec\": %s", x.data);
+	}
 	appendStringInfoChar(&buf, '}');
 
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));

@@ -419,22 +419,24 @@ kw_http_transfer_retry_after(KwHttpTransfer *t)
 }
 
 /*
- * kw_http_transport_error: the message for a transfer that libcurl ended
- * with `curlcode` (not CURLE_OK): palloc'd, naming the server, with the
- * SQLSTATE in *sqlstate and, for TLS failures, a hint in *hint (NULL when
- * there is none): the certificate authority, an expired certificate, a
- * host name the certificate does not name (kubeconfig tls-server-name,
- * client-go rest.TLSClientConfig.ServerName), a client certificate or key
- * that can't be used.
+ * kw_http_transport_error: what went wrong with a transfer that libcurl
+ * ended with `curlcode` (not CURLE_OK): returns a short palloc'd message
+ * ("TLS handshake failed: <libcurl's words>"), with libcurl's own detailed
+ * message in *detail, the SQLSTATE in *sqlstate and, for TLS failures, a
+ * hint in *hint (NULL when there is none): the certificate authority, an
+ * expired certificate, a host name the certificate does not name
+ * (kubeconfig tls-server-name, client-go rest.TLSClientConfig.ServerName),
+ * a client certificate or key that can't be used.
  */
 char *
 kw_http_transport_error(KwHttpTransfer *t, int curlcode, int *sqlstate,
-						char **hint)
+						char **detail, char **hint)
 {
-	const char *detail = t->errbuf[0] ? t->errbuf : curl_easy_strerror((CURLcode) curlcode);
-	const char *what = "could not reach";
+	const char *d = t->errbuf[0] ? t->errbuf : curl_easy_strerror((CURLcode) curlcode);
+	bool		tls = false;
 
 	*sqlstate = kw_http_curl_sqlstate(curlcode);
+	*detail = pstrdup(d);
 	*hint = NULL;
 	switch ((CURLcode) curlcode)
 	{
@@ -443,26 +445,24 @@ kw_http_transport_error(KwHttpTransfer *t, int curlcode, int *sqlstate,
 		case CURLE_SSL_CACERT_BADFILE:
 		case CURLE_SSL_CERTPROBLEM:
 		case CURLE_SSL_CIPHER:
-			what = "TLS handshake failed with";
-			if (strstr(detail, "expired"))
+			tls = true;
+			if (strstr(d, "expired"))
 				*hint = pstrdup("The API server's certificate has expired (or the machine's clock is wrong).");
-			else if (strstr(detail, "subject name") || strstr(detail, "host name") ||
-					 strstr(detail, "hostname"))
+			else if (strstr(d, "subject name") || strstr(d, "host name") ||
+					 strstr(d, "hostname"))
 				*hint = pstrdup("The API server's certificate does not name the host kwatch connects to; set tls-server-name in the kubeconfig (or the server option tls_server_name) to a name the certificate holds.");
-			else if (strstr(detail, "issuer") || strstr(detail, "self-signed") ||
-					 strstr(detail, "self signed") || strstr(detail, "CA"))
-				*hint = pstrdup("The API server's certificate is not signed by the configured certificate authority; check certificate-authority(-data) in the kubeconfig or the server option ca_file/ca_data.");
+			else if (strstr(d, "issuer") || strstr(d, "self-signed") ||
+					 strstr(d, "self signed") || strstr(d, "CA"))
+				*hint = pstrdup("The API server's certificate is not signed by the configured certificate authority; check certificate-authority(-data) in the kubeconfig or the server option certificate_authority.");
 			else if ((CURLcode) curlcode == CURLE_SSL_CERTPROBLEM)
 				*hint = pstrdup("The client certificate or key could not be used; check client-certificate and client-key.");
-			break;
-		case CURLE_OPERATION_TIMEDOUT:
-			what = "timed out reaching";
 			break;
 		default:
 			break;
 	}
-	return psprintf("%s Kubernetes API server of \"%s\": %s", what,
-					t->server_name, detail);
+	if (tls)
+		return psprintf("TLS handshake failed: %s", d);
+	return pstrdup(curl_easy_strerror((CURLcode) curlcode));
 }
 
 /*
@@ -587,13 +587,15 @@ kw_http_get(KwClusterConfig *cfg, const char *path, KwHttpResponse *resp)
 			if (rc != CURLE_OK)
 			{
 				int			sqlstate;
+				char	   *detail;
 				char	   *hint;
-				char	   *msg = kw_http_transport_error(t, rc, &sqlstate, &hint);
+				char	   *msg = kw_http_transport_error(t, rc, &sqlstate, &detail, &hint);
 
 				ereport(ERROR,
 						(errcode(sqlstate),
-						 errmsg("%s", msg),
-						 errdetail("GET %s", url),
+						 errmsg("could not reach Kubernetes API server of \"%s\": %s",
+								t->server_name, msg),
+						 errdetail("%s (GET %s)", detail, url),
 						 hint ? errhint("%s", hint) : 0));
 			}
 			resp->status = kw_http_transfer_status(t);

@@ -261,7 +261,8 @@ extern void kw_http_transfer_resume(KwHttpTransfer *t);
 extern long kw_http_transfer_status(KwHttpTransfer *t);
 extern int	kw_http_transfer_retry_after(KwHttpTransfer *t);
 extern char *kw_http_transport_error(KwHttpTransfer *t, int curlcode,
-									 int *sqlstate, char **hint);
+									 int *sqlstate, char **detail,
+									 char **hint);
 extern void kw_http_transfer_release(KwHttpTransfer *t);
 extern void kw_http_transfer_destroy(KwHttpTransfer *t);
 extern bool kw_header_value_safe(const char *value);

@@ -273,12 +273,16 @@ finish_page(KwLiveScan *scan)
 	if (rc != CURLE_OK)
 	{
 		int			sqlstate;
+		char	   *detail;
 		char	   *hint;
-		char	   *msg = kw_http_transport_error(scan->handle, rc, &sqlstate, &hint);
+		char	   *msg = kw_http_transport_error(scan->handle, rc, &sqlstate,
+												  &detail, &hint);
 
 		ereport(ERROR,
 				(errcode(sqlstate),
-				 errmsg("could not list %s: %s", scan->what, msg),
+				 errmsg("could not list %s on server \"%s\": %s",
+						scan->what, scan->cfg->server_name, msg),
+				 errdetail("%s", detail),
 				 hint ? errhint("%s", hint) : 0,
 				 errcontext("GET %s", request_of(scan))));
 	}

@@ -843,11 +843,11 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 	if (curlcode != CURLE_OK)
 	{
 		int			sqlstate;
+		char	   *detail;
 		char	   *hint;
 
-		curlerr = kw_http_transport_error(w->http, curlcode, &sqlstate, &hint);
-		if (hint)
-			curlerr = psprintf("%s (%s)", curlerr, hint);
+		(void) kw_http_transport_error(w->http, curlcode, &sqlstate, &detail, &hint);
+		curlerr = hint ? psprintf("%s (%s)", detail, hint) : detail;
 	}
 	appendBinaryStringInfo(&w->errbody, w->http->errbody.data, w->http->errbody.len);
 	if (curlcode == CURLE_OK && status == 200 && !w->abort_reason)
