@@ -1,0 +1,295 @@
+"""Real-cluster credentials (issue 8): exec credential plugins through the
+real kube-apiserver's token webhook (tokens valid for seconds), proxy-url
+(http CONNECT, https, socks5), impersonation headers and TLS failures.
+
+The infrastructure (plugin, webhook, proxies, certificates) is in
+auth_support.py; the apiserver caches a successful token check for 10 s,
+so expiry is proven from the plugin's and the webhook's logs, not 401s."""
+import json
+import time
+
+import pytest
+from psycopg2 import sql as pgsql
+
+import conftest
+from auth_support import (EXEC_V1, EXEC_V1BETA1, WRONG_HOST, exec_plugin, make_proxy,  # noqa: F401
+                          tls_files, tls_forwarder, webhook_log_size, webhook_reviews)
+from conftest import (assert_table_matches_server, kubectl, sql, sql_one, wait_until,
+                      wait_watching, watch, watch_error, watch_status)
+
+
+def kubeconfig_server(ctx, path, suffix="", **options):
+    name = ctx.base + suffix
+    opts = pgsql.SQL(", ").join(
+        pgsql.SQL("{} {}").format(pgsql.SQL(k), pgsql.Literal(v))
+        for k, v in [("kubeconfig", path), *options.items()])
+    sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS ({})").format(
+        pgsql.Identifier(name), opts))
+    ctx.servers.append(name)
+    return name
+
+
+def configmaps(ns, *names, **data):
+    kubectl("apply", "-f", "-", input=conftest.configmaps_doc(ns, names, **data))
+
+
+def test_exec_plugin_watch_lives_through_expiries(ctx, exec_plugin, settings):
+    """A watch whose token lives 12 s stays healthy and equal to the server
+    over several expiries; the plugin ran again before each expiry, with
+    the kubeconfig's env and KUBERNETES_EXEC_INFO, never on a terminal."""
+    settings(watch_timeout=3)  # re-watches every 3-6 s: each needs a live token
+    user = "u" + ctx.base[-8:].replace("-", "")
+    exec_plugin.control(ttl=12, user=user)
+    kc = exec_plugin.kubeconfig(api_version=EXEC_V1, env={"KWEXEC_MARK": "m1"},
+                                provide_cluster_info=True, ca_data=True)
+    ns = ctx.namespace()
+    srv = kubeconfig_server(ctx, kc)
+    configmaps(ns, "a", "b")
+    watch("configmaps", srv, namespace=ns)
+    wait_watching(srv, "configmaps")
+    deadline = time.time() + 40
+    i = 0
+    while time.time() < deadline:
+        configmaps(ns, "c%d" % i, v=str(i))
+        i += 1
+        time.sleep(2)
+    assert_table_matches_server("k8s.configmaps", srv, ["configmaps", "-n", ns])
+    st = watch_status(srv, "configmaps")
+    assert st["state"] == "watching", st
+
+    runs = [r for r in exec_plugin.runs() if r["done"]]
+    assert len(runs) >= 4, runs  # the backend's probe + the worker's refreshes
+    info = runs[-1]["exec_info"]
+    assert info["apiVersion"] == EXEC_V1 and info["spec"]["interactive"] is False, info
+    assert info["spec"]["cluster"]["server"] == conftest.CLUSTER.server, info
+    assert info["spec"]["cluster"]["certificate-authority-data"], info
+    assert runs[-1]["env"].get("KWEXEC_MARK") == "m1", runs[-1]
+    assert not runs[-1]["stdin_isatty"]
+    # refreshed ahead: each run of the worker started before the previous token expired
+    worker = [r for r in runs if r["pid"] != runs[0]["pid"]][1:]
+    for prev, nxt in zip(worker, worker[1:]):
+        assert nxt["unix"] < prev["done"]["expiry"], (prev, nxt)
+    # the apiserver saw only valid tokens of this user
+    reviews = webhook_reviews(user=user)
+    assert reviews and all(r["accepted"] for r in reviews), reviews
+
+
+def test_slow_plugin_never_stalls_other_watches(ctx, exec_plugin):
+    """While one server's plugin sleeps, another server's watch keeps
+    streaming: the plugin runs beside the worker's loop."""
+    user = "s" + ctx.base[-8:].replace("-", "")
+    exec_plugin.control(ttl=60, user=user)
+    kc = exec_plugin.kubeconfig()
+    ns = ctx.namespace()
+    other = ctx.server("-other")
+    watch("configmaps", other, namespace=ns)
+    wait_watching(other, "configmaps")
+
+    slow = kubeconfig_server(ctx, kc, "-slow")
+    exec_plugin.update(sleep=15)
+    runs_before = len(exec_plugin.runs())
+    # watch() probes in this backend (waits for the plugin); the worker then runs it again
+    watch("configmaps", slow, namespace=ns, label_selector="none=none")
+    wait_until(lambda: len(exec_plugin.runs()) > runs_before + 1, timeout=20,
+               msg="the worker started the plugin")
+    configmaps(ns, "while-sleeping")
+    wait_until(lambda: sql_one("SELECT count(*) FROM k8s.configmaps WHERE cluster = %s"
+                               " AND name = 'while-sleeping'", (other,)) == 1,
+               timeout=10, msg="the other watch applied while the plugin slept")
+    assert exec_plugin.runs()[-1]["done"] is None, "the plugin had already answered"
+    wait_watching(slow, "configmaps", timeout=40)
+
+
+def test_failing_plugin_fails_only_its_watches(ctx, exec_plugin, settings):
+    """A plugin that fails puts its own server's watches into failed with
+    its stderr in last_error; other servers' watches go on; it recovers."""
+    settings(watch_timeout=3)
+    user = "f" + ctx.base[-8:].replace("-", "")
+    exec_plugin.control(ttl=8, user=user)
+    kc = exec_plugin.kubeconfig()
+    ns = ctx.namespace()
+    srv = kubeconfig_server(ctx, kc)
+    other = ctx.server("-other")
+    watch("configmaps", srv, namespace=ns)
+    watch("configmaps", other, namespace=ns)
+    wait_watching(srv, "configmaps")
+    exec_plugin.update(fail={"exit": 3, "stderr": "token service unavailable"})
+    wait_until(lambda: watch_status(srv, "configmaps")["state"] == "failed", timeout=40,
+               msg="the plugin's watch failed")
+    st = watch_status(srv, "configmaps")
+    assert "token service unavailable" in st["last_error"], st
+    assert "exit code 3" in st["last_error"], st
+    configmaps(ns, "during-failure")
+    assert_table_matches_server("k8s.configmaps", other, ["configmaps", "-n", ns])
+    assert watch_status(other, "configmaps")["state"] == "watching"
+
+    exec_plugin.update(fail=None)
+    wait_watching(srv, "configmaps", timeout=60)
+    assert_table_matches_server("k8s.configmaps", srv, ["configmaps", "-n", ns])
+
+
+def test_plugin_errors_are_clear(ctx, exec_plugin):
+    """watch() on a misconfigured or misbehaving plugin: an SQLSTATE and
+    client-go's wording; nothing registered."""
+    ns = ctx.namespace()
+    missing = exec_plugin.kubeconfig("missing", command="/nonexistent/aws-iam-authenticator",
+                                     install_hint="Install aws-iam-authenticator for the postgres user.")
+    e = watch_error("configmaps", kubeconfig_server(ctx, missing, "-missing"), namespace=ns)
+    assert e.pgcode == "58P01", e.pgerror
+    assert "Install aws-iam-authenticator" in e.pgerror, e.pgerror
+
+    always = exec_plugin.kubeconfig("always", interactive_mode="Always")
+    e = watch_error("configmaps", kubeconfig_server(ctx, always, "-always"), namespace=ns)
+    assert e.pgcode == "0A000", e.pgerror
+    assert "interactive" in e.pgerror
+
+    v1_no_mode = exec_plugin.kubeconfig("v1nomode", api_version=EXEC_V1, interactive_mode=None)
+    e = watch_error("configmaps", kubeconfig_server(ctx, v1_no_mode, "-nomode"), namespace=ns)
+    assert "interactiveMode must be specified" in e.pgerror, e.pgerror
+
+    plain = exec_plugin.kubeconfig("plain")
+    srv = kubeconfig_server(ctx, plain, "-plain")
+    exec_plugin.control(api_version="client.authentication.k8s.io/v1alpha1")
+    e = watch_error("configmaps", srv, namespace=ns)
+    assert e.pgcode == "28000", e.pgerror
+    assert "plugin returned version client.authentication.k8s.io/v1alpha1" in e.pgerror
+    exec_plugin.control(garbage="not json")
+    e = watch_error("configmaps", srv, namespace=ns)
+    assert "decoding stdout" in e.pgerror, e.pgerror
+    exec_plugin.control(fail={"exit": 1, "stderr": "could not get token: AccessDenied"})
+    e = watch_error("configmaps", srv, namespace=ns)
+    assert "AccessDenied" in e.pgerror and "exit code 1" in e.pgerror, e.pgerror
+    assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE server LIKE %s",
+                   (ctx.base + "%",)) == 0
+
+
+def test_exec_plugin_certificate(ctx, exec_plugin, tls_files):
+    """A plugin that answers a client certificate (clientCertificateData)."""
+    crt, key = tls_files.exec_client
+    exec_plugin.control(cert={"cert_file": crt, "key_file": key})
+    ns = ctx.namespace()
+    srv = kubeconfig_server(ctx, exec_plugin.kubeconfig())
+    configmaps(ns, "x")
+    watch("configmaps", srv, namespace=ns)
+    wait_watching(srv, "configmaps")
+    assert_table_matches_server("k8s.configmaps", srv, ["configmaps", "-n", ns])
+
+
+@pytest.mark.parametrize("kind", ["http", "https", "socks5"])
+def test_proxy_url(ctx, exec_plugin, make_proxy, tls_files, kind):
+    """proxy-url in the kubeconfig, or the server option: every request goes
+    through the proxy (CONNECT, TLS to the proxy, SOCKS5)."""
+    exec_plugin.control(ttl=300, user="p" + kind)
+    px = make_proxy(kind)
+    ca = tls_files.proxy_ca if kind == "https" else None
+    ns = ctx.namespace()
+    kc = exec_plugin.kubeconfig(proxy_url=px.url)
+    srv = kubeconfig_server(ctx, kc)
+    if ca:
+        # the https proxy's certificate comes from its own CA: trust both
+        bundle = exec_plugin.dir / "bundle.crt"
+        bundle.write_text(open(conftest.CLUSTER.ca).read() + open(ca).read())
+        bundle.chmod(0o644)
+        sql(pgsql.SQL("ALTER SERVER {} OPTIONS (ADD certificate_authority {})").format(
+            pgsql.Identifier(srv), pgsql.Literal(str(bundle))))
+    configmaps(ns, "via-proxy")
+    watch("configmaps", srv, namespace=ns)
+    wait_watching(srv, "configmaps")
+    assert_table_matches_server("k8s.configmaps", srv, ["configmaps", "-n", ns])
+    api = conftest.CLUSTER.server.split("://")[1]
+    assert api in px.targets, px.targets
+
+    # the server option, on a plain token server
+    px2 = make_proxy(kind)
+    srv2 = ctx.server("-opt", auth="token")
+    opts = [("proxy_url", px2.url)]
+    if ca:
+        opts = [("proxy_url", px2.url)]
+        sql(pgsql.SQL("ALTER SERVER {} OPTIONS (SET certificate_authority {})").format(
+            pgsql.Identifier(srv2), pgsql.Literal(str(bundle))))
+    for k, v in opts:
+        sql(pgsql.SQL("ALTER SERVER {} OPTIONS (ADD {} {})").format(
+            pgsql.Identifier(srv2), pgsql.SQL(k), pgsql.Literal(v)))
+    watch("configmaps", srv2, namespace=ns)
+    wait_watching(srv2, "configmaps")
+    assert api in px2.targets, px2.targets
+
+
+def test_tls_failures_name_the_server_and_the_cause(ctx, tls_forwarder, tls_files):
+    """Wrong CA, expired certificate, wrong host name (tls_server_name
+    fixes it), a client certificate the API server does not accept."""
+    ns = ctx.namespace()
+
+    def server_at(fw, suffix, **extra):
+        name = ctx.base + suffix
+        opts = {"api_server": fw.url, "certificate_authority": conftest.CLUSTER.ca, **extra}
+        sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS ({})").format(
+            pgsql.Identifier(name), pgsql.SQL(", ").join(
+                pgsql.SQL("{} {}").format(pgsql.SQL(k), pgsql.Literal(v)) for k, v in opts.items())))
+        sql(pgsql.SQL("CREATE USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS (token {})")
+            .format(pgsql.Identifier(name), pgsql.Literal(conftest.CLUSTER.token)))
+        ctx.servers.append(name)
+        return name
+
+    for which, suffix, words in [("wrong_ca", "-ca", "certificate authority"),
+                                 ("expired", "-expired", "expired"),
+                                 ("wrong_host", "-host", "tls-server-name")]:
+        fw = tls_forwarder(which)
+        srv = server_at(fw, suffix)
+        e = watch_error("configmaps", srv, namespace=ns)
+        assert e.pgcode == "HV00N", e.pgerror
+        assert srv in e.diag.message_primary and "TLS handshake failed" in e.pgerror, e.pgerror
+        assert words in (e.diag.message_hint or ""), (which, e.pgerror, e.diag.message_hint)
+        if which == "wrong_host":
+            fixed = server_at(fw, "-host-fixed", tls_server_name=WRONG_HOST)
+            watch("configmaps", fixed, namespace=ns)
+            wait_watching(fixed, "configmaps")
+
+    crt, key = tls_files.unknown_client
+    name = ctx.base + "-client"
+    sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
+                  " certificate_authority {})").format(
+        pgsql.Identifier(name), pgsql.Literal(conftest.CLUSTER.server),
+        pgsql.Literal(conftest.CLUSTER.ca)))
+    ctx.servers.append(name)
+    sql(pgsql.SQL("CREATE USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS"
+                  " (client_certificate {}, client_key {})").format(
+        pgsql.Identifier(name), pgsql.Literal(crt), pgsql.Literal(key)))
+    e = watch_error("configmaps", name, namespace=ns)
+    assert e.pgcode == "28000", e.pgerror
+    assert "client certificate" in (e.diag.message_hint or ""), e.pgerror
+
+
+def test_rotated_client_certificate_is_used_without_restart(ctx, tls_files, tmp_path_factory):
+    """Client certificate and key files are read again when they change: a
+    watch failing with a certificate the server rejects recovers once the
+    files hold a good one, with no restart and no ALTER."""
+    bad_crt, bad_key = tls_files.unknown_client
+    good_crt, good_key = tls_files.exec_client
+    d = conftest.TEST_DIR / "auth" / ("rot-" + ctx.base[-12:])
+    d.mkdir(parents=True, exist_ok=True)
+    crt, key = d / "client.crt", d / "client.key"
+    for src, dst in ((bad_crt, crt), (bad_key, key)):
+        dst.write_bytes(open(src, "rb").read())
+        dst.chmod(0o644)
+    ns = ctx.namespace()
+    name = ctx.base
+    sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
+                  " certificate_authority {})").format(
+        pgsql.Identifier(name), pgsql.Literal(conftest.CLUSTER.server),
+        pgsql.Literal(conftest.CLUSTER.ca)))
+    ctx.servers.append(name)
+    sql(pgsql.SQL("CREATE USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS"
+                  " (client_certificate {}, client_key {})").format(
+        pgsql.Identifier(name), pgsql.Literal(str(crt)), pgsql.Literal(str(key))))
+    e = watch_error("configmaps", name, namespace=ns)
+    assert e.pgcode == "28000", e.pgerror
+    for src, dst in ((good_crt, crt), (good_key, key)):
+        tmp = dst.with_suffix(".new")
+        tmp.write_bytes(open(src, "rb").read())
+        tmp.chmod(0o644)
+        tmp.replace(dst)
+    configmaps(ns, "after-rotation")
+    watch("configmaps", name, namespace=ns)
+    wait_watching(name, "configmaps")
+    assert_table_matches_server("k8s.configmaps", name, ["configmaps", "-n", ns])
