@@ -34,7 +34,7 @@ from psycopg2 import sql as pgsql
 import conftest
 from conftest import normalise, sql, sql_one
 from k8s_api import Api
-from netfault_proxy import FaultProxy
+from faults_support import FaultProxy
 
 
 def cluster_api(cluster, patience=120):
@@ -507,7 +507,7 @@ class Engine:
     def proxied_server(self, suffix):
         """A foreign server reaching the API server through FaultProxy."""
         cl = conftest.CLUSTER
-        self.proxy = FaultProxy(cl.server, cl.dir / "pki").start()
+        self.proxy = FaultProxy.for_cluster(cl.server, cl.dir / "pki").start()
         name = self.ctx.base + suffix
         ident = pgsql.Identifier(name)
         sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch "
