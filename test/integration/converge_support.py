@@ -32,9 +32,10 @@ import psycopg2
 from psycopg2 import sql as pgsql
 
 import conftest
-from conftest import normalise, sql, sql_one
+from compare import mirror_rows, row_problems
+from conftest import sql, sql_one
+from fakeapi.proxy import FaultProxy
 from k8s_api import Api
-from faults_support import FaultProxy
 
 
 def cluster_api(cluster, patience=120):
@@ -582,28 +583,8 @@ class Engine:
     def diff(self, w):
         """Differences between one watch's rows and the server's LIST (object by object)."""
         server = self.server_objects(w)
-        rows = {}
-        for uid, rv, obj in sql("SELECT uid, resource_version, object FROM %s WHERE cluster = %%s"
-                                % w.table, (w.server,)):
-            rows[uid] = (rv, obj)
-        problems = []
-        for u in sorted(set(server) - set(rows)):
-            m = server[u]["metadata"]
-            problems.append("missing row %s/%s uid %s rv %s" % (m.get("namespace"), m["name"], u,
-                                                               m["resourceVersion"]))
-        for u in sorted(set(rows) - set(server)):
-            o = rows[u][1]["metadata"]
-            problems.append("extra row %s/%s uid %s rv %s" % (o.get("namespace"), o.get("name"), u,
-                                                             rows[u][0]))
-        for u in sorted(set(rows) & set(server)):
-            m = server[u]["metadata"]
-            rv, obj = rows[u]
-            if rv != m["resourceVersion"]:
-                problems.append("%s/%s: row rv %s, server %s" % (m.get("namespace"), m["name"], rv,
-                                                                 m["resourceVersion"]))
-            elif normalise(obj) != normalise(server[u], w.kind.api_version, w.kind.kind):
-                problems.append("%s/%s: content differs at rv %s" % (m.get("namespace"), m["name"], rv))
-        return problems, server
+        return row_problems(mirror_rows(w.table, w.server), server, w.kind.api_version,
+                            w.kind.kind, columns=False), server
 
     def notification_diff(self, w, server):
         """The client's view (last notification, or the table read after a

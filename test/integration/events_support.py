@@ -1,15 +1,14 @@
 """Helpers of test_events.py: bulk ConfigMap changes, event reads, a polling
 reader thread, the example client (test/events_client.py), ring resizing."""
 import json
-import sys
 import threading
 import time
 
-import conftest
-from conftest import REPO, json_documents, kubectl, sql, sql_one, wait_until
-
-sys.path.insert(0, str(REPO / "test"))
-from events_client import EventClient  # noqa: E402  (the README's example client)
+import postgres
+from cluster import json_documents, kubectl
+from common import wait_until
+from events_client import EventClient  # the README's example client (common puts test/ on the path)
+from postgres import sql, sql_one
 
 COLUMNS = ("seq, at, cluster, resource, table_name, type, namespace, name, uid,"
            " resource_version, truncated")
@@ -63,7 +62,7 @@ def mirror_cache(table):
 
 
 def new_client(table):
-    return EventClient(" ".join("%s=%s" % kv for kv in conftest.PG.dsn().items()), table)
+    return EventClient(" ".join("%s=%s" % kv for kv in postgres.PG.dsn().items()), table)
 
 
 def well_formed(row):
@@ -88,7 +87,7 @@ class SeqReader(threading.Thread):
 
     def __init__(self, start_after, prepared=False):
         super().__init__(daemon=True)
-        self.conn = conftest.PG.connect()
+        self.conn = postgres.PG.connect()
         self.last = start_after
         self.prepared = prepared
         self.rows = []
@@ -141,5 +140,5 @@ def set_ring_size(slots):
         sql("ALTER SYSTEM RESET kwatch.event_buffer")
     else:
         sql("ALTER SYSTEM SET kwatch.event_buffer = %s", (str(slots),))
-    conftest.PG.restart()
+    postgres.PG.restart()
     last_seq()

@@ -3,7 +3,8 @@
 live_diff() compares the rows of a query on a live table with what
 `kubectl get ... -o json` returns, object by object (uid, resourceVersion,
 namespace, name, labels and the whole object including apiVersion and
-kind, managedFields aside), as conftest.mirror_diff does for mirror tables.
+kind, managedFields aside) with compare.rows_diff, as mirror_diff does
+for mirror tables.
 """
 import json
 import socket
@@ -13,13 +14,15 @@ import time
 import psycopg2.extras
 from psycopg2 import sql as pgsql
 
-import conftest
-from conftest import kubectl_json, normalise, shown, sql
+import postgres
+from cluster import kubectl_json
+from compare import rows_diff, shown
+from postgres import sql
 
 
 def live_rows(query, params=None):
     """{uid: row dict} of a query returning uid, resource_version, namespace, name, labels, object."""
-    with conftest.PG.conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
+    with postgres.PG.conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
         cur.execute(query, params)
         rows = cur.fetchall()
     out = {}
@@ -32,29 +35,7 @@ def live_rows(query, params=None):
 def live_diff(rows, items, secret_data=False):
     """None when rows ({uid: row}) equal the server's items (a list of
     objects; Secrets redacted unless secret_data); else a description."""
-    server = {i["metadata"]["uid"]: shown(i, secret_data) for i in items}
-    problems = []
-    for u in sorted(set(server) - set(rows)):
-        m = server[u]["metadata"]
-        problems.append("missing row: %s/%s" % (m.get("namespace"), m["name"]))
-    for u in sorted(set(rows) - set(server)):
-        problems.append("extra row: %s/%s" % (rows[u]["namespace"], rows[u]["name"]))
-    for u in sorted(set(server) & set(rows)):
-        s, r = server[u], rows[u]
-        m = s["metadata"]
-        what = "%s/%s" % (m.get("namespace"), m["name"])
-        if r["resource_version"] != m["resourceVersion"]:
-            problems.append("%s: resource_version %s, server %s"
-                            % (what, r["resource_version"], m["resourceVersion"]))
-            continue
-        for col, want in (("namespace", m.get("namespace")), ("name", m["name"]),
-                          ("labels", m.get("labels") or {})):
-            if r[col] != want:
-                problems.append("%s: column %s = %r, server %r" % (what, col, r[col], want))
-        if normalise(s) != normalise(r["object"]):
-            problems.append("%s: object differs: %s vs %s" % (
-                what, json.dumps(normalise(r["object"]))[:400], json.dumps(normalise(s))[:400]))
-    return "; ".join(problems) if problems else None
+    return rows_diff(rows, {i["metadata"]["uid"]: shown(i, secret_data) for i in items})
 
 
 def assert_live_matches(table, where, params, kubectl_get_args, attempts=20, secret_data=False):
