@@ -556,6 +556,14 @@ class FakeAPI:
         with self.lock:
             return str(self.rv)
 
+    def _write(self, res, type_, o, old):
+        """One write of o (already in the store, or gone for DELETED): the
+        next resourceVersion, recorded in the history; returns a copy."""
+        self.rv += 1
+        o["metadata"]["resourceVersion"] = str(self.rv)
+        self._record(res.key, type_, o, old)
+        return copy.deepcopy(o)
+
     def _record(self, key, type_, obj, old):
         self.history.append((self.rv, key, type_, obj, old))
         self.cond.notify_all()
@@ -594,21 +602,14 @@ class FakeAPI:
                 for f in ("uid", "name", "namespace", "creationTimestamp"):
                     if f in old["metadata"]:
                         o["metadata"].setdefault(f, old["metadata"][f])
-            self.rv += 1
-            o["metadata"]["resourceVersion"] = str(self.rv)
             self.store[res.key][k] = o
-            self._record(res.key, "MODIFIED", o, old)
-            return copy.deepcopy(o)
+            return self._write(res, "MODIFIED", o, old)
 
     def delete(self, resource, namespace, name):
         res = self._resource(resource)
         with self.cond:
             old = self.store[res.key].pop((namespace or "", name))
-            self.rv += 1
-            o = copy.deepcopy(old)
-            o["metadata"]["resourceVersion"] = str(self.rv)
-            self._record(res.key, "DELETED", o, old)
-            return copy.deepcopy(o)
+            return self._write(res, "DELETED", copy.deepcopy(old), old)
 
     def get(self, resource, namespace, name):
         res = self._resource(resource)
@@ -972,7 +973,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     # ---- WATCH
     def _watch(self, res, match, f):
-        fake, q, req = self.fake, self.req.query, self.req
+        fake, q = self.fake, self.req.query
         rv = q.get("resourceVersion")
         try:
             timeout = float(q.get("timeoutSeconds") or 1800)
