@@ -70,12 +70,35 @@ def kubectl_json(*args):
     return json.loads(kubectl(*args, "-o", "json"))
 
 
+def configmap_manifest(ns, name, **data):
+    """ConfigMap `name` in namespace `ns` with `data` (default {"v": "1"})."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns},
+            "data": data or {"v": "1"}}
+
+
 def configmaps_doc(ns, names, **data):
     """A kubectl-appliable List of ConfigMaps `names` in namespace `ns` with
     `data` (default {"v": "1"}), as JSON text."""
-    return json.dumps({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": ns},
-         "data": data or {"v": "1"}} for n in names]})
+    return json.dumps({"apiVersion": "v1", "kind": "List",
+                       "items": [configmap_manifest(ns, n, **data) for n in names]})
+
+
+def crd_manifest(group, plural, kind, schema=None, short_names=None):
+    """A namespaced CustomResourceDefinition <plural>.<group>, version v1,
+    with `schema` (default: any object, unknown fields kept)."""
+    names = {"plural": plural, "singular": kind.lower(), "kind": kind}
+    if short_names:
+        names["shortNames"] = short_names
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "%s.%s" % (plural, group)},
+        "spec": {
+            "group": group, "scope": "Namespaced", "names": names,
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                "openAPIV3Schema": schema or {"type": "object",
+                                              "x-kubernetes-preserve-unknown-fields": True}}}],
+        },
+    }
 
 
 def pod_manifest(name, labels=None, namespace=None):

@@ -19,7 +19,8 @@ assert_table_matches_server, PG, CLUSTER, ...` keeps working:
   common.py    paths, RUN_ID, run, wait_until, free_port
   cluster.py   Cluster (CLUSTER), kubectl, kubectl_json, manifests
   postgres.py  Postgres (PG), sql, sql_one, Listener
-  watches.py   watch, watch_error, watch_status, wait_watching, wait_status
+  watches.py   watch, watch_error, watch_status, wait_watching, wait_status,
+               watched_namespace
   compare.py   normalise, shown, mirror_diff, assert_table_matches_server
 """
 import os
@@ -36,10 +37,11 @@ import postgres
 from common import (REPO, TEST_DIR, KEEP, SCRIPTS, RUN_ID, run,  # noqa: F401  (re-exported)
                     wait_until, free_port)
 from cluster import (K8S_DIR, CLUSTER_SH, KUBECTL, Cluster, kubectl,  # noqa: F401
-                     kubectl_json, configmaps_doc, pod_manifest, create_pods, json_documents,
+                     kubectl_json, configmap_manifest, configmaps_doc, crd_manifest, pod_manifest, create_pods, json_documents,
                      server_uids)
 from postgres import PG_DIR, PG_SH, DB, Postgres, sql, sql_one, Listener  # noqa: F401
-from watches import watch, watch_error, watch_status, wait_watching, wait_status  # noqa: F401
+from watches import (watch, watch_error, watch_status, wait_watching, wait_status,  # noqa: F401
+                     watched_namespace)
 from compare import (normalise, LAST_APPLIED, redact_secret, shown,  # noqa: F401
                      table_secret_data, mirror_rows, row_problems, rows_diff, mirror_diff,
                      assert_table_matches_server, row_uids)

@@ -32,6 +32,7 @@ import psycopg2
 from psycopg2 import sql as pgsql
 
 import conftest
+from cluster import crd_manifest as _crd_manifest
 from compare import mirror_rows, row_problems
 from conftest import sql, sql_one
 from fakeapi.proxy import FaultProxy
@@ -52,18 +53,7 @@ def crd_group():
 
 
 def crd_manifest(group):
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "%s.%s" % (CRD_PLURAL, group)},
-        "spec": {
-            "group": group, "scope": "Namespaced",
-            "names": {"plural": CRD_PLURAL, "singular": "widget", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": True, "storage": True,
-                          "schema": {"openAPIV3Schema": {
-                              "type": "object",
-                              "x-kubernetes-preserve-unknown-fields": True}}}],
-        },
-    }
+    return _crd_manifest(group, CRD_PLURAL, "Widget")
 
 
 class Kind:

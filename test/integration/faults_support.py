@@ -7,6 +7,7 @@ with the fake's store.
         fake.create("pods", pod("a"))
         table = watch("pods", srv)
         wait_converged(table, srv, fake, "pods")
+        srv, table = watched_pods(ctx, fake)    # the same with 3 pods, watching
 """
 import pytest
 from psycopg2 import sql as pgsql
@@ -49,6 +50,45 @@ def fake_server(ctx, api, suffix=""):
                 pgsql.SQL(", allow_insecure_http 'true'" if api.url.startswith("http:") else "")))
     ctx.servers.append(name)
     return name
+
+
+def watched_pods(ctx, fake, n=3, **kw):
+    """n pods p0..p<n-1> on the fake, a watch on them (kwatch.watch **kw),
+    converged and watching; returns (server, table)."""
+    srv = fake_server(ctx, fake)
+    for i in range(n):
+        fake.create("pods", pod("p%d" % i))
+    table = watch("pods", srv, **kw)
+    wait_status(srv, "pods", lambda s: s["state"] == "watching", msg="watching")
+    wait_converged(table, srv, fake, "pods")
+    return srv, table
+
+
+def cut_watch(fake):
+    """Ends the open watch (a brief outage), so that a fault injected now hits the next one."""
+    fake.set_down(True)
+    fake.set_down(False)
+
+
+def recovers(fake, srv, table, name, timeout=40):
+    """With the faults cleared, a new pod `name` reaches the mirror and the
+    watch is watching again; returns its status."""
+    fake.clear_faults()
+    fake.create("pods", pod(name))
+    wait_converged(table, srv, fake, "pods", timeout=timeout)
+    return wait_status(srv, "pods", lambda s: s["state"] == "watching")
+
+
+def watch_fault_survived(ctx, fake, kind, name, timeout=40, **params):
+    """A watched fake (watched_pods) whose next watch suffers the fault
+    inject(kind, on="watch", **params); a pod `name` created after it
+    reaches the mirror.  Returns (server, table, fault)."""
+    srv, table = watched_pods(ctx, fake)
+    f = fake.inject(kind, on="watch", **params)
+    cut_watch(fake)
+    fake.create("pods", pod(name))
+    wait_converged(table, srv, fake, "pods", timeout=timeout)
+    return srv, table, f
 
 
 def pod(name, namespace="default", labels=None, **extra):

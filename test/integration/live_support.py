@@ -94,8 +94,9 @@ def foreign_tables(schema):
     return {name: dict(o.split("=", 1) for o in opts) for name, opts in rows}
 
 
-class StalledServer:
-    """A TCP server on 127.0.0.1 that accepts connections and never answers."""
+class _Listener:
+    """A TCP server on 127.0.0.1 whose thread hands every connection to
+    self.serve(conn); close() closes them all."""
 
     def __init__(self):
         self.sock = socket.socket()
@@ -108,16 +109,24 @@ class StalledServer:
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
     def _run(self):
         self.sock.settimeout(0.2)
         while not self._stop:
             try:
                 c, _ = self.sock.accept()
-                self.accepted.append(c)
             except socket.timeout:
                 continue
             except OSError:
                 return
+            self.accepted.append(c)
+            self.serve(c)
+
+    def serve(self, conn):
+        pass
 
     def close(self):
         self._stop = True
@@ -125,6 +134,10 @@ class StalledServer:
         for c in self.accepted:
             c.close()
         self.sock.close()
+
+
+class StalledServer(_Listener):
+    """A TCP server on 127.0.0.1 that accepts connections and never answers."""
 
 
 class FakeApiServer:
@@ -186,53 +199,25 @@ def pod_list(names, cont=None, rv="100"):
          "spec": {}, "status": {"phase": "Pending"}} for n in names]})
 
 
-class HalfPageServer:
+class HalfPageServer(_Listener):
     """An HTTP server that answers each request with 200, a Content-Length
     far beyond what it sends, the first `prefix` bytes of `body`, and then
     nothing: a LIST page cut off in the middle, the connection left open."""
 
     def __init__(self, body, prefix):
         self.data = body.encode()[:prefix]
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.conns = []
-        self._stop = False
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        super().__init__()
 
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d" % self.port
-
-    def _run(self):
-        self.sock.settimeout(0.2)
-        while not self._stop:
-            try:
-                c, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            self.conns.append(c)
-            c.settimeout(5)
-            try:
-                req = b""
-                while b"\r\n\r\n" not in req:
-                    chunk = c.recv(4096)
-                    if not chunk:
-                        break
-                    req += chunk
-                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                          b"Content-Length: %d\r\n\r\n" % (len(self.data) + 1000000) + self.data)
-            except OSError:
-                pass
-
-    def close(self):
-        self._stop = True
-        self.thread.join(timeout=5)
-        for c in self.conns:
-            c.close()
-        self.sock.close()
+    def serve(self, c):
+        c.settimeout(5)
+        try:
+            req = b""
+            while b"\r\n\r\n" not in req:
+                chunk = c.recv(4096)
+                if not chunk:
+                    break
+                req += chunk
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % (len(self.data) + 1000000) + self.data)
+        except OSError:
+            pass

@@ -3,6 +3,8 @@ by conftest's session fixture), statements on its shared connection, and a
 LISTENing connection that collects notifications."""
 import json
 import select
+import threading
+import time
 from pathlib import Path
 
 import psycopg2
@@ -177,3 +179,39 @@ class Listener:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class Reader(threading.Thread):
+    """A daemon thread that calls self.read_once() on a connection of its
+    own (self.conn) every `interval` seconds until finish(), and once more
+    after the stop when `final_read`.  finish() stops it, closes the
+    connection and fails on the error the thread met."""
+
+    interval = 0.005
+    final_read = False
+    join_timeout = 10
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.conn = PG.connect()
+        self.stop = threading.Event()
+        self.error = None
+
+    def read_once(self):
+        raise NotImplementedError
+
+    def run(self):
+        try:
+            while not self.stop.is_set():
+                self.read_once()
+                time.sleep(self.interval)
+            if self.final_read:
+                self.read_once()
+        except Exception as e:  # reported by finish()
+            self.error = e
+
+    def finish(self):
+        self.stop.set()
+        self.join(self.join_timeout)
+        self.conn.close()
+        assert self.error is None, self.error

@@ -7,6 +7,7 @@ import pytest
 
 import postgres
 from common import wait_until
+from compare import assert_table_matches_server
 from postgres import sql_one
 
 
@@ -51,3 +52,17 @@ def wait_watching(server, resource, timeout=30):
     """Waits until the watch streams (state watching, healthy); returns its status."""
     return wait_status(server, resource, lambda st: st["state"] == "watching" and st["healthy"],
                        timeout, "watch %s on %s to be watching" % (resource, server))
+
+
+def watched_namespace(ctx, resource, fill):
+    """A namespace of the test's, fill(namespace) run to create objects in
+    it, and a watch of `resource` there, watching and equal to the server.
+    Returns (namespace, server, table, the `kubectl get` arguments)."""
+    ns = ctx.namespace()
+    srv = ctx.server()
+    get_args = [resource, "-n", ns]
+    fill(ns)
+    table = watch(resource, srv, namespace=ns)
+    wait_watching(srv, resource)
+    assert_table_matches_server(table, srv, get_args)
+    return ns, srv, table, get_args
