@@ -15,13 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
 state=${KWATCH_DEMO_DIR:-/var/tmp/kwatch-demo}
-SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+. test/lib.sh
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-
-free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 
 stop() {
   [ -d "$state/pg" ] && bash test/pg.sh stop "$state/pg" && echo "PostgreSQL stopped"
@@ -31,23 +27,19 @@ stop() {
 }
 
 start() {
-  say "1/8 dependencies"
-  bash test/install-deps.sh
-
-  say "2/8 build and install kwatch"
-  make -s
-  $SUDO make -s install >/dev/null
+  say "1/7 dependencies, build and install kwatch"
+  build_and_install
   echo "installed into $(pg_config --pkglibdir)"
 
   mkdir -p "$state" .demo
   chmod 755 "$state"
   if [ -n "${KWATCH_DEMO_KUBECONFIG:-}" ]; then
-    say "3/8 using your cluster: $KWATCH_DEMO_KUBECONFIG"
+    say "2/7 using your cluster: $KWATCH_DEMO_KUBECONFIG"
     kubeconfig=$(realpath "$KWATCH_DEMO_KUBECONFIG")
     kubectl --kubeconfig "$kubeconfig" version >/dev/null
     local_cluster=0
   else
-    say "3/8 local Kubernetes control plane (etcd + kube-apiserver + controller-manager 1.20)"
+    say "2/7 local Kubernetes control plane (etcd + kube-apiserver + controller-manager 1.20)"
     $SUDO bash test/k8s/build.sh
     bash test/k8s/cluster.sh start "$state/k8s"
     chmod -R a+rX "$state/k8s"
@@ -56,7 +48,7 @@ start() {
   fi
   export KUBECONFIG=$kubeconfig
 
-  say "4/8 PostgreSQL with kwatch preloaded"
+  say "3/7 PostgreSQL with kwatch preloaded"
   port=$(cat "$state/pgport" 2>/dev/null || free_port)
   echo "$port" >"$state/pgport"
   bash test/pg.sh start "$state/pg" "$port" app
@@ -71,7 +63,7 @@ ENV
   echo "PostgreSQL on port $port (socket $PGHOST), database app"
 
   if [ "$local_cluster" = 1 ]; then
-    say "5/8 a small workload: namespaces shop, billing, monitoring"
+    say "4/7 a small workload: namespaces shop, billing, monitoring"
     for ns in shop billing monitoring; do
       kubectl get ns "$ns" >/dev/null 2>&1 || kubectl create namespace "$ns" >/dev/null
     done
@@ -87,10 +79,10 @@ ENV
     mkdep monitoring exporter prom/node-exporter:1.7 1 ops
     kubectl get deployments -A
   else
-    say "5/8 workload: using what your cluster runs (nothing is created)"
+    say "4/7 workload: using what your cluster runs (nothing is created)"
   fi
 
-  say "6/8 watching pods, replicasets, deployments, namespaces"
+  say "5/7 watching pods, replicasets, deployments, namespaces"
   psql -X -q -v ON_ERROR_STOP=1 <<SQL
 CREATE EXTENSION IF NOT EXISTS kwatch;
 DO \$\$ BEGIN
@@ -121,7 +113,7 @@ SQL
   echo "k8s.pods: $(psql -XAtc 'SELECT count(*) FROM k8s.pods') rows;  kubectl get pods -A: $(kubectl get pods -A --no-headers 2>/dev/null | wc -l) pods"
 
   if [ "$local_cluster" = 1 ]; then
-    say "7/8 LISTEN kwatch_pods while shop/web scales 3 -> 5 -> 3"
+    say "6/7 LISTEN kwatch_pods while shop/web scales 3 -> 5 -> 3"
     /usr/bin/python3 test/listen.py kwatch_pods 6 &
     lpid=$!
     sleep 1
@@ -131,7 +123,7 @@ SQL
     wait $lpid || true
   fi
 
-  say "8/8 live tables (a LIST per scan) and the event stream"
+  say "7/7 live tables (a LIST per scan) and the event stream"
   psql -X -q -v ON_ERROR_STOP=1 <<'SQL'
 CREATE SCHEMA IF NOT EXISTS k8s_live;
 DO $$ BEGIN

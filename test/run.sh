@@ -10,16 +10,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
 export KWATCH_TEST_DIR=${KWATCH_TEST_DIR:-/var/tmp/kwatch-test}
-SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+. test/lib.sh
 
 step() { echo; echo "== $*"; }
 
-step "dependencies"
-bash test/install-deps.sh
-
-step "build and install"
-make -s
-$SUDO make -s install >/dev/null
+step "dependencies, build and install"
+build_and_install
 
 step "Kubernetes control plane (built once, cached in ${KWATCH_K8S_CACHE:-/var/cache/kwatch-k8s})"
 $SUDO bash test/k8s/build.sh

@@ -14,7 +14,7 @@ usage: recovery.py --objects N --k8s-dir DIR --cluster-sh PATH --pg-dir DIR
    watch runs; a ConfigMap is created as soon as it is ready again; timed
    until the row is in the table and every row equals the server;
 3. stalled connection noticed: the watch goes through a proxy
-   (test/integration/netfault_proxy.py) that freezes its connection right
+   (test/fakeapi/proxy.py) that freezes its connection right
    after an event; timed until the worker reports the silence (its
    last_error_at), and until a change made during the freeze is in the
    table, against kwatch.inactivity_timeout.
@@ -32,8 +32,9 @@ import psycopg2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+sys.path.insert(0, os.path.join(HERE, ".."))
 from k8s_api import Api  # noqa: E402
-from netfault_proxy import FaultProxy  # noqa: E402
+from fakeapi.proxy import FaultProxy  # noqa: E402
 
 NS = "kwatch-recovery"
 NS_STALL = "kwatch-recovery-stall"
@@ -246,7 +247,7 @@ def main():
     inactivity = 10
     reload_settings(inactivity_timeout="%ds" % inactivity)
     pki = os.path.join(args.k8s_dir, "pki")
-    proxy = FaultProxy(os.environ["KWATCH_K8S_SERVER"], pki).start()
+    proxy = FaultProxy.for_cluster(os.environ["KWATCH_K8S_SERVER"], pki).start()
     q("CREATE SERVER IF NOT EXISTS proxied FOREIGN DATA WRAPPER kwatch"
       " OPTIONS (api_server %s, certificate_authority %s)", (proxy.url, os.environ["KWATCH_K8S_CA"]))
     q("CREATE USER MAPPING IF NOT EXISTS FOR CURRENT_USER SERVER proxied OPTIONS (token %s)",

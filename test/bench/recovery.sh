@@ -5,23 +5,11 @@
 # Prints the report of test/bench/recovery.py; asserts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. test/lib.sh
 dir=${KWATCH_BENCH_DIR:-${KWATCH_TEST_DIR:-/var/tmp/kwatch-test}/bench-recovery}
-SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-bash test/install-deps.sh
-make -s && $SUDO make -s install >/dev/null
+build_and_install
 $SUDO bash test/k8s/build.sh
-mkdir -p "$dir"; chmod 755 "$dir"
-KWATCH_K8S_NO_CM=1 bash test/k8s/cluster.sh start "$dir/k8s"
-chmod -R a+rX "$dir/k8s"
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-rm -rf "$dir/pg"
-bash test/pg.sh start "$dir/pg" "$port" bench
-cleanup() {
-  if [ "${KWATCH_KEEP:-0}" != 1 ]; then
-    bash test/pg.sh stop "$dir/pg"; bash test/k8s/cluster.sh stop "$dir/k8s" >/dev/null
-  fi
-}
-trap cleanup EXIT
+KWATCH_K8S_NO_CM=1 bench_servers "$dir" bench
 psql -h "$dir/pg" -p "$port" -U postgres -d bench -qc "CREATE EXTENSION IF NOT EXISTS kwatch"
 . "$dir/k8s/env"
 PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres \

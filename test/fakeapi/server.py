@@ -26,8 +26,9 @@ In-process use (pytest)::
 
 Stable API (used by other test modules; extend, do not change):
 
-  FakeAPI(host="127.0.0.1", port=0, tls=False, fixtures=None)
-    .start() -> self, .stop(), .url, .ca_file (tls only)
+  FakeAPI(host="127.0.0.1", port=0, tls=False, fixtures=None, cert=None, key=None)
+    .start() -> self, .stop(), .url, .ca_file (tls only: the throw-away
+    certificate; None when cert/key name the certificate to present)
   store (resource = plural, "plural.group" for other groups, e.g. "pods",
   "namespaces", "deployments.apps"; every call is one write with its own RV):
     .create(resource, obj) -> obj     fills uid, resourceVersion,
@@ -114,7 +115,8 @@ BOOKMARK (15), 410 for a compacted RV (16), timeoutSeconds (17).
 Standalone:  python3 test/fakeapi/server.py [--port N] [--pods N] [--tls]
 
 In front of a REAL API server, fakeapi.proxy.FaultProxy(upstream, ca_file=,
-token=) offers the same faults, requests log and set_down (see proxy.py).
+token=) offers the same faults, requests log and set_down, plus network
+faults: cut, freeze, fail_next (see proxy.py).
 """
 import argparse
 import base64
@@ -363,6 +365,34 @@ class Cut(Exception):
     """The handler cut the connection on purpose."""
 
 
+def _shutdown(sock):
+    """Shuts a socket down both ways from any thread (on the plain socket:
+    SSLSocket.shutdown would drop its SSL object under a writing thread)."""
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except (OSError, ValueError):
+        pass
+
+
+def collection_path(path):
+    """/api/v1[/namespaces/<ns>]/<plural> or /apis/<g>/<v>[/namespaces/<ns>]/<plural>
+    -> (resource key: plural or plural.group, version, namespace or None);
+    (None, None, None) for any other path."""
+    parts = path.strip("/").split("/")
+    if len(parts) >= 3 and parts[0] == "api":
+        group, version, rest = "", parts[1], parts[2:]
+    elif len(parts) >= 4 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None, None, None
+    ns = None
+    if len(rest) == 3 and rest[0] == "namespaces":
+        ns, rest = rest[1], rest[2:]
+    if len(rest) != 1:
+        return None, None, None
+    return (rest[0] if not group else "%s.%s" % (rest[0], group)), version, ns
+
+
 # ---------------------------------------------------------------- the server
 
 class _Resource:
@@ -380,10 +410,11 @@ class _Resource:
 class FakeAPI:
     """See the module docstring."""
 
-    def __init__(self, host="127.0.0.1", port=0, tls=False, fixtures=None):
+    def __init__(self, host="127.0.0.1", port=0, tls=False, fixtures=None, cert=None, key=None):
         self.host = host
         self.port = port
-        self.tls = tls
+        self.tls = tls or cert is not None
+        self.cert, self.key = cert, key
         self.fixtures = Path(fixtures) if fixtures else FIXTURES
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
@@ -457,7 +488,7 @@ class FakeAPI:
                 return sock, addr
 
         if self.tls:
-            self._make_cert()
+            self._tls_context()
         self._httpd = Server((self.host, self.port), Handler)
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(target=self._httpd.serve_forever,
@@ -486,26 +517,29 @@ class FakeAPI:
     def __exit__(self, *exc):
         self.stop()
 
-    def _make_cert(self):
-        self._tmp = tempfile.mkdtemp(prefix="fakeapi-")
-        os.chmod(self._tmp, 0o755)
-        key, crt = os.path.join(self._tmp, "key.pem"), os.path.join(self._tmp, "crt.pem")
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                        "-subj", "/CN=fakeapi", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-                        "-keyout", key, "-out", crt], check=True, capture_output=True)
-        os.chmod(crt, 0o644)
-        self.ca_file = crt
+    def _tls_context(self):
+        """The server side of TLS: the given cert/key, or a throw-away
+        self-signed certificate (then also ca_file); HTTP/1.1 only (ALPN)."""
+        crt, key = self.cert, self.key
+        if crt is None:
+            self._tmp = tempfile.mkdtemp(prefix="fakeapi-")
+            os.chmod(self._tmp, 0o755)
+            key, crt = os.path.join(self._tmp, "key.pem"), os.path.join(self._tmp, "crt.pem")
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                            "-subj", "/CN=fakeapi",
+                            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+                            "-keyout", key, "-out", crt], check=True, capture_output=True)
+            os.chmod(crt, 0o644)
+            self.ca_file = crt
         self._ssl_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self._ssl_ctx.load_cert_chain(crt, key)
+        self._ssl_ctx.set_alpn_protocols(["http/1.1"])
 
     def _cut_all(self):
         with self.lock:
             conns = list(self._conns)
         for c in conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            _shutdown(c)
 
     def set_down(self, down=True):
         """An outage: cut every open connection; while down, close new ones at once."""
@@ -521,6 +555,14 @@ class FakeAPI:
     def resource_version(self):
         with self.lock:
             return str(self.rv)
+
+    def _write(self, res, type_, o, old):
+        """One write of o (already in the store, or gone for DELETED): the
+        next resourceVersion, recorded in the history; returns a copy."""
+        self.rv += 1
+        o["metadata"]["resourceVersion"] = str(self.rv)
+        self._record(res.key, type_, o, old)
+        return copy.deepcopy(o)
 
     def _record(self, key, type_, obj, old):
         self.history.append((self.rv, key, type_, obj, old))
@@ -560,21 +602,14 @@ class FakeAPI:
                 for f in ("uid", "name", "namespace", "creationTimestamp"):
                     if f in old["metadata"]:
                         o["metadata"].setdefault(f, old["metadata"][f])
-            self.rv += 1
-            o["metadata"]["resourceVersion"] = str(self.rv)
             self.store[res.key][k] = o
-            self._record(res.key, "MODIFIED", o, old)
-            return copy.deepcopy(o)
+            return self._write(res, "MODIFIED", o, old)
 
     def delete(self, resource, namespace, name):
         res = self._resource(resource)
         with self.cond:
             old = self.store[res.key].pop((namespace or "", name))
-            self.rv += 1
-            o = copy.deepcopy(old)
-            o["metadata"]["resourceVersion"] = str(self.rv)
-            self._record(res.key, "DELETED", o, old)
-            return copy.deepcopy(o)
+            return self._write(res, "DELETED", copy.deepcopy(old), old)
 
     def get(self, resource, namespace, name):
         res = self._resource(resource)
@@ -713,6 +748,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.close_connection = True
         raise Cut()
 
+    def _start_stream(self, status=200, headers=()):
+        """The head of a chunked watch stream."""
+        self.req.status = status
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
     def _chunk(self, data):
         if data:
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -737,7 +782,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._cut()
 
     # ---- dispatch
-    def do_GET(self):
+    def _begin(self):
+        """Records the request (self.req); cuts it while the server is down.
+        Returns its path without a trailing slash."""
         fake = self.fake
         req = self.req = Request("GET", self.path)
         self._fault_spent = False
@@ -745,7 +792,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             fake.requests.append(req)
         if fake.down:
             self._cut()
-        path = req.path.rstrip("/") or "/"
+        return req.path.rstrip("/") or "/"
+
+    def do_GET(self):
+        fake = self.fake
+        path = self._begin()
+        req = self.req
         if path in fake.discovery:
             req.kind = "discovery"
             f = fake._take_fault(req)
@@ -806,20 +858,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return self._status(code, reason, message, details=details, headers=headers)
 
     def _parse_collection(self, path):
-        """/api/v1[/namespaces/<ns>]/<plural> or /apis/<g>/<v>[/namespaces/<ns>]/<plural>."""
-        parts = path.strip("/").split("/")
-        if len(parts) >= 3 and parts[0] == "api":
-            group, version, rest = "", parts[1], parts[2:]
-        elif len(parts) >= 4 and parts[0] == "apis":
-            group, version, rest = parts[1], parts[2], parts[3:]
-        else:
-            return None, None
-        ns = None
-        if len(rest) == 3 and rest[0] == "namespaces":
-            ns, rest = rest[1], rest[2:]
-        if len(rest) != 1:
-            return None, None
-        key = rest[0] if not group else "%s.%s" % (rest[0], group)
+        """The served resource and namespace of a collection path (collection_path)."""
+        key, version, ns = collection_path(path)
         res = self.fake.resources.get(key)
         if res is None or res.version != version or (ns is not None and not res.namespaced):
             return None, None
@@ -884,20 +924,24 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 meta["remainingItemCount"] = len(items) - len(page)
             body = {"kind": res.kind + "List", "apiVersion": res.api_version, "metadata": meta,
                     "items": [o for _, o in page]}
-        data = dumps(body)
+        self._send_body(f, 200, dumps(body))
+
+    def _send_body(self, f, code, data, ctype="application/json", headers=None):
+        """A LIST answer under fault f: "raw" replaces the body; "drop" and
+        "stall" (on a 200) send half of it, then cut or go silent."""
         if f and f.kind == "raw":
             data = f.params["data"]
-        if f and f.kind in ("drop", "stall"):
+        if f and f.kind in ("drop", "stall") and code == 200:
             self.req.status = 200
             self.send_response(200)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data[:len(data) // 2])
             if f.kind == "stall":
                 self._stall()
             self._cut()
-        self._send(200, data)
+        self._send(code, data, ctype=ctype, headers=headers)
 
     def _expired_continue(self, cont, inconsistent):
         meta = {}
@@ -929,7 +973,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     # ---- WATCH
     def _watch(self, res, match, f):
-        fake, q, req = self.fake, self.req.query, self.req
+        fake, q = self.fake, self.req.query
         rv = q.get("resourceVersion")
         try:
             timeout = float(q.get("timeoutSeconds") or 1800)
@@ -971,11 +1015,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                                         details={"causes": [{"reason": "ResourceVersionTooLarge",
                                                              "message": "Too large resource version"}],
                                                  "retryAfterSeconds": 1})
-        req.status = 200
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
+        self._start_stream()
         if f and f.kind == "short_watch":
             return self._end()
         if error is not None:

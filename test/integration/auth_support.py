@@ -35,7 +35,7 @@ import pytest
 import yaml
 
 import conftest
-from netfault_proxy import FaultProxy
+from fakeapi.proxy import FaultProxy
 from proxy_support import ConnectProxy, Socks5Proxy
 
 HERE = Path(__file__).resolve().parent
@@ -385,7 +385,7 @@ def make_proxy(tls_files):
 
 @pytest.fixture
 def tls_forwarder(tls_files):
-    """tls_forwarder(which) -> a started netfault_proxy.FaultProxy on loopback presenting
+    """tls_forwarder(which) -> a started fakeapi.proxy.FaultProxy on loopback presenting
     tls_files.<which> ("wrong_ca", "expired", "wrong_host"; None: the cluster's own
     serving cert) and forwarding to the real apiserver; stopped after the test.
     Its .url is https://127.0.0.1:<port>."""
@@ -393,8 +393,8 @@ def tls_forwarder(tls_files):
 
     def make(which=None):
         cert, key = getattr(tls_files, which) if which else (None, None)
-        p = FaultProxy(conftest.CLUSTER.server, conftest.CLUSTER.dir / "pki",
-                       cert_file=cert, key_file=key)
+        p = FaultProxy.for_cluster(conftest.CLUSTER.server, str(conftest.CLUSTER.dir / "pki"),
+                                   cert=cert, key=key)
         started.append(p)
         return p.start()
     yield make

@@ -32,9 +32,11 @@ import psycopg2
 from psycopg2 import sql as pgsql
 
 import conftest
-from conftest import normalise, sql, sql_one
+from cluster import crd_manifest as _crd_manifest
+from compare import mirror_rows, row_problems
+from conftest import sql, sql_one
+from fakeapi.proxy import FaultProxy
 from k8s_api import Api
-from netfault_proxy import FaultProxy
 
 
 def cluster_api(cluster, patience=120):
@@ -51,18 +53,7 @@ def crd_group():
 
 
 def crd_manifest(group):
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "%s.%s" % (CRD_PLURAL, group)},
-        "spec": {
-            "group": group, "scope": "Namespaced",
-            "names": {"plural": CRD_PLURAL, "singular": "widget", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": True, "storage": True,
-                          "schema": {"openAPIV3Schema": {
-                              "type": "object",
-                              "x-kubernetes-preserve-unknown-fields": True}}}],
-        },
-    }
+    return _crd_manifest(group, CRD_PLURAL, "Widget")
 
 
 class Kind:
@@ -507,7 +498,7 @@ class Engine:
     def proxied_server(self, suffix):
         """A foreign server reaching the API server through FaultProxy."""
         cl = conftest.CLUSTER
-        self.proxy = FaultProxy(cl.server, cl.dir / "pki").start()
+        self.proxy = FaultProxy.for_cluster(cl.server, cl.dir / "pki").start()
         name = self.ctx.base + suffix
         ident = pgsql.Identifier(name)
         sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch "
@@ -582,28 +573,8 @@ class Engine:
     def diff(self, w):
         """Differences between one watch's rows and the server's LIST (object by object)."""
         server = self.server_objects(w)
-        rows = {}
-        for uid, rv, obj in sql("SELECT uid, resource_version, object FROM %s WHERE cluster = %%s"
-                                % w.table, (w.server,)):
-            rows[uid] = (rv, obj)
-        problems = []
-        for u in sorted(set(server) - set(rows)):
-            m = server[u]["metadata"]
-            problems.append("missing row %s/%s uid %s rv %s" % (m.get("namespace"), m["name"], u,
-                                                               m["resourceVersion"]))
-        for u in sorted(set(rows) - set(server)):
-            o = rows[u][1]["metadata"]
-            problems.append("extra row %s/%s uid %s rv %s" % (o.get("namespace"), o.get("name"), u,
-                                                             rows[u][0]))
-        for u in sorted(set(rows) & set(server)):
-            m = server[u]["metadata"]
-            rv, obj = rows[u]
-            if rv != m["resourceVersion"]:
-                problems.append("%s/%s: row rv %s, server %s" % (m.get("namespace"), m["name"], rv,
-                                                                 m["resourceVersion"]))
-            elif normalise(obj) != normalise(server[u], w.kind.api_version, w.kind.kind):
-                problems.append("%s/%s: content differs at rv %s" % (m.get("namespace"), m["name"], rv))
-        return problems, server
+        return row_problems(mirror_rows(w.table, w.server), server, w.kind.api_version,
+                            w.kind.kind, columns=False), server
 
     def notification_diff(self, w, server):
         """The client's view (last notification, or the table read after a

@@ -1,15 +1,12 @@
 """Helpers of test_events.py: bulk ConfigMap changes, event reads, a polling
 reader thread, the example client (test/events_client.py), ring resizing."""
 import json
-import sys
-import threading
-import time
 
-import conftest
-from conftest import REPO, json_documents, kubectl, sql, sql_one, wait_until
-
-sys.path.insert(0, str(REPO / "test"))
-from events_client import EventClient  # noqa: E402  (the README's example client)
+import postgres
+from cluster import json_documents, kubectl
+from common import wait_until
+from events_client import EventClient  # the README's example client (common puts test/ on the path)
+from postgres import Reader, sql, sql_one
 
 COLUMNS = ("seq, at, cluster, resource, table_name, type, namespace, name, uid,"
            " resource_version, truncated")
@@ -63,7 +60,7 @@ def mirror_cache(table):
 
 
 def new_client(table):
-    return EventClient(" ".join("%s=%s" % kv for kv in conftest.PG.dsn().items()), table)
+    return EventClient(" ".join("%s=%s" % kv for kv in postgres.PG.dsn().items()), table)
 
 
 def well_formed(row):
@@ -80,22 +77,23 @@ def well_formed(row):
     return None
 
 
-class SeqReader(threading.Thread):
+class SeqReader(Reader):
     """Polls `SELECT ... WHERE seq > last ORDER BY seq` in its own connection
     (a server-side prepared statement when `prepared`: seq > $1 pushed down as
     a Param), checking that every batch continues at last + 1 with strictly
     increasing, consecutive, well-formed rows."""
 
+    interval = 0.002
+    final_read = True
+    join_timeout = 30
+
     def __init__(self, start_after, prepared=False):
-        super().__init__(daemon=True)
-        self.conn = conftest.PG.connect()
+        super().__init__()
         self.last = start_after
         self.prepared = prepared
         self.rows = []
         self.problems = []
         self.reads = 0
-        self.stop = threading.Event()
-        self.error = None
         if prepared:
             sql("SET plan_cache_mode = force_generic_plan", conn=self.conn)
             sql("PREPARE since(bigint) AS SELECT " + COLUMNS +
@@ -118,20 +116,8 @@ class SeqReader(threading.Thread):
             self.last = r["seq"]
             self.rows.append(r)
 
-    def run(self):
-        try:
-            while not self.stop.is_set():
-                self.read_once()
-                time.sleep(0.002)
-            self.read_once()
-        except Exception as e:  # reported by finish()
-            self.error = e
-
     def finish(self):
-        self.stop.set()
-        self.join(30)
-        self.conn.close()
-        assert self.error is None, self.error
+        super().finish()
         return self.rows
 
 
@@ -141,5 +127,5 @@ def set_ring_size(slots):
         sql("ALTER SYSTEM RESET kwatch.event_buffer")
     else:
         sql("ALTER SYSTEM SET kwatch.event_buffer = %s", (str(slots),))
-    conftest.PG.restart()
+    postgres.PG.restart()
     last_seq()

@@ -7,21 +7,19 @@ with the fake's store.
         fake.create("pods", pod("a"))
         table = watch("pods", srv)
         wait_converged(table, srv, fake, "pods")
+        srv, table = watched_pods(ctx, fake)    # the same with 3 pods, watching
 """
-import json
-import sys
-import time
-from pathlib import Path
-
 import pytest
 from psycopg2 import sql as pgsql
 
-import conftest
-from conftest import mirror_rows, normalise, sql, wait_until, watch_status
+import cluster
+import postgres
+from compare import mirror_rows, rows_diff, wait_same
+from postgres import sql
+from watches import wait_status, watch, watch_status  # noqa: F401  (re-exported)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fakeapi.server import FakeAPI, RawJSON, parse_label_selector, labels_match  # noqa: E402,F401
-from fakeapi.proxy import FaultProxy  # noqa: E402,F401
+from fakeapi.server import FakeAPI, RawJSON, parse_label_selector, labels_match  # noqa: F401
+from fakeapi.proxy import FaultProxy  # noqa: F401
 
 
 @pytest.fixture
@@ -35,8 +33,8 @@ def fake():
 @pytest.fixture
 def proxy():
     """A started FaultProxy in front of the test cluster's kube-apiserver."""
-    px = FaultProxy(conftest.CLUSTER.server, ca_file=conftest.CLUSTER.ca,
-                    token=conftest.CLUSTER.token).start()
+    px = FaultProxy(cluster.CLUSTER.server, ca_file=cluster.CLUSTER.ca,
+                    token=cluster.CLUSTER.token).start()
     yield px
     px.stop()
 
@@ -52,6 +50,45 @@ def fake_server(ctx, api, suffix=""):
                 pgsql.SQL(", allow_insecure_http 'true'" if api.url.startswith("http:") else "")))
     ctx.servers.append(name)
     return name
+
+
+def watched_pods(ctx, fake, n=3, **kw):
+    """n pods p0..p<n-1> on the fake, a watch on them (kwatch.watch **kw),
+    converged and watching; returns (server, table)."""
+    srv = fake_server(ctx, fake)
+    for i in range(n):
+        fake.create("pods", pod("p%d" % i))
+    table = watch("pods", srv, **kw)
+    wait_status(srv, "pods", lambda s: s["state"] == "watching", msg="watching")
+    wait_converged(table, srv, fake, "pods")
+    return srv, table
+
+
+def cut_watch(fake):
+    """Ends the open watch (a brief outage), so that a fault injected now hits the next one."""
+    fake.set_down(True)
+    fake.set_down(False)
+
+
+def recovers(fake, srv, table, name, timeout=40):
+    """With the faults cleared, a new pod `name` reaches the mirror and the
+    watch is watching again; returns its status."""
+    fake.clear_faults()
+    fake.create("pods", pod(name))
+    wait_converged(table, srv, fake, "pods", timeout=timeout)
+    return wait_status(srv, "pods", lambda s: s["state"] == "watching")
+
+
+def watch_fault_survived(ctx, fake, kind, name, timeout=40, **params):
+    """A watched fake (watched_pods) whose next watch suffers the fault
+    inject(kind, on="watch", **params); a pod `name` created after it
+    reaches the mirror.  Returns (server, table, fault)."""
+    srv, table = watched_pods(ctx, fake)
+    f = fake.inject(kind, on="watch", **params)
+    cut_watch(fake)
+    fake.create("pods", pod(name))
+    wait_converged(table, srv, fake, "pods", timeout=timeout)
+    return srv, table, f
 
 
 def pod(name, namespace="default", labels=None, **extra):
@@ -89,65 +126,17 @@ def fake_diff(table, cluster, api, resource, namespace=None, label_selector=None
     object); else a description.  `transform(obj)` maps a server object to
     what kwatch is expected to store (for sanitized text)."""
     want = expected_objects(api, resource, namespace, label_selector, exclude)
-    rows = mirror_rows(table, cluster)
-    problems = []
-    for u in sorted(set(want) - set(rows)):
-        m = want[u]["metadata"]
-        problems.append("missing row %s/%s uid %s rv %s" % (m.get("namespace"), m["name"], u,
-                                                           m["resourceVersion"]))
-    for u in sorted(set(rows) - set(want)):
-        r = rows[u]
-        problems.append("extra row %s/%s uid %s rv %s" % (r["namespace"], r["name"], u,
-                                                         r["resource_version"]))
-    for u in sorted(set(want) & set(rows)):
-        s, r = want[u], rows[u]
-        m = s["metadata"]
-        what = "%s/%s" % (m.get("namespace"), m["name"])
-        if r["resource_version"] != m["resourceVersion"]:
-            problems.append("%s: resource_version %s, server %s"
-                            % (what, r["resource_version"], m["resourceVersion"]))
-            continue
-        for col, v in (("namespace", m.get("namespace")), ("name", m["name"]),
-                       ("labels", m.get("labels") or {})):
-            if r[col] != v:
-                problems.append("%s: column %s = %r, server %r" % (what, col, r[col], v))
-        so = normalise(transform(s) if transform else s, *api.type_meta(resource))
-        ro = normalise(r["object"])
-        if so != ro:
-            keys = sorted(k for k in set(so) | set(ro) if so.get(k) != ro.get(k))
-            problems.append("%s: object differs in %s: row %s vs server %s"
-                            % (what, keys, json.dumps({k: ro.get(k) for k in keys})[:400],
-                               json.dumps({k: so.get(k) for k in keys}, default=repr)[:400]))
-    return "; ".join(problems) if problems else None
+    if transform:
+        want = {u: transform(o) for u, o in want.items()}
+    return rows_diff(mirror_rows(table, cluster), want, *api.type_meta(resource))
 
 
 def wait_converged(table, cluster, api, resource, timeout=30, **kw):
     """Waits until fake_diff is None; fails with the last difference and the watch's status."""
-    last = [None]
-
-    def same():
-        last[0] = fake_diff(table, cluster, api, resource, **kw)
-        return last[0] is None
-    deadline = time.monotonic() + timeout
-    while not same():
-        if time.monotonic() >= deadline:
-            pytest.fail("%s (cluster %s) does not match the fake's %s after %ss: %s\nstatus: %s\n"
-                        "requests: %s" % (table, cluster, resource, timeout, last[0],
-                                          watch_status(cluster, resource),
-                                          api.requests[-15:]), pytrace=False)
-        time.sleep(0.1)
-
-
-def wait_status(cluster, resource, pred, timeout=30, msg="status"):
-    """Waits until pred(status row) is true; returns the row."""
-    def ok():
-        st = watch_status(cluster, resource)
-        return st if st and pred(st) else False
-    try:
-        return wait_until(ok, timeout, msg)
-    except BaseException:
-        print("status:", watch_status(cluster, resource))
-        raise
+    wait_same(lambda: fake_diff(table, cluster, api, resource, **kw), timeout, 0.1,
+              lambda last: "%s (cluster %s) does not match the fake's %s after %ss: %s\n"
+              "status: %s\nrequests: %s" % (table, cluster, resource, timeout, last,
+                                             watch_status(cluster, resource), api.requests[-15:]))
 
 
 def not_probe(req):
@@ -164,11 +153,11 @@ def worker_requests(api, kind=None, resource="pods"):
 
 
 def log_mark():
-    return conftest.PG.log_size()
+    return postgres.PG.log_size()
 
 
 def log_since(mark):
-    return conftest.PG.log_since(mark)
+    return postgres.PG.log_since(mark)
 
 
 def gaps_after(hits, requests):

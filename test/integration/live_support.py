@@ -3,7 +3,8 @@
 live_diff() compares the rows of a query on a live table with what
 `kubectl get ... -o json` returns, object by object (uid, resourceVersion,
 namespace, name, labels and the whole object including apiVersion and
-kind, managedFields aside), as conftest.mirror_diff does for mirror tables.
+kind, managedFields aside) with compare.rows_diff, as mirror_diff does
+for mirror tables.
 """
 import json
 import socket
@@ -13,13 +14,15 @@ import time
 import psycopg2.extras
 from psycopg2 import sql as pgsql
 
-import conftest
-from conftest import kubectl_json, normalise, shown, sql
+import postgres
+from cluster import kubectl_json
+from compare import rows_diff, shown
+from postgres import sql
 
 
 def live_rows(query, params=None):
     """{uid: row dict} of a query returning uid, resource_version, namespace, name, labels, object."""
-    with conftest.PG.conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
+    with postgres.PG.conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
         cur.execute(query, params)
         rows = cur.fetchall()
     out = {}
@@ -32,29 +35,7 @@ def live_rows(query, params=None):
 def live_diff(rows, items, secret_data=False):
     """None when rows ({uid: row}) equal the server's items (a list of
     objects; Secrets redacted unless secret_data); else a description."""
-    server = {i["metadata"]["uid"]: shown(i, secret_data) for i in items}
-    problems = []
-    for u in sorted(set(server) - set(rows)):
-        m = server[u]["metadata"]
-        problems.append("missing row: %s/%s" % (m.get("namespace"), m["name"]))
-    for u in sorted(set(rows) - set(server)):
-        problems.append("extra row: %s/%s" % (rows[u]["namespace"], rows[u]["name"]))
-    for u in sorted(set(server) & set(rows)):
-        s, r = server[u], rows[u]
-        m = s["metadata"]
-        what = "%s/%s" % (m.get("namespace"), m["name"])
-        if r["resource_version"] != m["resourceVersion"]:
-            problems.append("%s: resource_version %s, server %s"
-                            % (what, r["resource_version"], m["resourceVersion"]))
-            continue
-        for col, want in (("namespace", m.get("namespace")), ("name", m["name"]),
-                          ("labels", m.get("labels") or {})):
-            if r[col] != want:
-                problems.append("%s: column %s = %r, server %r" % (what, col, r[col], want))
-        if normalise(s) != normalise(r["object"]):
-            problems.append("%s: object differs: %s vs %s" % (
-                what, json.dumps(normalise(r["object"]))[:400], json.dumps(normalise(s))[:400]))
-    return "; ".join(problems) if problems else None
+    return rows_diff(rows, {i["metadata"]["uid"]: shown(i, secret_data) for i in items})
 
 
 def assert_live_matches(table, where, params, kubectl_get_args, attempts=20, secret_data=False):
@@ -113,8 +94,9 @@ def foreign_tables(schema):
     return {name: dict(o.split("=", 1) for o in opts) for name, opts in rows}
 
 
-class StalledServer:
-    """A TCP server on 127.0.0.1 that accepts connections and never answers."""
+class _Listener:
+    """A TCP server on 127.0.0.1 whose thread hands every connection to
+    self.serve(conn); close() closes them all."""
 
     def __init__(self):
         self.sock = socket.socket()
@@ -127,16 +109,24 @@ class StalledServer:
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
     def _run(self):
         self.sock.settimeout(0.2)
         while not self._stop:
             try:
                 c, _ = self.sock.accept()
-                self.accepted.append(c)
             except socket.timeout:
                 continue
             except OSError:
                 return
+            self.accepted.append(c)
+            self.serve(c)
+
+    def serve(self, conn):
+        pass
 
     def close(self):
         self._stop = True
@@ -144,6 +134,10 @@ class StalledServer:
         for c in self.accepted:
             c.close()
         self.sock.close()
+
+
+class StalledServer(_Listener):
+    """A TCP server on 127.0.0.1 that accepts connections and never answers."""
 
 
 class FakeApiServer:
@@ -205,53 +199,25 @@ def pod_list(names, cont=None, rv="100"):
          "spec": {}, "status": {"phase": "Pending"}} for n in names]})
 
 
-class HalfPageServer:
+class HalfPageServer(_Listener):
     """An HTTP server that answers each request with 200, a Content-Length
     far beyond what it sends, the first `prefix` bytes of `body`, and then
     nothing: a LIST page cut off in the middle, the connection left open."""
 
     def __init__(self, body, prefix):
         self.data = body.encode()[:prefix]
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.conns = []
-        self._stop = False
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        super().__init__()
 
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d" % self.port
-
-    def _run(self):
-        self.sock.settimeout(0.2)
-        while not self._stop:
-            try:
-                c, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            self.conns.append(c)
-            c.settimeout(5)
-            try:
-                req = b""
-                while b"\r\n\r\n" not in req:
-                    chunk = c.recv(4096)
-                    if not chunk:
-                        break
-                    req += chunk
-                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                          b"Content-Length: %d\r\n\r\n" % (len(self.data) + 1000000) + self.data)
-            except OSError:
-                pass
-
-    def close(self):
-        self._stop = True
-        self.thread.join(timeout=5)
-        for c in self.conns:
-            c.close()
-        self.sock.close()
+    def serve(self, c):
+        c.settimeout(5)
+        try:
+            req = b""
+            while b"\r\n\r\n" not in req:
+                chunk = c.recv(4096)
+                if not chunk:
+                    break
+                req += chunk
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % (len(self.data) + 1000000) + self.data)
+        except OSError:
+            pass

@@ -4,31 +4,20 @@ import json
 import psycopg2
 import pytest
 
+import cluster
 import conftest
 from conftest import (assert_table_matches_server, kubectl, row_uids, server_uids, sql_one,
                       wait_until, wait_watching, watch, watch_status)
 
 
 def crd_manifest(group):
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "crontabs." + group},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab",
-                      "shortNames": ["ct"]},
-            "versions": [{
-                "name": "v1", "served": True, "storage": True,
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "properties": {
-                        "cronSpec": {"type": "string"},
-                        "image": {"type": "string"},
-                        "replicas": {"type": "integer"}}}}}},
-            }],
-        },
-    }
+    """The CronTab CRD of the Kubernetes documentation, in `group`."""
+    return cluster.crd_manifest(group, "crontabs", "CronTab", short_names=["ct"], schema={
+        "type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "cronSpec": {"type": "string"},
+                "image": {"type": "string"},
+                "replicas": {"type": "integer"}}}}})
 
 
 def crontab(group, name, spec, labels=None):

@@ -71,11 +71,15 @@ def utf8_pod():
                labels={"app": "web"})
 
 
+def stored_note(table, srv, obj):
+    """The annotation `note` of obj's row, as stored."""
+    return sql("SELECT object->'metadata'->'annotations'->>'note' FROM %s WHERE cluster = %%s "
+               "AND uid = %%s" % table, (srv, obj["metadata"]["uid"]))[0][0]
+
+
 def test_nul_escape_in_list_is_stored_escaped(ctx, fake):
     srv, table, st, bad, _ = run_case(ctx, fake, nul_pod(), "list", "sanitized")
-    got = sql("SELECT object->'metadata'->'annotations'->>'note' FROM %s WHERE cluster = %%s "
-              "AND uid = %%s" % table, (srv, bad["metadata"]["uid"]))[0][0]
-    assert got == "before\\u0000after"
+    assert stored_note(table, srv, bad) == "before\\u0000after"
 
 
 def test_nul_escape_in_watch_is_stored_escaped(ctx, fake):
@@ -84,9 +88,7 @@ def test_nul_escape_in_watch_is_stored_escaped(ctx, fake):
 
 def test_invalid_utf8_in_list_is_replaced(ctx, fake):
     srv, table, st, bad, _ = run_case(ctx, fake, utf8_pod(), "list", "sanitized")
-    got = sql("SELECT object->'metadata'->'annotations'->>'note' FROM %s WHERE cluster = %%s "
-              "AND uid = %%s" % table, (srv, bad["metadata"]["uid"]))[0][0]
-    assert got == "caf\ufffd \ufffd\ufffd end"
+    assert stored_note(table, srv, bad) == "caf\ufffd \ufffd\ufffd end"
 
 
 def test_invalid_utf8_in_watch_is_replaced(ctx, fake):

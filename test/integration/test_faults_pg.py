@@ -4,26 +4,20 @@ relisting), the worker killed mid-batch, PostgreSQL restarted during a relist
 and during a burst of events, the extension dropped and re-created.
 (A user column added to a mirror table: test_user_columns.py, and the
 ALTER TABLE case here adds one while events wait for the table.)"""
-import json
 import threading
 import time
 
 import pytest
 
 import conftest
-from conftest import (assert_table_matches_server, create_pods, kubectl, row_uids,
-                      sql, sql_one, wait_until, wait_watching, watch, watch_status)
+from conftest import (assert_table_matches_server, configmap_manifest, configmaps_doc, create_pods,
+                      kubectl, row_uids, sql, sql_one, wait_until, wait_watching, watch,
+                      watch_status, watched_namespace)
 from converge_support import NotificationTracker, cluster_api
 
 
-def configmap(ns, name, **data):
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns},
-            "data": data or {"v": "1"}}
-
-
 def apply_configmaps(ns, names, **data):
-    doc = {"apiVersion": "v1", "kind": "List", "items": [configmap(ns, n, **data) for n in names]}
-    kubectl("apply", "-f", "-", input=json.dumps(doc))
+    kubectl("apply", "-f", "-", input=configmaps_doc(ns, names, **data))
 
 
 def lock_errors(server, resource):
@@ -102,12 +96,8 @@ def test_table_locked(ctx, how):
 
 
 def test_worker_killed_mid_batch(ctx):
-    ns = ctx.namespace()
-    srv = ctx.server()
-    cms = ["configmaps", "-n", ns]
-    apply_configmaps(ns, ["c0", "gone"])
-    table = watch("configmaps", srv, namespace=ns)
-    wait_watching(srv, "configmaps")
+    ns, srv, table, cms = watched_namespace(ctx, "configmaps",
+                                            lambda ns: apply_configmaps(ns, ["c0", "gone"]))
     kubectl("label", "configmap", "c0", "-n", ns, "step=1")
     assert_table_matches_server(table, srv, cms)
     rv = conftest.kubectl_json("get", "configmap", "c0", "-n", ns)["metadata"]["resourceVersion"]
@@ -197,7 +187,7 @@ def test_postgres_restart_during_event_burst(ctx):
             for i in range(120):
                 name = "b%d" % (i % 40)
                 if i < 40:
-                    st, _ = api.request("POST", coll, configmap(ns, name))
+                    st, _ = api.request("POST", coll, configmap_manifest(ns, name))
                 elif i % 7 == 0:
                     st, _ = api.request("DELETE", coll + "/" + name)
                 else:
@@ -237,13 +227,8 @@ def test_postgres_restart_during_event_burst(ctx):
 
 def test_extension_dropped_and_recreated(ctx):
     pg = conftest.PG
-    ns = ctx.namespace()
-    srv = ctx.server()
-    cms = ["configmaps", "-n", ns]
-    apply_configmaps(ns, ["c0", "c1"])
-    table = watch("configmaps", srv, namespace=ns)
-    wait_watching(srv, "configmaps")
-    assert_table_matches_server(table, srv, cms)
+    ns, srv, table, cms = watched_namespace(ctx, "configmaps",
+                                            lambda ns: apply_configmaps(ns, ["c0", "c1"]))
     worker = sql_one("SELECT kwatch.worker_pid()")
     log_from = pg.log_size()
     rows = "SELECT uid, resource_version FROM %s WHERE cluster = %%s ORDER BY uid" % table

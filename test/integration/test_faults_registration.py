@@ -5,8 +5,8 @@ with the server's message in last_error, and recovery once it is fixed."""
 from psycopg2 import sql as pgsql
 
 from conftest import free_port, sql, sql_one, watch, watch_error, watch_status
-from faults_support import (fake, fake_server, pod, wait_converged, wait_status,  # noqa: F401
-                            worker_requests)
+from faults_support import (fake, fake_server, pod, recovers, wait_converged,  # noqa: F401
+                            wait_status, worker_requests)
 
 FORBIDDEN = ('pods is forbidden: User "system:serviceaccount:default:kwatch" cannot list '
              'resource "pods" in API group "" at the cluster scope')
@@ -93,10 +93,7 @@ def test_forbidden_after_registration_fails_then_recovers(ctx, fake, settings):
     n = len(f.hits)
     wait_status(srv, "pods", lambda s: len(f.hits) > n, msg="a retry while failed")
     # RBAC granted again: the watch recovers by itself
-    fake.clear_faults()
-    fake.create("pods", pod("p1"))
-    wait_converged(table, srv, fake, "pods", timeout=40)
-    wait_status(srv, "pods", lambda s: s["state"] == "watching")
+    recovers(fake, srv, table, "p1")
 
 
 def test_resource_gone_after_registration_fails_with_message(ctx, fake, settings):

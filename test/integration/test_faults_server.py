@@ -5,27 +5,13 @@ the resourceVersion back ("Too large resource version"), an object
 re-created under the same name during an outage, objects moving out of and
 into a label selector.  Each ends with the mirror equal to the fake's store."""
 from conftest import sql, watch, watch_status, settings  # noqa: F401
-from faults_support import (fake, fake_server, gaps_after, pod, wait_converged,  # noqa: F401
+from faults_support import (cut_watch, watched_pods, watch_fault_survived,
+                            fake, fake_server, gaps_after, pod, wait_converged,  # noqa: F401
                             wait_status, worker_requests, not_probe)
 
 
-def start(ctx, fake, n=3, **kw):
-    srv = fake_server(ctx, fake)
-    for i in range(n):
-        fake.create("pods", pod("p%d" % i))
-    table = watch("pods", srv, **kw)
-    wait_status(srv, "pods", lambda s: s["state"] == "watching", msg="watching")
-    wait_converged(table, srv, fake, "pods")
-    return srv, table
-
-
-def cut_watch(fake):
-    fake.set_down(True)
-    fake.set_down(False)
-
-
 def test_429_on_watch_waits_for_retry_after(ctx, fake):
-    srv, table = start(ctx, fake)
+    srv, table = watched_pods(ctx, fake)
     lists = len(worker_requests(fake, "list"))
     f = fake.inject("status", on="watch", code=429, retry_after=2, times=2)
     cut_watch(fake)
@@ -55,11 +41,8 @@ def test_429_on_list_waits_for_retry_after(ctx, fake):
 
 
 def test_5xx_storm_backs_off_exponentially_then_converges(ctx, fake):
-    srv, table = start(ctx, fake)
-    f = fake.inject("status", on="watch", code=503, times=5)
-    cut_watch(fake)
-    fake.create("pods", pod("after-storm"))
-    wait_converged(table, srv, fake, "pods", timeout=60)
+    srv, table, f = watch_fault_survived(ctx, fake, "status", "after-storm", timeout=60,
+                                         code=503, times=5)
     assert len(f.hits) == 5
     gaps = gaps_after(f.hits, worker_requests(fake))
     # each delay is in [b, 1.5b) and b doubles: never shorter than the one before
@@ -84,24 +67,28 @@ def test_5xx_storm_on_list_pages(ctx, fake, settings):
 
 
 def test_html_error_page_from_a_proxy(ctx, fake):
-    srv, table = start(ctx, fake)
-    f = fake.inject("html", on="watch", code=502, times=2)
-    cut_watch(fake)
-    fake.create("pods", pod("after-html"))
-    wait_converged(table, srv, fake, "pods", timeout=40)
+    srv, table, f = watch_fault_survived(ctx, fake, "html", "after-html", code=502, times=2)
     assert len(f.hits) == 2
     st = watch_status(srv, "pods")
     assert "502" in st["last_error"], st
 
 
-def test_html_page_as_list_body(ctx, fake):
+def first_list_page_is(ctx, fake, names, data):
+    """Pods `names` on the fake and a watch on them whose first LIST page
+    (the registration probe aside) has the body `data`, converged after
+    that one bad page; returns the server."""
     srv = fake_server(ctx, fake)
-    fake.create("pods", pod("p0"))
-    f = fake.inject("raw", on="first_page", when=not_probe,
-                    data=b"<html><body>Service Unavailable</body></html>")
+    for name in names:
+        fake.create("pods", pod(name))
+    f = fake.inject("raw", on="first_page", when=not_probe, data=data)
     table = watch("pods", srv)
     wait_converged(table, srv, fake, "pods", timeout=40)
     assert len(f.hits) == 1
+    return srv
+
+
+def test_html_page_as_list_body(ctx, fake):
+    srv = first_list_page_is(ctx, fake, ["p0"], b"<html><body>Service Unavailable</body></html>")
     assert watch_status(srv, "pods")["decode_errors"] == 1
 
 
@@ -120,14 +107,8 @@ def test_truncated_list_body(ctx, fake, settings):
 
 def test_list_body_cut_at_a_clean_end(ctx, fake):
     """A LIST body that ends (Content-Length honoured) in the middle of the JSON."""
-    srv = fake_server(ctx, fake)
-    fake.create("pods", pod("p0"))
-    fake.create("pods", pod("p1"))
-    f = fake.inject("raw", on="first_page", when=not_probe,
-                    data=b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[{"metadata":{"name":"p0"')
-    table = watch("pods", srv)
-    wait_converged(table, srv, fake, "pods", timeout=40)
-    assert len(f.hits) == 1
+    srv = first_list_page_is(ctx, fake, ["p0", "p1"], b'{"kind":"PodList","apiVersion":"v1",'
+                             b'"metadata":{"resourceVersion":"5"},"items":[{"metadata":{"name":"p0"')
     st = watch_status(srv, "pods")
     assert st["decode_errors"] == 1 and "truncated" in (st["last_error"] or ""), st
 
@@ -170,7 +151,7 @@ def restore_case(ctx, fake, mode):
     """etcd restored from a backup: the RV counter goes back below what the
     client has seen; objects created after the backup are gone."""
     fake.too_large_watch = mode
-    srv, table = start(ctx, fake)
+    srv, table = watched_pods(ctx, fake)
     backup = fake.snapshot()
     for i in range(3):
         fake.create("pods", pod("after-backup-%d" % i))
@@ -200,7 +181,7 @@ def test_etcd_restore_too_large_rv_http_504(ctx, fake):
 
 
 def test_recreated_under_same_name_during_outage(ctx, fake):
-    srv, table = start(ctx, fake)
+    srv, table = watched_pods(ctx, fake)
     old = fake.get("pods", "default", "p1")
     fake.set_down(True)
     fake.delete("pods", "default", "p1")
@@ -216,7 +197,7 @@ def test_recreated_under_same_name_during_outage(ctx, fake):
 
 
 def test_objects_move_out_of_and_into_the_label_selector(ctx, fake):
-    srv, table = start(ctx, fake, label_selector="app=web")
+    srv, table = watched_pods(ctx, fake, label_selector="app=web")
     fake.create("pods", pod("db-0", labels={"app": "db"}))
     sel = dict(label_selector="app=web")
     wait_converged(table, srv, fake, "pods", **sel)
@@ -234,7 +215,7 @@ def test_objects_move_out_of_and_into_the_label_selector(ctx, fake):
 
 
 def test_objects_move_across_the_label_selector_during_an_outage(ctx, fake):
-    srv, table = start(ctx, fake, label_selector="app=web")
+    srv, table = watched_pods(ctx, fake, label_selector="app=web")
     fake.create("pods", pod("db-0", labels={"app": "db"}))
     sel = dict(label_selector="app=web")
     wait_converged(table, srv, fake, "pods", **sel)

@@ -3,23 +3,13 @@ malformed and instantly closed watches against the fake API server
 (test/fakeapi).  Every test ends with the mirror equal to the fake's store,
 object by object, and checks what the client asked for next."""
 from conftest import sql, watch, watch_status, settings  # noqa: F401
-from faults_support import (fake, fake_server, pod, wait_converged, wait_status,  # noqa: F401
+from faults_support import (cut_watch, watched_pods, recovers,
+                            fake, fake_server, pod, wait_converged, wait_status,  # noqa: F401
                             worker_requests, not_probe)
 
 
-def start(ctx, fake, n=3, **kw):
-    """n pods, a watch on them, converged and watching; returns (server, table)."""
-    srv = fake_server(ctx, fake)
-    for i in range(n):
-        fake.create("pods", pod("p%d" % i))
-    table = watch("pods", srv, **kw)
-    wait_status(srv, "pods", lambda s: s["state"] == "watching", msg="watching")
-    wait_converged(table, srv, fake, "pods")
-    return srv, table
-
-
 def test_drop_watch_mid_event_resumes_from_last_applied_rv(ctx, fake):
-    srv, table = start(ctx, fake)
+    srv, table = watched_pods(ctx, fake)
     lists = len(worker_requests(fake, "list"))
     f = fake.inject("drop", on="watch", after_events=1, mid_event=True)
     # the open watch sees these; the fault hits the next watch, so cut the current one
@@ -40,14 +30,8 @@ def test_drop_watch_mid_event_resumes_from_last_applied_rv(ctx, fake):
     assert b["metadata"]["resourceVersion"] == watch_status(srv, "pods")["resource_version"]
 
 
-def cut_watch(fake):
-    """Ends the open watch (a brief outage), so that a fault injected now hits the next one."""
-    fake.set_down(True)
-    fake.set_down(False)
-
-
 def test_drop_watch_before_headers_backs_off_and_rewatches(ctx, fake):
-    srv, table = start(ctx, fake)
+    srv, table = watched_pods(ctx, fake)
     lists = len(worker_requests(fake, "list"))
     f = fake.inject("drop", on="watch", after_events=0, mid_event=False, times=2)
     cut_watch(fake)
@@ -60,7 +44,7 @@ def test_drop_watch_before_headers_backs_off_and_rewatches(ctx, fake):
 
 def test_stalled_watch_is_resumed_after_inactivity_timeout(ctx, fake, settings):
     settings(inactivity_timeout="2s")
-    srv, table = start(ctx, fake)
+    srv, table = watched_pods(ctx, fake)
     f = fake.inject("stall", on="watch", after_events=0)
     cut_watch(fake)
     new = fake.create("pods", pod("during-stall"))
@@ -90,7 +74,7 @@ def test_stalled_list_is_started_over(ctx, fake, settings):
 
 
 def test_event_split_across_many_chunks(ctx, fake):
-    srv, table = start(ctx, fake)
+    srv, table = watched_pods(ctx, fake)
     f = fake.inject("split", on="watch", chunk_bytes=7)
     cut_watch(fake)
     for i in range(3):
@@ -103,7 +87,7 @@ def test_event_split_across_many_chunks(ctx, fake):
 
 
 def test_many_events_packed_into_one_chunk(ctx, fake):
-    srv, table = start(ctx, fake)
+    srv, table = watched_pods(ctx, fake)
     f = fake.inject("pack", on="watch", events=6)
     cut_watch(fake)
     for i in range(4):
@@ -119,7 +103,7 @@ def malformed_case(ctx, fake, data, what):
     """The stream carries one good event, then `data`: the good event is
     applied, the stream abandoned (a decode error), and the watch resumes from
     the good event's resourceVersion."""
-    srv, table = start(ctx, fake)
+    srv, table = watched_pods(ctx, fake)
     before = watch_status(srv, "pods")
     f = fake.inject("raw", on="watch", after_events=1, data=data)
     cut_watch(fake)
@@ -144,7 +128,7 @@ def malformed_case(ctx, fake, data, what):
 def test_persistently_malformed_watch_relists(ctx, fake):
     """The same malformed stream on every watch: after 3 attempts from the
     last good RV, a relist (PROTOCOL 13)."""
-    srv, table = start(ctx, fake)
+    srv, table = watched_pods(ctx, fake)
     f = fake.inject("raw", on="watch", times=3, data=b'{"type":"ADDED","object":{"metadata":{"name":"x"}}\n')
     cut_watch(fake)
     fake.create("pods", pod("after"))
@@ -177,7 +161,7 @@ def test_event_without_object_in_watch_stream(ctx, fake):
 
 
 def test_very_short_watches_back_off(ctx, fake):
-    srv, table = start(ctx, fake)
+    srv, table = watched_pods(ctx, fake)
     f = fake.inject("short_watch", on="watch", times=None)
     cut_watch(fake)
     st = wait_status(srv, "pods", lambda s: "without events" in (s["last_error"] or ""),
@@ -187,15 +171,12 @@ def test_very_short_watches_back_off(ctx, fake):
     hits = [r.at for r in f.hits]
     gaps = [b - a for a, b in zip(hits[2:], hits[3:])]
     assert not gaps or max(gaps) >= 0.15, gaps   # kwatch.backoff_initial is 200ms in tests
-    fake.clear_faults()
-    fake.create("pods", pod("after-short"))
-    wait_converged(table, srv, fake, "pods", timeout=40)
-    wait_status(srv, "pods", lambda s: s["state"] == "watching")
+    recovers(fake, srv, table, "after-short")
 
 
 def test_watch_timeout_rewatches_from_last_rv(ctx, fake, settings):
     settings(watch_timeout="1s")
-    srv, table = start(ctx, fake)
+    srv, table = watched_pods(ctx, fake)
     lists = len(worker_requests(fake, "list"))
     fake.wait_for_request(lambda r: r.kind == "watch" and r.resource == "pods"
                           and r.status == 200 and len(worker_requests(fake, "watch")) >= 3,
@@ -211,7 +192,7 @@ def test_no_bookmarks_then_compaction_relists(ctx, fake, settings):
     and the watch relists (PROTOCOL 15, 16)."""
     settings(watch_timeout="1s")
     fake.bookmark_interval = None
-    srv, table = start(ctx, fake)
+    srv, table = watched_pods(ctx, fake)
     quiet_rv = watch_status(srv, "pods")["resource_version"]
     for i in range(3):
         fake.create("namespaces", {"metadata": {"name": "ns-%d" % i}})   # other resource
@@ -229,7 +210,7 @@ def test_bookmarks_move_the_resume_point(ctx, fake, settings):
     then costs no relist."""
     settings(watch_timeout="1s")
     fake.bookmark_interval = 0.3
-    srv, table = start(ctx, fake)
+    srv, table = watched_pods(ctx, fake)
     fake.create("namespaces", {"metadata": {"name": "bm-other"}})   # RV moves, no pod event
     rv = fake.resource_version
     st = wait_status(srv, "pods", lambda s: s["resource_version"] == rv and s["bookmarks"] > 0,
@@ -246,7 +227,7 @@ def test_bookmarks_move_the_resume_point(ctx, fake, settings):
 
 
 def test_watch_too_old_error_event_relists(ctx, fake):
-    srv, table = start(ctx, fake)
+    srv, table = watched_pods(ctx, fake)
     f = fake.inject("too_old", on="watch")
     cut_watch(fake)
     fake.create("pods", pod("after-410"))
@@ -257,7 +238,7 @@ def test_watch_too_old_error_event_relists(ctx, fake):
 
 
 def test_watch_too_old_http_410_relists(ctx, fake):
-    srv, table = start(ctx, fake)
+    srv, table = watched_pods(ctx, fake)
     f = fake.inject("too_old", on="watch", http=True)
     cut_watch(fake)
     fake.create("pods", pod("after-410"))

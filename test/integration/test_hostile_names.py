@@ -11,7 +11,7 @@ import json
 from psycopg2 import sql as pgsql
 
 import conftest
-from conftest import (assert_table_matches_server, kubectl, sql, sql_one, wait_until,
+from conftest import (assert_table_matches_server, crd_manifest, kubectl, sql, sql_one, wait_until,
                       wait_watching, watch, watch_error, watch_status)
 from live_support import foreign_tables, import_schema
 
@@ -66,18 +66,7 @@ def test_sql_in_resource_names_and_selectors_is_just_text(ctx):
 
 
 def widget_crd(group):
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "hostilewidgets." + group},
-        "spec": {
-            "group": group, "scope": "Namespaced",
-            "names": {"plural": "hostilewidgets", "singular": "hostilewidget", "kind": "HostileWidget"},
-            "versions": [{"name": "v1", "served": True, "storage": True,
-                          "schema": {"openAPIV3Schema": {"type": "object",
-                                                         "x-kubernetes-preserve-unknown-fields": True}}}],
-        },
-    }
+    return crd_manifest(group, "hostilewidgets", "HostileWidget")
 
 
 def test_long_crd_groups_and_hostile_label_values_through_import_and_explain(ctx):

@@ -367,18 +367,24 @@ def test_errors(ctx):
             sql("DROP FOREIGN TABLE IF EXISTS %s_%s" % (t, x))
 
 
+def stalled_table(ctx, stalled):
+    """A live pods table on a server whose API server (a StalledServer) never answers."""
+    name = ctx.base + "-stalled"
+    sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
+                  " use_remote_estimate 'false', allow_insecure_http 'true')").format(
+        pgsql.Identifier(name), pgsql.Literal("http://127.0.0.1:%d" % stalled.port)))
+    ctx.servers.append(name)
+    table = schema_for(ctx, "_stalled")
+    make_table(name, table, "pods", ", api_version 'v1', namespaced 'true'")
+    return table
+
+
 def test_cancel_interrupts_a_list_in_flight(ctx):
     """statement_timeout ends a LIST whose server never answers, long before
     kwatch.inactivity_timeout (120 s) would."""
     stalled = StalledServer()
-    name = ctx.base + "-stalled"
     try:
-        sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
-                      " use_remote_estimate 'false', allow_insecure_http 'true')").format(
-            pgsql.Identifier(name), pgsql.Literal("http://127.0.0.1:%d" % stalled.port)))
-        ctx.servers.append(name)
-        table = schema_for(ctx, "_stalled")
-        make_table(name, table, "pods", ", api_version 'v1', namespaced 'true'")
+        table = stalled_table(ctx, stalled)
         conn = conftest.PG.connect()
         try:
             sql("SET statement_timeout = '1s'", conn=conn)
@@ -507,14 +513,8 @@ def test_stalled_server_times_out_clearly(ctx, settings):
     """Without a statement_timeout, kwatch.inactivity_timeout ends a LIST
     that receives nothing, with an error that says so."""
     stalled = StalledServer()
-    name = ctx.base + "-stalled"
     try:
-        sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
-                      " use_remote_estimate 'false', allow_insecure_http 'true')").format(
-            pgsql.Identifier(name), pgsql.Literal("http://127.0.0.1:%d" % stalled.port)))
-        ctx.servers.append(name)
-        table = schema_for(ctx, "_stalled")
-        make_table(name, table, "pods", ", api_version 'v1', namespaced 'true'")
+        table = stalled_table(ctx, stalled)
         settings(inactivity_timeout=2)
         e = sql_error("SELECT * FROM %s" % table)
         assert e.pgcode == "HV00N", e.pgerror

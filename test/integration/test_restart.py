@@ -1,11 +1,11 @@
 """PostgreSQL restarts: resume from the checkpoint, or relist after a 410."""
 import os
 import shutil
-import threading
-import time
 
 import conftest
+from postgres import Reader
 from conftest import (assert_table_matches_server, create_pods, kubectl, kubectl_json, row_uids,
+                      watched_namespace,
                       sql_one, wait_until, wait_watching, watch, watch_status)
 
 
@@ -14,40 +14,26 @@ def checkpoint(server, resource="pods"):
                    " WHERE server = %s AND resource = %s", (server, resource))
 
 
-class RowSetReader(threading.Thread):
+class RowSetReader(Reader):
     """Reads the uid set of one cluster's rows in a loop, in its own
     connection, collecting every distinct set it sees (PROTOCOL 23: a relist
     must never show a reader a half-replaced table)."""
 
     def __init__(self, table, cluster):
-        super().__init__(daemon=True)
+        super().__init__()
         self.table, self.cluster = table, cluster
-        self.conn = conftest.PG.connect()
         self.seen = []
-        self.stop = threading.Event()
-        self.error = None
-        self.read()  # the state before the thread runs
+        self.read_once()  # the state before the thread runs
 
-    def read(self):
+    def read_once(self):
         with self.conn.cursor() as cur:
             cur.execute("SELECT uid FROM %s WHERE cluster = %%s" % self.table, (self.cluster,))
             rows = frozenset(r[0] for r in cur.fetchall())
         if not self.seen or self.seen[-1] != rows:
             self.seen.append(rows)
 
-    def run(self):
-        try:
-            while not self.stop.is_set():
-                self.read()
-                time.sleep(0.005)
-        except Exception as e:  # reported by finish()
-            self.error = e
-
     def finish(self):
-        self.stop.set()
-        self.join(10)
-        self.conn.close()
-        assert self.error is None, self.error
+        super().finish()
         return self.seen
 
 
@@ -151,13 +137,7 @@ def test_relist_after_410_removes_objects_deleted_in_the_gap(ctx, settings):
 
 def test_apiserver_restart_while_watching(ctx):
     cluster = conftest.CLUSTER
-    ns = ctx.namespace()
-    srv = ctx.server()
-    pods = ["pods", "-n", ns]
-    create_pods(ns, {"a": {}})
-    table = watch("pods", srv, namespace=ns)
-    wait_watching(srv, "pods")
-    assert_table_matches_server(table, srv, pods)
+    ns, srv, table, pods = watched_namespace(ctx, "pods", lambda ns: create_pods(ns, {"a": {}}))
     errors_before = watch_status(srv, "pods")["http_errors"]
 
     cluster.restart_apiserver()
@@ -211,12 +191,7 @@ def process_gone(pid):
 
 def test_crash_recovery_resumes_from_checkpoint(ctx):
     pg = conftest.PG
-    ns = ctx.namespace()
-    srv = ctx.server()
-    pods = ["pods", "-n", ns]
-    create_pods(ns, {"a": {}})
-    table = watch("pods", srv, namespace=ns)
-    wait_watching(srv, "pods")
+    ns, srv, table, pods = watched_namespace(ctx, "pods", lambda ns: create_pods(ns, {"a": {}}))
     kubectl("label", "pod", "a", "-n", ns, "step=1")
     assert_table_matches_server(table, srv, pods)
     rv = kubectl_json("get", "pod", "a", "-n", ns)["metadata"]["resourceVersion"]
