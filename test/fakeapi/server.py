@@ -787,6 +787,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         Returns its path without a trailing slash."""
         fake = self.fake
         req = self.req = Request("GET", self.path)
+        req.headers = list(self.headers.items())  # (name, value), repeats kept
         self._fault_spent = False
         with fake.lock:
             fake.requests.append(req)

@@ -12,6 +12,7 @@ import pytest
 from psycopg2 import sql as pgsql
 
 import conftest
+from faults_support import fake  # noqa: F401
 from auth_support import (EXEC_V1, EXEC_V1BETA1, WRONG_HOST, exec_plugin, make_proxy,  # noqa: F401
                           tls_files, tls_forwarder, webhook_log_size, webhook_reviews)
 from conftest import (assert_table_matches_server, kubectl, sql, sql_one, wait_until,
@@ -293,3 +294,31 @@ def test_rotated_client_certificate_is_used_without_restart(ctx, tls_files, tmp_
     watch("configmaps", name, namespace=ns)
     wait_watching(name, "configmaps")
     assert_table_matches_server("k8s.configmaps", name, ["configmaps", "-n", ns])
+
+
+def test_impersonation_headers(ctx, fake):
+    """Server options impersonate_user/uid/groups become Impersonate-*
+    headers on every request (client-go impersonatingRoundTripper); the fake
+    API server records them (the real one would need RBAC to show them)."""
+    from faults_support import fake_server, pod
+    srv = fake_server(ctx, fake)
+    sql(pgsql.SQL("ALTER SERVER {} OPTIONS (ADD impersonate_user 'jane@example.com',"
+                  " ADD impersonate_uid 'u-42', ADD impersonate_groups 'devs, system:authenticated')")
+        .format(pgsql.Identifier(srv)))
+    fake.create("pods", pod("p0"))
+    watch("pods", srv)
+    wait_watching(srv, "pods")
+    reqs = [r for r in fake.requests if r.resource == "pods"]
+    assert reqs
+    for r in reqs:
+        h = [(k.lower(), v) for k, v in r.headers]
+        assert ("impersonate-user", "jane@example.com") in h, h
+        assert ("impersonate-uid", "u-42") in h, h
+        assert [v for k, v in h if k == "impersonate-group"] == ["devs", "system:authenticated"], h
+
+    e = None
+    try:
+        sql(pgsql.SQL("ALTER SERVER {} OPTIONS (DROP impersonate_user)").format(pgsql.Identifier(srv)))
+    except Exception as ex:  # groups without a user to impersonate
+        e = ex
+    assert e is not None and "require option \"impersonate_user\"" in str(e), e
