@@ -317,7 +317,11 @@ exec_info(KwClusterConfig *cfg)
 	return buf.data;
 }
 
-/* entry_key: what identifies a cached credential (client-go cacheKey). */
+/*
+ * entry_key: what identifies a cached credential: the plugin configuration
+ * and the cluster it is told about (client-go exec.go cacheKey), so that
+ * KUBERNETES_EXEC_INFO is built once per entry.
+ */
 static char *
 entry_key(KwClusterConfig *cfg)
 {
@@ -335,6 +339,13 @@ entry_key(KwClusterConfig *cfg)
 
 		appendStringInfo(&k, "e:%s=%s\n", kv->key, kv->value);
 	}
+	if (cfg->exec->provide_cluster_info)
+		appendStringInfo(&k, "c:%s\n%s\n%s\n%s\n%d\n",
+						 cfg->tls_server_name ? cfg->tls_server_name : "",
+						 cfg->proxy_url ? cfg->proxy_url : "",
+						 cfg->ca_file ? cfg->ca_file : "",
+						 cfg->ca_data ? cfg->ca_data : "",
+						 cfg->insecure_skip_tls_verify);
 	return k.data;
 }
 
@@ -354,11 +365,12 @@ find_entry(KwClusterConfig *cfg)
 		e = palloc0(sizeof(ExecEntry));
 		e->key = pstrdup(key);
 		e->exec = kw_exec_config_copy(cfg->exec);
+		e->exec_info = exec_info(cfg);
 		e->next = exec_entries;
 		exec_entries = e;
 		MemoryContextSwitchTo(old);
 	}
-	/* the newest configuration's names and cluster info are the ones used */
+	/* the server name in messages: the newest one to use the entry */
 	if (e->server_name == NULL || strcmp(e->server_name, cfg->server_name ? cfg->server_name : "") != 0)
 	{
 		if (e->server_name)
@@ -366,9 +378,6 @@ find_entry(KwClusterConfig *cfg)
 		e->server_name = MemoryContextStrdup(TopMemoryContext,
 											 cfg->server_name ? cfg->server_name : "");
 	}
-	if (e->exec_info)
-		pfree(e->exec_info);
-	e->exec_info = MemoryContextStrdup(TopMemoryContext, exec_info(cfg));
 	pfree(key);
 	return e;
 }

@@ -989,13 +989,9 @@ kwatch_server_config(PG_FUNCTION_ARGS)
 						 list_length(cfg->exec->args));
 		foreach(lc, cfg->exec->env)
 		{
-			StringInfoData n;
-
-			initStringInfo(&n);
-			kw_json_string(&n, "", ((KwKeyValue *) lfirst(lc))->key);
-			/* kw_json_string wrote `"": "NAME"`: keep the value only */
-			appendStringInfo(&x, "%s%s", foreach_current_index(lc) ? ", " : "",
-							 strchr(n.data, ':') + 2);
+			if (foreach_current_index(lc) > 0)
+				appendStringInfoString(&x, ", ");
+			escape_json(&x, ((KwKeyValue *) lfirst(lc))->key);
 		}
 		appendStringInfoString(&x, "]}");
 		appendStringInfo(&buf, ", \"exec\": %s", x.data);

@@ -221,7 +221,7 @@ set_headers(KwHttpTransfer *t, KwClusterConfig *cfg, KwCredential *cred)
 	ListCell   *lc;
 
 	t->headers = curl_slist_append(NULL, "Accept: application/json");
-	if (cred->token && !(cred->client_cert_data && cfg->exec && cred->token == NULL))
+	if (cred->token)
 		add_header(t, "Authorization", psprintf("Bearer %s", cred->token));
 	if (cfg->as_user)
 		add_header(t, "Impersonate-User", cfg->as_user);

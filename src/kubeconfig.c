@@ -889,31 +889,7 @@ kc_collect_entries(const char *path, const char *dir, yaml_document_t *doc,
 						(errcode(ERRCODE_CONFIG_FILE_ERROR),
 						 errmsg("\"%s\" of %s \"%s\" in kubeconfig file \"%s\" must be a mapping",
 								innername, innername, e->name, path)));
-			for (pair = inner->data.mapping.pairs.start;
-				 pair < inner->data.mapping.pairs.top; pair++)
-			{
-				yaml_node_t *k = yaml_document_get_node(doc, pair->key);
-				yaml_node_t *v = yaml_document_get_node(doc, pair->value);
-				KcField    *f;
-
-				if (k == NULL || v == NULL || k->type != YAML_SCALAR_NODE)
-					continue;
-				f = palloc0(sizeof(KcField));
-				f->key = kc_scalar(path, k, "key");
-				if (f->key == NULL)
-					continue;
-				if (v->type == YAML_SCALAR_NODE)
-				{
-					f->value = kc_scalar(path, v, f->key);
-					f->present = (f->value != NULL);
-				}
-				else
-				{
-					f->present = true;
-					f->node = kc_copy_node(path, doc, v, 0);
-				}
-				e->fields = lappend(e->fields, f);
-			}
+			e->fields = kc_copy_node(path, doc, inner, 0)->pairs;
 		}
 
 		result = lappend(result, e);

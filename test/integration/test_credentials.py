@@ -30,6 +30,21 @@ def kubeconfig_server(ctx, path, suffix="", **options):
     return name
 
 
+def cert_server(ctx, suffix, crt, key):
+    """A server on the test cluster whose user mapping authenticates with the
+    client certificate and key files crt, key; returns its name."""
+    name = ctx.base + suffix
+    sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
+                  " certificate_authority {})").format(
+        pgsql.Identifier(name), pgsql.Literal(conftest.CLUSTER.server),
+        pgsql.Literal(conftest.CLUSTER.ca)))
+    ctx.servers.append(name)
+    sql(pgsql.SQL("CREATE USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS"
+                  " (client_certificate {}, client_key {})").format(
+        pgsql.Identifier(name), pgsql.Literal(str(crt)), pgsql.Literal(str(key))))
+    return name
+
+
 def configmaps(ns, *names, **data):
     kubectl("apply", "-f", "-", input=conftest.configmaps_doc(ns, names, **data))
 
@@ -247,21 +262,13 @@ def test_tls_failures_name_the_server_and_the_cause(ctx, tls_forwarder, tls_file
             wait_watching(fixed, "configmaps")
 
     crt, key = tls_files.unknown_client
-    name = ctx.base + "-client"
-    sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
-                  " certificate_authority {})").format(
-        pgsql.Identifier(name), pgsql.Literal(conftest.CLUSTER.server),
-        pgsql.Literal(conftest.CLUSTER.ca)))
-    ctx.servers.append(name)
-    sql(pgsql.SQL("CREATE USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS"
-                  " (client_certificate {}, client_key {})").format(
-        pgsql.Identifier(name), pgsql.Literal(crt), pgsql.Literal(key)))
+    name = cert_server(ctx, "-client", crt, key)
     e = watch_error("configmaps", name, namespace=ns)
     assert e.pgcode == "28000", e.pgerror
     assert "client certificate" in (e.diag.message_hint or ""), e.pgerror
 
 
-def test_rotated_client_certificate_is_used_without_restart(ctx, tls_files, tmp_path_factory):
+def test_rotated_client_certificate_is_used_without_restart(ctx, tls_files):
     """Client certificate and key files are read again when they change: a
     watch failing with a certificate the server rejects recovers once the
     files hold a good one, with no restart and no ALTER."""
@@ -274,15 +281,7 @@ def test_rotated_client_certificate_is_used_without_restart(ctx, tls_files, tmp_
         dst.write_bytes(open(src, "rb").read())
         dst.chmod(0o644)
     ns = ctx.namespace()
-    name = ctx.base
-    sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
-                  " certificate_authority {})").format(
-        pgsql.Identifier(name), pgsql.Literal(conftest.CLUSTER.server),
-        pgsql.Literal(conftest.CLUSTER.ca)))
-    ctx.servers.append(name)
-    sql(pgsql.SQL("CREATE USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS"
-                  " (client_certificate {}, client_key {})").format(
-        pgsql.Identifier(name), pgsql.Literal(str(crt)), pgsql.Literal(str(key))))
+    name = cert_server(ctx, "", crt, key)
     e = watch_error("configmaps", name, namespace=ns)
     assert e.pgcode == "28000", e.pgerror
     for src, dst in ((good_crt, crt), (good_key, key)):
