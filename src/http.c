@@ -560,7 +560,7 @@ kw_http_get(KwClusterConfig *cfg, const char *path, KwHttpResponse *resp)
 	{
 		KwHttpTransfer *volatile t = NULL;
 		char	   *url = psprintf("%s%s", cfg->api_server, path);
-		TimestampTz started = GetCurrentTimestamp();
+		volatile TimestampTz started = 0;
 
 		memset(resp, 0, sizeof(*resp));
 		initStringInfo(&resp->body);
@@ -572,6 +572,8 @@ kw_http_get(KwClusterConfig *cfg, const char *path, KwHttpResponse *resp)
 			CURLcode	rc;
 
 			t = kw_http_transfer_create(cfg, url, false, sync_feed, &resp->body, NULL);
+			/* after the credential was obtained (by the transfer's headers) */
+			started = GetCurrentTimestamp();
 			easy = (CURL *) t->easy;
 			curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
 			curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, sync_progress_cb);

@@ -186,9 +186,10 @@ start_page(KwLiveScan *scan, const char *continue_token)
 	scan->curlcode = CURLE_OK;
 
 	elog(DEBUG1, "kwatch: live scan of %s: GET %s", scan->what, scan->url);
-	scan->page_started = GetCurrentTimestamp();
 	scan->handle = kw_http_transfer_create(scan->cfg, scan->url, true,
 										   scan_feed, scan, scan->cxt);
+	/* after the credential was obtained (by the transfer's headers) */
+	scan->page_started = GetCurrentTimestamp();
 	easy = (CURL *) scan->handle->easy;
 	if (curl_multi_add_handle(scan->multi, easy) != CURLM_OK)
 		ereport(ERROR,

@@ -6,7 +6,7 @@
 # plane (or uses $KWATCH_DEMO_KUBECONFIG, set by `make demo KUBECONFIG=...`),
 # creates a small workload, watches pods, replicasets, deployments and
 # namespaces, shows live queries and notifications, and leaves it all
-# running.  Writes .demo/env so that `. .demo/env; psql` and `kubectl get
+# running.  Writes .demo/env ($KWATCH_DEMO_ENV) so that `. .demo/env; psql` and `kubectl get
 # pods -A` work.
 #
 # Server state lives in $KWATCH_DEMO_DIR (default /var/tmp/kwatch-demo): the
@@ -15,14 +15,36 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
 state=${KWATCH_DEMO_DIR:-/var/tmp/kwatch-demo}
+envfile=${KWATCH_DEMO_ENV:-.demo/env}
 . test/lib.sh
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
+# server_kubeconfig KUBECONFIG: the PostgreSQL server (the postgres OS user)
+# cannot read your ~/.kube: writes one self-contained copy of KUBECONFIG (a
+# path or a :-separated list, merged as kubectl merges them; certificate
+# files embedded by `kubectl config view --flatten`; exec plugin entries kept
+# as they are) to $state/kubeconfig, readable by postgres alone, and prints
+# its path.  Says which exec plugins the server will run, and as whom.
+server_kubeconfig() {
+  local out="$state/kubeconfig"
+  KUBECONFIG=$1 kubectl config view --raw --flatten >"$out.tmp"
+  chmod 600 "$out.tmp"
+  $SUDO chown postgres: "$out.tmp"
+  mv "$out.tmp" "$out"
+  local cmds
+  cmds=$(KUBECONFIG=$1 kubectl config view -o jsonpath='{range .users[*]}{.user.exec.command}{"\n"}{end}' | sort -u | grep . || true)
+  if [ -n "$cmds" ]; then
+    echo "exec credential plugins, run by the PostgreSQL server as the postgres user with" >&2
+    echo "the server's environment (README \"Exec credential plugins\"): $(echo $cmds)" >&2
+  fi
+  echo "$out"
+}
+
 stop() {
   [ -d "$state/pg" ] && bash test/pg.sh stop "$state/pg" && echo "PostgreSQL stopped"
   [ -d "$state/k8s" ] && bash test/k8s/cluster.sh stop "$state/k8s" >/dev/null 2>&1 && echo "control plane stopped"
-  rm -f .demo/env
+  rm -f "$envfile"
   true
 }
 
@@ -31,12 +53,14 @@ start() {
   build_and_install
   echo "installed into $(pg_config --pkglibdir)"
 
-  mkdir -p "$state" .demo
+  mkdir -p "$state" "$(dirname "$envfile")"
   chmod 755 "$state"
   if [ -n "${KWATCH_DEMO_KUBECONFIG:-}" ]; then
     say "2/7 using your cluster: $KWATCH_DEMO_KUBECONFIG"
-    kubeconfig=$(realpath "$KWATCH_DEMO_KUBECONFIG")
-    kubectl --kubeconfig "$kubeconfig" version >/dev/null
+    # a path or a :-separated list, as $KUBECONFIG; kubectl runs its exec plugin as you
+    kubeconfig=$KWATCH_DEMO_KUBECONFIG
+    KUBECONFIG=$kubeconfig kubectl version >/dev/null
+    pg_kubeconfig=$(server_kubeconfig "$kubeconfig")
     local_cluster=0
   else
     say "2/7 local Kubernetes control plane (etcd + kube-apiserver + controller-manager 1.20)"
@@ -44,6 +68,7 @@ start() {
     bash test/k8s/cluster.sh start "$state/k8s"
     chmod -R a+rX "$state/k8s"
     kubeconfig="$state/k8s/kubeconfig"
+    pg_kubeconfig=$kubeconfig
     local_cluster=1
   fi
   export KUBECONFIG=$kubeconfig
@@ -53,7 +78,7 @@ start() {
   echo "$port" >"$state/pgport"
   bash test/pg.sh start "$state/pg" "$port" app
   export PGHOST="$state/pg" PGPORT=$port PGDATABASE=app PGUSER=postgres
-  cat >.demo/env <<ENV
+  cat >"$envfile" <<ENV
 export PGHOST='$PGHOST'
 export PGPORT=$PGPORT
 export PGDATABASE=app
@@ -87,7 +112,7 @@ ENV
 CREATE EXTENSION IF NOT EXISTS kwatch;
 DO \$\$ BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_foreign_server WHERE srvname = 'demo') THEN
-    EXECUTE format('CREATE SERVER demo FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig %L)', '$kubeconfig');
+    EXECUTE format('CREATE SERVER demo FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig %L)', '$pg_kubeconfig');
   END IF;
 END \$\$;
 SELECT kwatch.watch('pods', server => 'demo');

@@ -25,6 +25,9 @@ touching the kubeconfig:
     cert         null          {"cert_file": F, "key_file": K}: answer clientCertificateData/
                                clientKeyData (PEM) instead of a token
     token        null          "text": answer this token instead of a minted one
+    revoked_runs 0             the first N runs of this log answer a well-formed,
+                               unexpired token signed with a wrong secret: one the
+                               webhook refuses (bad-signature), as a revoked token is
     api_version  null          answer this apiVersion instead (a wrong one)
     stderr       null          "text" printed on stderr on success too
     secret_file  null          overrides --secret
@@ -53,6 +56,15 @@ DEFAULT_VERSION = "client.authentication.k8s.io/v1beta1"
 def log(path, obj):
     with open(path, "a") as f:
         f.write(json.dumps(obj) + "\n")
+
+
+def run_count(path):
+    """How many runs the log FILE holds already (its "start" lines)."""
+    try:
+        with open(path) as f:
+            return sum(1 for line in f if '"event": "start"' in line)
+    except FileNotFoundError:
+        return 0
 
 
 def rfc3339(t):
@@ -84,6 +96,7 @@ def main():
     env = {k: v for k, v in os.environ.items()
            if k in names or k.startswith(("KWEXEC_", "KWATCH_"))}
     pid = os.getpid()
+    ordinal = run_count(args.log)
     log(args.log, {"event": "start", "time": rfc3339(start), "unix": start, "pid": pid,
                    "uid": os.getuid(), "argv": sys.argv, "exec_info": info, "env": env,
                    "stdin_isatty": os.isatty(0), "stdout_isatty": os.isatty(1), "control": ctl})
@@ -122,13 +135,17 @@ def main():
     else:
         user = ctl.get("user", "exec-user")
         token = ctl.get("token")
+        revoked = token is None and ordinal < int(ctl.get("revoked_runs", 0))
         if token is None:
             with open(ctl.get("secret_file") or args.secret) as f:
                 secret = f.read().strip()
+            if revoked:
+                secret = "revoked-" + secret
             mac = hmac.new(secret.encode(), ("%s|%d" % (user, expiry)).encode(), hashlib.sha256)
             token = "kwexec.%s.%d.%s" % (user, expiry, mac.hexdigest())
         status["token"] = token
         done.update(outcome="token", api_version=version, user=user, expiry=expiry,
+                    revoked=revoked,
                     token_sha256=hashlib.sha256(token.encode()).hexdigest()[:16])
     log(args.log, done)
     if ctl.get("stderr"):

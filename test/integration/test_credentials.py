@@ -9,11 +9,12 @@ import json
 import time
 
 import pytest
+import yaml
 from psycopg2 import sql as pgsql
 
 import conftest
 from faults_support import fake  # noqa: F401
-from auth_support import (EXEC_V1, EXEC_V1BETA1, WRONG_HOST, exec_plugin, make_proxy,  # noqa: F401
+from auth_support import (EXEC_V1, EXEC_V1BETA1, WRONG_HOST, ExecPlugin, exec_plugin, make_proxy,  # noqa: F401
                           tls_files, tls_forwarder, webhook_log_size, webhook_reviews)
 from conftest import (assert_table_matches_server, kubectl, sql, sql_one, wait_until,
                       wait_watching, watch, watch_error, watch_status)
@@ -142,6 +143,48 @@ def test_failing_plugin_fails_only_its_watches(ctx, exec_plugin, settings):
     exec_plugin.update(fail=None)
     wait_watching(srv, "configmaps", timeout=60)
     assert_table_matches_server("k8s.configmaps", srv, ["configmaps", "-n", ns])
+
+
+def test_rejected_token_runs_the_plugin_once_more(ctx, exec_plugin, settings):
+    """A token the API server answers 401 to (revoked: the webhook refuses its
+    signature though it has not expired) is dropped and the plugin runs once
+    more, as client-go's exec authenticator does after a 401: in watch()'s
+    probe and in the worker, which stays watching.  A plugin that hands out
+    only refused tokens fails the request (28000) after exactly one more run."""
+    settings(watch_timeout=3)  # re-watches every 3-6 s: the next request meets the bad token
+    user = "r" + ctx.base[-8:].replace("-", "")
+    exec_plugin.control(ttl=12, user=user, revoked_runs=1)
+    ns = ctx.namespace()
+    srv = kubeconfig_server(ctx, exec_plugin.kubeconfig())
+    configmaps(ns, "a")
+    since = webhook_log_size()
+    watch("configmaps", srv, namespace=ns)  # the probe: run 0 revoked -> 401 -> run 1
+    runs = [r["done"] for r in exec_plugin.runs()]
+    assert runs[0]["revoked"] and not runs[1]["revoked"], runs
+    wait_watching(srv, "configmaps")
+
+    # the worker's next run (its refresh ahead of expiry) hands out a revoked token
+    n = len(exec_plugin.runs())
+    exec_plugin.update(revoked_runs=n + 1)
+
+    def recovered():
+        rs = exec_plugin.runs()[n:]
+        bad = [i for i, r in enumerate(rs) if r["done"] and r["done"]["revoked"]]
+        return bad and any(r["done"] and not r["done"]["revoked"] for r in rs[bad[0] + 1:])
+    wait_until(recovered, timeout=60, msg="the worker refreshed past a revoked token")
+    reasons = {r["reason"] for r in webhook_reviews(since=since, user=user)}
+    assert {"bad-signature", "ok"} <= reasons, reasons
+    configmaps(ns, "b")
+    assert_table_matches_server("k8s.configmaps", srv, ["configmaps", "-n", ns])
+    assert watch_status(srv, "configmaps")["state"] == "watching"
+
+    # every token refused (a plugin of its own, which no watch runs): one more run, then the error
+    refused = ExecPlugin(exec_plugin.dir.name + "-refused")
+    refused.control(ttl=300, user=user, revoked_runs=10 ** 6)
+    other = kubeconfig_server(ctx, refused.kubeconfig(), "-refused")
+    e = watch_error("configmaps", other, namespace=ns)
+    assert e.pgcode == "28000", e.pgerror
+    assert [r["done"]["revoked"] for r in refused.runs()] == [True, True], refused.runs()
 
 
 def test_plugin_errors_are_clear(ctx, exec_plugin):
@@ -321,3 +364,81 @@ def test_impersonation_headers(ctx, fake):
     except Exception as ex:  # groups without a user to impersonate
         e = ex
     assert e is not None and "require option \"impersonate_user\"" in str(e), e
+
+
+def test_impersonation_from_kubeconfig(ctx, fake):
+    """A kubeconfig user's as, as-uid, as-groups and as-user-extra become the
+    same Impersonate-* headers, one Impersonate-Extra-<key> per value with
+    the key percent-encoded (client-go transport/round_trippers.go
+    impersonatingRoundTripper, headerKeyEscape)."""
+    from auth_support import _auth_dir
+    from faults_support import pod
+    doc = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
+        "users": [{"name": "impersonator", "user": {
+            "token": "t0k3n", "as": "system:serviceaccount:ops:deployer", "as-uid": "u-7",
+            "as-groups": ["ops", "system:authenticated"],
+            "as-user-extra": {"scopes": ["view", "edit"], "example.com/team": ["sre"]}}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "impersonator"}}],
+    }
+    path = _auth_dir() / ("impersonate-%s.yaml" % ctx.base[-12:])
+    path.write_text(yaml.safe_dump(doc))
+    path.chmod(0o644)
+    name = ctx.base
+    sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig {},"
+                  " allow_insecure_http 'true')").format(pgsql.Identifier(name), pgsql.Literal(str(path))))
+    ctx.servers.append(name)
+    fake.create("pods", pod("p0"))
+    watch("pods", name)
+    wait_watching(name, "pods")
+    reqs = [r for r in fake.requests if r.resource == "pods"]
+    assert reqs
+    for r in reqs:
+        h = [(k.lower(), v) for k, v in r.headers]
+        assert ("authorization", "Bearer t0k3n") in h, h
+        assert ("impersonate-user", "system:serviceaccount:ops:deployer") in h, h
+        assert ("impersonate-uid", "u-7") in h, h
+        assert [v for k, v in h if k == "impersonate-group"] == ["ops", "system:authenticated"], h
+        assert [v for k, v in h if k == "impersonate-extra-scopes"] == ["view", "edit"], h
+        assert [v for k, v in h if k == "impersonate-extra-example.com%2fteam"] == ["sre"], h
+
+
+def test_demo_with_an_exec_plugin_kubeconfig(ctx, exec_plugin):
+    """`make demo KUBECONFIG=<an EKS-style kubeconfig>` works unchanged: its
+    exec plugin (v1, provideClusterInfo, the CA embedded) runs for kubectl as
+    the caller and for the server as postgres, the four demo watches sync
+    and k8s.namespaces holds the cluster's namespaces, uid for uid."""
+    import os
+    import re
+    import psycopg2
+    from conftest import REPO, kubectl_json
+    exec_plugin.control(ttl=600, user="demo" + ctx.base[-6:].replace("-", ""))
+    kc = exec_plugin.kubeconfig(api_version=EXEC_V1, ca_data=True, provide_cluster_info=True)
+    state = conftest.TEST_DIR / "demo-exec"
+    env = dict(os.environ, KWATCH_DEMO_KUBECONFIG=kc, KWATCH_DEMO_DIR=str(state),
+               KWATCH_DEMO_ENV=str(state / "env"))
+    try:
+        out = conftest.run(["bash", REPO / "test/demo.sh", "start"], env=env, timeout=600, check=False)
+        assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+        assert "exec credential plugins, run by the PostgreSQL server as the postgres user" in out.stderr
+        pgenv = dict(re.findall(r"export (PG\w+)='?([^'\n]*)'?", (state / "env").read_text()))
+        conn = psycopg2.connect(host=pgenv["PGHOST"], port=pgenv["PGPORT"],
+                                dbname=pgenv["PGDATABASE"], user=pgenv["PGUSER"])
+        conn.autocommit = True
+        cur = conn.cursor()
+
+        def synced():
+            cur.execute("SELECT count(*) FILTER (WHERE state = 'watching'), count(*) FROM kwatch.watches")
+            return cur.fetchone() == (4, 4)
+        wait_until(synced, timeout=60, msg="the demo's four watches are watching")
+        def namespaces_equal():
+            want = {o["metadata"]["uid"] for o in kubectl_json("get", "namespaces")["items"]}
+            cur.execute("SELECT uid FROM k8s.namespaces")
+            return {r[0] for r in cur.fetchall()} == want
+        wait_until(namespaces_equal, timeout=30, msg="k8s.namespaces = the cluster's")
+        runs = [r for r in exec_plugin.runs() if r["done"]]
+        assert {r["uid"] for r in runs} >= {0, int(conftest.run(["id", "-u", "postgres"]).stdout)}, runs
+        conn.close()
+    finally:
+        conftest.run(["bash", REPO / "test/demo.sh", "stop"], env=env, check=False)
