@@ -23,6 +23,7 @@ OBJS = \
 	src/discovery.o \
 	src/kubeconfig.o \
 	src/fdw_option.o \
+	src/connection.o \
 	src/events.o \
 	src/events_fdw.o \
 	src/live_column.o \

@@ -47,6 +47,23 @@ wake_xact_callback(XactEvent event, void *arg)
 	}
 }
 
+/*
+ * kw_wake_worker_at_commit: arranges for the worker to be woken (reload
+ * registrations, and with them see catalog changes, connection.c) when the
+ * current transaction commits; nothing happens if it aborts.  Any backend;
+ * harmless when kwatch was not preloaded.
+ */
+void
+kw_wake_worker_at_commit(void)
+{
+	if (!callback_registered)
+	{
+		RegisterXactCallback(wake_xact_callback, NULL);
+		callback_registered = true;
+	}
+	wake_pending = true;
+}
+
 PG_FUNCTION_INFO_V1(kwatch_wake_at_commit);
 
 /*
@@ -58,12 +75,7 @@ PG_FUNCTION_INFO_V1(kwatch_wake_at_commit);
 Datum
 kwatch_wake_at_commit(PG_FUNCTION_ARGS)
 {
-	if (!callback_registered)
-	{
-		RegisterXactCallback(wake_xact_callback, NULL);
-		callback_registered = true;
-	}
-	wake_pending = true;
+	kw_wake_worker_at_commit();
 	if (kw_shared == NULL)
 		ereport(WARNING,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

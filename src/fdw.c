@@ -193,36 +193,6 @@ PG_FUNCTION_INFO_V1(kwatch_fdw_handler);
  * ---------------------------------------------------------------------
  */
 
-static char *
-option_string(List *options, const char *name)
-{
-	ListCell   *lc;
-
-	foreach(lc, options)
-	{
-		DefElem    *d = (DefElem *) lfirst(lc);
-
-		if (strcmp(d->defname, name) == 0)
-			return defGetString(d);
-	}
-	return NULL;
-}
-
-static DefElem *
-option_elem(List *options, const char *name)
-{
-	ListCell   *lc;
-
-	foreach(lc, options)
-	{
-		DefElem    *d = (DefElem *) lfirst(lc);
-
-		if (strcmp(d->defname, name) == 0)
-			return d;
-	}
-	return NULL;
-}
-
 /*
  * discover_cached: kw_discover_resource through a per-backend cache of
  * KW_DISCOVERY_TTL_S.  ERRORs 42704 when the cluster does not serve it.
@@ -309,11 +279,11 @@ resolve_table(Oid relid, Oid userid, KwClusterConfig **cfg)
 	ForeignTable *ft = GetForeignTable(relid);
 	ForeignServer *srv = GetForeignServer(ft->serverid);
 	KwLiveTable *t = palloc0(sizeof(KwLiveTable));
-	char	   *resource = option_string(ft->options, "resource");
-	char	   *api_version = option_string(ft->options, "api_version");
-	DefElem    *namespaced = option_elem(ft->options, "namespaced");
-	char	   *kind = option_string(ft->options, "kind");
-	DefElem    *estimate = option_elem(ft->options, "use_remote_estimate");
+	char	   *resource = kw_option_string(ft->options, "resource");
+	char	   *api_version = kw_option_string(ft->options, "api_version");
+	DefElem    *namespaced = kw_get_option(ft->options, "namespaced");
+	char	   *kind = kw_option_string(ft->options, "kind");
+	DefElem    *estimate = kw_get_option(ft->options, "use_remote_estimate");
 	Relation	rel;
 	TupleDesc	desc;
 
@@ -323,11 +293,11 @@ resolve_table(Oid relid, Oid userid, KwClusterConfig **cfg)
 				 errmsg("foreign table \"%s\" has no option \"resource\"",
 						get_rel_name(relid))));
 	if (estimate == NULL)
-		estimate = option_elem(srv->options, "use_remote_estimate");
+		estimate = kw_get_option(srv->options, "use_remote_estimate");
 
 	t->relid = relid;
 	t->server = pstrdup(srv->servername);
-	t->namespace = option_string(ft->options, "namespace");
+	t->namespace = kw_option_string(ft->options, "namespace");
 	t->use_remote_estimate = estimate ? defGetBoolean(estimate) : true;
 	*cfg = kw_cluster_config_for_server(srv->servername, userid);
 
@@ -353,7 +323,7 @@ resolve_table(Oid relid, Oid userid, KwClusterConfig **cfg)
 		t->kind = kind ? pstrdup(kind) : r.kind;
 	}
 	{
-		DefElem    *secret_data = option_elem(ft->options, "secret_data");
+		DefElem    *secret_data = kw_get_option(ft->options, "secret_data");
 
 		t->redact = kw_is_secret_resource(t->api_group, t->plural) &&
 			!(secret_data && defGetBoolean(secret_data));

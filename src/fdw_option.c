@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * fdw_option.c
- *		Options of the kwatch foreign-data wrapper: validation, and turning a
- *		foreign server (plus the user's mapping) into connection settings.
+ *		Options of the kwatch foreign-data wrapper: which exist where, who may
+ *		set them, and which values and combinations are valid (the
+ *		validator), as contrib/postgres_fdw/option.c.  Turning a server and a
+ *		user mapping into connection settings is connection.c's.
  *
  * A kwatch SERVER says where a cluster is, in exactly one of three ways:
  *
@@ -23,13 +25,6 @@
  * be set by roles with the privileges of pg_read_server_files, as file_fdw's
  * "filename": otherwise any user could send the contents of a server file as
  * a bearer token to an API server of their own.
- *
- * Layering, applied by kw_cluster_config_for_server: the source (kubeconfig,
- * in-cluster or api_server) first, then the server's overrides, then the
- * user mapping.  Credentials are replaced as a whole by each layer that has
- * any: a client certificate left over from the kubeconfig would otherwise
- * win over a user mapping's token, since kube-apiserver tries x509
- * authentication before bearer tokens (pkg/kubeapiserver/authenticator).
  *
  * The validator follows contrib/postgres_fdw/option.c: a table of options
  * per catalog, typed values (defGetBoolean), a closest-match hint for typos
@@ -60,9 +55,6 @@
 #include "utils/varlena.h"
 
 #include "kw_common.h"
-
-/* Name of our foreign-data wrapper, as created by the extension script. */
-#define KW_FDW_NAME "kwatch"
 
 /* What an option's value is, and who may set it. */
 #define KW_OPT_BOOL		0x01	/* boolean (defGetBoolean) */
@@ -129,12 +121,6 @@ static const KwFdwOption kw_fdw_options[] = {
 	{NULL, InvalidOid, 0}
 };
 
-/* Options that carry credentials (replaced as a whole by each layer). */
-static const char *const kw_credential_options[] = {
-	"token", "token_file", "client_certificate", "client_key",
-	"client_certificate_data", "client_key_data", NULL
-};
-
 static const KwFdwOption *kw_find_option(const char *keyword, Oid catalog);
 static const char *kw_catalog_name(Oid catalog);
 static void kw_report_invalid_option(const char *keyword, Oid catalog)
@@ -146,20 +132,8 @@ static void kw_check_user_mapping_options(List *options);
 static void kw_check_transport_options(List *options);
 static void kw_check_foreign_table_options(List *options);
 static void kw_check_conflict(List *options, const char *a, const char *b);
-static DefElem *kw_get_option(List *options, const char *name);
-static char *kw_option_string(List *options, const char *name);
-static List *kw_user_mapping_options(Oid userid, ForeignServer *server);
-static KwClusterConfig *cluster_config(const char *server_name, Oid userid,
-									   bool check_transport_rules);
-static void check_transport(const char *server_name, const char *api_server,
-							bool insecure, bool has_ca, bool allow_http);
-static void kw_apply_options(KwClusterConfig *cfg, List *options);
-static char *kw_strip_slashes(const char *url);
-static void kw_json_string(StringInfo buf, const char *key, const char *value);
-static void kw_json_bytes(StringInfo buf, const char *key, const char *data);
 
 PG_FUNCTION_INFO_V1(kwatch_fdw_validator);
-PG_FUNCTION_INFO_V1(kwatch_server_config);
 
 /*
  * kwatch_fdw_validator
@@ -502,7 +476,7 @@ kw_check_server_options(List *options)
  *		(k8s.io/client-go/transport/transport.go: "specifying a root
  *		certificates file with the insecure flag is not allowed"); a plain
  *		http api_server needs allow_insecure_http, since credentials would
- *		travel in clear (check_transport).  Raises
+ *		travel in clear (kw_check_transport).  Raises
  *		ERRCODE_INSUFFICIENT_PRIVILEGE or ERRCODE_INVALID_PARAMETER_VALUE.
  */
 static void
@@ -524,21 +498,22 @@ kw_check_transport_options(List *options)
 					 errmsg("only superusers can set option \"%s\"", weak[i]),
 					 errdetail("It lets credentials reach a server whose identity is not checked or travel in clear.")));
 
-	check_transport(NULL, api_server, weak[0] != NULL,
+	kw_check_transport(NULL, api_server, weak[0] != NULL,
 					kw_get_option(options, "certificate_authority") != NULL,
 					weak[1] != NULL);
 }
 
 /*
- * check_transport: the two transport rules any role is held to, on a
+ * kw_check_transport: the two transport rules any role is held to, on a
  * server's own options (the validator, server_name NULL) and again on the
  * settings it resolves to, which a kubeconfig may have supplied
- * (cluster_config): no skipping TLS verification with a CA, no plain http
- * API server without allow_insecure_http.  Raises
- * ERRCODE_INVALID_PARAMETER_VALUE.
+ * (connection.c): no skipping TLS verification with a CA (kubectl's rule,
+ * client-go transport/transport.go), no plain http API server without
+ * allow_insecure_http.  Returns nothing; raises
+ * ERRCODE_INVALID_PARAMETER_VALUE, naming server_name when not NULL.
  */
-static void
-check_transport(const char *server_name, const char *api_server, bool insecure,
+void
+kw_check_transport(const char *server_name, const char *api_server, bool insecure,
 				bool has_ca, bool allow_http)
 {
 	if (insecure && has_ca)
@@ -644,9 +619,10 @@ kw_check_conflict(List *options, const char *a, const char *b)
 
 /*
  * kw_get_option
- *		The DefElem called name in options, or NULL.
+ *		The DefElem called name in options (a server's, user mapping's or
+ *		foreign table's option list), or NULL.
  */
-static DefElem *
+DefElem *
 kw_get_option(List *options, const char *name)
 {
 	ListCell   *lc;
@@ -663,9 +639,10 @@ kw_get_option(List *options, const char *name)
 
 /*
  * kw_option_string
- *		The value of option name as a string (owned by the list), or NULL.
+ *		The value of option name in options as a string (owned by the
+ *		list), or NULL when it is not set.
  */
-static char *
+char *
 kw_option_string(List *options, const char *name)
 {
 	DefElem    *def = kw_get_option(options, name);
@@ -673,400 +650,3 @@ kw_option_string(List *options, const char *name)
 	return def ? defGetString(def) : NULL;
 }
 
-/*
- * kw_cluster_config_for_server
- *		Connection settings of the kwatch server server_name, for userid.
- *
- * Builds the source (kubeconfig + context, in_cluster, or api_server), lays
- * the server's overrides over it, then the options of userid's user mapping
- * (or the PUBLIC one; having none is fine).  Credentials are replaced as a
- * whole by any layer that has some (see the file header).  Must run inside a
- * transaction.  Returns a KwClusterConfig palloc'd in CurrentMemoryContext,
- * with server_name set.
- *
- * Errors: ERRCODE_UNDEFINED_OBJECT if the server does not exist,
- * ERRCODE_WRONG_OBJECT_TYPE if it belongs to another foreign-data wrapper,
- * ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED if it names no source, and
- * whatever kw_kubeconfig_load / kw_in_cluster_config raise.
- */
-KwClusterConfig *
-kw_cluster_config_for_server(const char *server_name, Oid userid)
-{
-	return cluster_config(server_name, userid, true);
-}
-
-/*
- * cluster_config: kw_cluster_config_for_server's work; `check_transport_rules`
- * false only for kwatch.server_config(), which shows what a server resolves
- * to, refused settings included, and connects to nothing.
- */
-static KwClusterConfig *
-cluster_config(const char *server_name, Oid userid, bool check_transport_rules)
-{
-	ForeignServer *server;
-	ForeignDataWrapper *fdw;
-	KwClusterConfig *cfg;
-	List	   *opts;
-	char	   *kubeconfig;
-	char	   *api_server;
-	DefElem    *in_cluster;
-
-	server = GetForeignServerByName(server_name, true);
-	if (server == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("server \"%s\" does not exist", server_name),
-				 errhint("Create it with CREATE SERVER %s FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig '...').",
-						 quote_identifier(server_name))));
-
-	fdw = GetForeignDataWrapper(server->fdwid);
-	if (strcmp(fdw->fdwname, KW_FDW_NAME) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("server \"%s\" is not a kwatch server", server_name),
-				 errdetail("It uses the foreign-data wrapper \"%s\".",
-						   fdw->fdwname)));
-
-	opts = server->options;
-	kubeconfig = kw_option_string(opts, "kubeconfig");
-	api_server = kw_option_string(opts, "api_server");
-	in_cluster = kw_get_option(opts, "in_cluster");
-
-	if (kubeconfig != NULL)
-		cfg = kw_kubeconfig_load(kubeconfig, kw_option_string(opts, "context"));
-	else if (in_cluster != NULL && defGetBoolean(in_cluster))
-		cfg = kw_in_cluster_config();
-	else if (api_server != NULL)
-	{
-		cfg = palloc0(sizeof(KwClusterConfig));
-		cfg->api_server = kw_strip_slashes(api_server);
-	}
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED),
-				 errmsg("server \"%s\" names no cluster", server_name),
-				 errhint("Set one of the options \"kubeconfig\", \"api_server\" or \"in_cluster\" with ALTER SERVER.")));
-
-	kw_apply_options(cfg, opts);
-	kw_apply_options(cfg, kw_user_mapping_options(userid, server));
-
-	/* the transport rules again, on what a kubeconfig may have supplied */
-	if (check_transport_rules)
-	{
-		DefElem    *http = kw_get_option(opts, "allow_insecure_http");
-
-		check_transport(server->servername, cfg->api_server,
-						cfg->insecure_skip_tls_verify,
-						cfg->ca_file != NULL || cfg->ca_data != NULL,
-						http != NULL && defGetBoolean(http));
-	}
-
-	cfg->server_name = pstrdup(server->servername);
-	return cfg;
-}
-
-/*
- * kw_user_mapping_options
- *		The options of userid's mapping for `server`, else of its PUBLIC
- *		mapping (GetUserMapping's two syscache lookups, foreign/foreign.c).
- *
- * Without either, only a superuser goes on with the server's own
- * credentials (its kubeconfig's, token_file, ...): any other role would
- * gain them just by having USAGE on the server, so it gets postgres_fdw's
- * error instead (ERRCODE_UNDEFINED_OBJECT, "user mapping not found"); a
- * PUBLIC mapping, even an empty one, is how an admin shares them on
- * purpose.  A role that no longer exists (a watch registered by a dropped
- * role) is refused too, never re-homed to PUBLIC's or the server's
- * credentials.  Returns a list of DefElem palloc'd in CurrentMemoryContext.
- */
-static List *
-kw_user_mapping_options(Oid userid, ForeignServer *server)
-{
-	Oid			serverid = server->serverid;
-	HeapTuple	tp;
-	Datum		datum;
-	bool		isnull;
-	List	   *options = NIL;
-
-	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(userid)))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("role with OID %u does not exist", userid),
-				 errdetail("It registered a watch on server \"%s\"; its credentials are not handed to anyone else.",
-						   server->servername),
-				 errhint("Unwatch it and watch it again as an existing role.")));
-
-	tp = SearchSysCache2(USERMAPPINGUSERSERVER,
-						 ObjectIdGetDatum(userid),
-						 ObjectIdGetDatum(serverid));
-	if (!HeapTupleIsValid(tp))
-		tp = SearchSysCache2(USERMAPPINGUSERSERVER,
-							 ObjectIdGetDatum(InvalidOid),
-							 ObjectIdGetDatum(serverid));
-	if (!HeapTupleIsValid(tp))
-	{
-		if (superuser_arg(userid))
-			return NIL;
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("user mapping not found for user \"%s\", server \"%s\"",
-						GetUserNameFromId(userid, false), server->servername),
-				 errdetail("Without one, only superusers use the server's own credentials."),
-				 errhint("CREATE USER MAPPING FOR %s SERVER %s OPTIONS (token '...'), or FOR PUBLIC to share the server's credentials.",
-						 quote_identifier(GetUserNameFromId(userid, false)),
-						 quote_identifier(server->servername))));
-	}
-
-	datum = SysCacheGetAttr(USERMAPPINGUSERSERVER, tp,
-							Anum_pg_user_mapping_umoptions, &isnull);
-	if (!isnull)
-		options = untransformRelOptions(datum);
-	ReleaseSysCache(tp);
-
-	return options;
-}
-
-/*
- * kw_apply_options
- *		Lay a server's or user mapping's options over cfg.
- *
- * TLS settings replace field by field; a path replaces the matching *-data
- * too (certificate_authority clears ca_data), since *-data would win.  If
- * options hold any credential, all earlier credentials are dropped first.
- * Strings are copied into CurrentMemoryContext.
- */
-static void
-kw_apply_options(KwClusterConfig *cfg, List *options)
-{
-	const char *const *cred;
-	char	   *v;
-	DefElem    *def;
-
-	for (cred = kw_credential_options; *cred; cred++)
-	{
-		if (kw_get_option(options, *cred) != NULL)
-		{
-			cfg->token = NULL;
-			cfg->token_file = NULL;
-			cfg->client_cert_file = NULL;
-			cfg->client_cert_data = NULL;
-			cfg->client_key_file = NULL;
-			cfg->client_key_data = NULL;
-			cfg->exec = NULL;	/* the kubeconfig's plugin is a credential too */
-			break;
-		}
-	}
-
-	if ((v = kw_option_string(options, "certificate_authority")) != NULL)
-	{
-		cfg->ca_file = pstrdup(v);
-		cfg->ca_data = NULL;
-	}
-	if ((v = kw_option_string(options, "tls_server_name")) != NULL)
-		cfg->tls_server_name = pstrdup(v);
-	if ((def = kw_get_option(options, "insecure_skip_tls_verify")) != NULL)
-		cfg->insecure_skip_tls_verify = defGetBoolean(def);
-	if ((v = kw_option_string(options, "proxy_url")) != NULL)
-		cfg->proxy_url = pstrdup(v);
-	if ((v = kw_option_string(options, "impersonate_user")) != NULL)
-	{
-		/* the server's impersonation replaces the kubeconfig's whole */
-		cfg->as_user = pstrdup(v);
-		cfg->as_uid = NULL;
-		cfg->as_groups = NIL;
-		cfg->as_extra = NIL;
-		if ((v = kw_option_string(options, "impersonate_uid")) != NULL)
-			cfg->as_uid = pstrdup(v);
-		if ((v = kw_option_string(options, "impersonate_groups")) != NULL)
-		{
-			/* comma-separated, spaces around names ignored, case kept */
-			char	   *copy = pstrdup(v);
-			char	   *tok;
-			char	   *save = NULL;
-
-			for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-			{
-				char	   *end = tok + strlen(tok);
-
-				while (*tok == ' ')
-					tok++;
-				while (end > tok && end[-1] == ' ')
-					*--end = '\0';
-				if (*tok)
-					cfg->as_groups = lappend(cfg->as_groups, pstrdup(tok));
-			}
-		}
-	}
-
-	if ((v = kw_option_string(options, "token")) != NULL)
-		cfg->token = pstrdup(v);
-	if ((v = kw_option_string(options, "token_file")) != NULL)
-		cfg->token_file = pstrdup(v);
-	if ((v = kw_option_string(options, "client_certificate")) != NULL)
-		cfg->client_cert_file = pstrdup(v);
-	if ((v = kw_option_string(options, "client_certificate_data")) != NULL)
-		cfg->client_cert_data = pstrdup(v);
-	if ((v = kw_option_string(options, "client_key")) != NULL)
-		cfg->client_key_file = pstrdup(v);
-	if ((v = kw_option_string(options, "client_key_data")) != NULL)
-		cfg->client_key_data = pstrdup(v);
-}
-
-/*
- * kw_strip_slashes
- *		palloc'd copy of url without trailing slashes (we append "/api/...").
- */
-static char *
-kw_strip_slashes(const char *url)
-{
-	char	   *s = pstrdup(url);
-	size_t		len = strlen(s);
-
-	while (len > 0 && s[len - 1] == '/')
-		s[--len] = '\0';
-	return s;
-}
-
-/*
- * kwatch_server_config
- *		SQL kwatch.server_config(server text) RETURNS jsonb: the resolved
- *		connection settings of a kwatch server for the current user, secrets
- *		redacted, for debugging a configuration.
- *
- * token shows as "<redacted>", *_data fields as "<N bytes>", unset fields as
- * null.  Errors are those of kw_cluster_config_for_server.  The extension
- * script revokes EXECUTE from PUBLIC: it shows file paths and reads files
- * named by servers.
- */
-Datum
-kwatch_server_config(PG_FUNCTION_ARGS)
-{
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	KwClusterConfig *cfg = cluster_config(name, GetUserId(), false);
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
-	kw_json_string(&buf, "server", cfg->server_name);
-	kw_json_string(&buf, "api_server", cfg->api_server);
-	kw_json_string(&buf, "ca_file", cfg->ca_file);
-	kw_json_bytes(&buf, "ca_data", cfg->ca_data);
-	kw_json_string(&buf, "client_certificate", cfg->client_cert_file);
-	kw_json_bytes(&buf, "client_certificate_data", cfg->client_cert_data);
-	kw_json_string(&buf, "client_key", cfg->client_key_file);
-	kw_json_bytes(&buf, "client_key_data", cfg->client_key_data);
-	kw_json_string(&buf, "token", cfg->token ? "<redacted>" : NULL);
-	kw_json_string(&buf, "token_file", cfg->token_file);
-	kw_json_string(&buf, "tls_server_name", cfg->tls_server_name);
-	appendStringInfo(&buf, ", \"insecure_skip_tls_verify\": %s",
-					 cfg->insecure_skip_tls_verify ? "true" : "false");
-	kw_json_string(&buf, "namespace", cfg->default_namespace);
-	kw_json_string(&buf, "proxy_url", cfg->proxy_url);
-	kw_json_string(&buf, "impersonate_user", cfg->as_user);
-	if (cfg->as_groups)
-	{
-		ListCell   *lc;
-		StringInfoData g;
-
-		initStringInfo(&g);
-		foreach(lc, cfg->as_groups)
-			appendStringInfo(&g, "%s%s", g.len ? "," : "", (char *) lfirst(lc));
-		kw_json_string(&buf, "impersonate_groups", g.data);
-	}
-	if (cfg->exec)
-	{
-		/* env values may be secrets (AWS_PROFILE is not, a token would be) */
-		ListCell   *lc;
-		StringInfoData x;
-
-		initStringInfo(&x);
-		appendStringInfoChar(&x, '{');
-		kw_json_string(&x, "command", cfg->exec->command);
-		kw_json_string(&x, "apiVersion", cfg->exec->api_version);
-		kw_json_string(&x, "interactiveMode", cfg->exec->interactive_mode);
-		appendStringInfo(&x, ", \"provideClusterInfo\": %s, \"args\": %d, \"env\": [",
-						 cfg->exec->provide_cluster_info ? "true" : "false",
-						 list_length(cfg->exec->args));
-		foreach(lc, cfg->exec->env)
-		{
-			if (foreach_current_index(lc) > 0)
-				appendStringInfoString(&x, ", ");
-			escape_json(&x, ((KwKeyValue *) lfirst(lc))->key);
-		}
-		appendStringInfoString(&x, "]}");
-		appendStringInfo(&buf, ", \"exec\": %s", x.data);
-	}
-	appendStringInfoChar(&buf, '}');
-
-	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
-}
-
-/*
- * kw_json_string
- *		Append "key": "value" (or null) to a JSON object being built in buf.
- */
-static void
-kw_json_string(StringInfo buf, const char *key, const char *value)
-{
-	if (buf->len > 1)
-		appendStringInfoString(buf, ", ");
-	escape_json(buf, key);
-	appendStringInfoString(buf, ": ");
-	if (value != NULL)
-		escape_json(buf, value);
-	else
-		appendStringInfoString(buf, "null");
-}
-
-/*
- * kw_json_bytes
- *		Append "key": "<N bytes>" (or null): the size of a PEM value, never
- *		its content.
- */
-static void
-kw_json_bytes(StringInfo buf, const char *key, const char *data)
-{
-	char	   *v = data ? psprintf("<%zu bytes>", strlen(data)) : NULL;
-
-	kw_json_string(buf, key, v);
-}
-
-/*
- * kw_server_usage: whether `role` has USAGE on foreign server `serverid`
- * (PostgreSQL's aclcheck, whose name changed in 16).  kwatch checks it for
- * the role calling watch() (discovery.c), for the watch's role each time
- * the worker loads its credentials (kw_check_watch_role), and for the
- * readers of kwatch.watch_status() (shmem.c).
- */
-AclResult
-kw_server_usage(Oid serverid, Oid role)
-{
-#if PG_VERSION_NUM >= 160000
-	return object_aclcheck(ForeignServerRelationId, serverid, role, ACL_USAGE);
-#else
-	return pg_foreign_server_aclcheck(serverid, role, ACL_USAGE);
-#endif
-}
-
-/*
- * kw_check_watch_role: ERRORs (42501) unless `role`, the role of a watch
- * on foreign server `server`, may still use it: USAGE, as kwatch.watch()
- * checked at registration, may have been revoked since, or the watch
- * handed to another role by REASSIGN OWNED (ownership.c).  A role that no
- * longer exists is refused by kw_user_mapping_options, with its own
- * message.  Needs a transaction.
- */
-void
-kw_check_watch_role(const char *server, Oid role)
-{
-	ForeignServer *fs = GetForeignServerByName(server, false);
-
-	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)) || superuser_arg(role))
-		return;
-	if (kw_server_usage(fs->serverid, role) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("role \"%s\" of this watch has no USAGE on foreign server \"%s\"",
-						GetUserNameFromId(role, false), server),
-				 errhint("Grant that role USAGE on the server again, or remove the watch with kwatch.unwatch().")));
-}

@@ -123,6 +123,7 @@ static List *kc_merge_entries(List *acc, List *add);
 static KcEntry *kc_find_entry(List *entries, const char *name);
 static char *kc_entry_names(List *entries);
 static KcField *kc_field(KcEntry *e, const char *key);
+static KcField *kc_find_field(List *fields, const char *key);
 static char *kc_string(KcEntry *e, const char *key);
 static char *kc_path(KcEntry *e, const char *key);
 static char *kc_base64_pem(KcEntry *e, const char *key, const char *kind);
@@ -402,30 +403,7 @@ kw_kubeconfig_load(const char *path, const char *context)
 
 		/* Copy the result out of the temporary context. */
 		MemoryContextSwitchTo(oldcxt);
-		{
-			KwClusterConfig *r = palloc0(sizeof(KwClusterConfig));
-
-			r->api_server = kc_copy(cfg.api_server);
-			r->ca_file = kc_copy(cfg.ca_file);
-			r->ca_data = kc_copy(cfg.ca_data);
-			r->client_cert_file = kc_copy(cfg.client_cert_file);
-			r->client_cert_data = kc_copy(cfg.client_cert_data);
-			r->client_key_file = kc_copy(cfg.client_key_file);
-			r->client_key_data = kc_copy(cfg.client_key_data);
-			r->token = kc_copy(cfg.token);
-			r->token_file = kc_copy(cfg.token_file);
-			r->tls_server_name = kc_copy(cfg.tls_server_name);
-			r->default_namespace = kc_copy(cfg.default_namespace);
-			r->insecure_skip_tls_verify = cfg.insecure_skip_tls_verify;
-			r->proxy_url = kc_copy(cfg.proxy_url);
-			r->as_user = kc_copy(cfg.as_user);
-			r->as_uid = kc_copy(cfg.as_uid);
-			foreach(lc, cfg.as_groups)
-				r->as_groups = lappend(r->as_groups, pstrdup((char *) lfirst(lc)));
-			r->as_extra = kw_copy_key_values(cfg.as_extra);
-			r->exec = cfg.exec ? kw_exec_config_copy(cfg.exec) : NULL;
-			result = r;
-		}
+		result = kw_cluster_config_copy(&cfg);
 	}
 	PG_CATCH();
 	{
@@ -970,9 +948,16 @@ kc_entry_names(List *entries)
 static KcField *
 kc_field(KcEntry *e, const char *key)
 {
+	return kc_find_field(e->fields, key);
+}
+
+/* kc_find_field: the KcField called `key` in a List of them, or NULL. */
+static KcField *
+kc_find_field(List *fields, const char *key)
+{
 	ListCell   *lc;
 
-	foreach(lc, e->fields)
+	foreach(lc, fields)
 	{
 		KcField    *f = (KcField *) lfirst(lc);
 
@@ -1191,18 +1176,9 @@ kc_copy_node(const char *path, yaml_document_t *doc, yaml_node_t *n, int depth)
 static KcField *
 kc_node_field(KcNode *map, const char *key)
 {
-	ListCell   *lc;
-
 	if (map == NULL || !map->is_map)
 		return NULL;
-	foreach(lc, map->pairs)
-	{
-		KcField    *f = (KcField *) lfirst(lc);
-
-		if (strcmp(f->key, key) == 0)
-			return f;
-	}
-	return NULL;
+	return kc_find_field(map->pairs, key);
 }
 
 /*

@@ -31,6 +31,7 @@
 
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
+#include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
 #include "utils/acl.h"
 #include "utils/hsearch.h"
@@ -153,13 +154,26 @@ extern List *kw_copy_key_values(List *src);
 extern KwExecConfig *kw_exec_config_copy(KwExecConfig *src);
 
 /* ---------------------------------------------------------------------
- * in fdw_option.c
+ * in fdw_option.c: the options and their rules
+ * ---------------------------------------------------------------------
+ */
+extern DefElem *kw_get_option(List *options, const char *name);
+extern char *kw_option_string(List *options, const char *name);
+extern void kw_check_transport(const char *server_name, const char *api_server,
+							   bool insecure, bool has_ca, bool allow_http);
+
+/* ---------------------------------------------------------------------
+ * in connection.c: server + user mapping -> settings, cached
  * ---------------------------------------------------------------------
  */
 extern AclResult kw_server_usage(Oid serverid, Oid role);
 extern void kw_check_watch_role(const char *server, Oid role);
 extern KwClusterConfig *kw_cluster_config_for_server(const char *server_name,
 													 Oid userid);
+extern KwClusterConfig *kw_cluster_config_copy(const KwClusterConfig *src);
+extern bool kw_cluster_config_equal(const KwClusterConfig *a,
+									const KwClusterConfig *b);
+extern uint64 kw_connection_generation(void);
 
 /* ---------------------------------------------------------------------
  * in credential.c: tokens, certificate files, exec plugins

@@ -114,6 +114,19 @@ typedef struct KwWatch KwWatch;
 /* in catalog.c */
 extern List *kw_registrations_read(int32 only_id, MemoryContext cxt);
 
+/* in history.c: why mirror rows change now; history retention */
+typedef enum KwChangeOrigin
+{
+	KW_ORIGIN_WATCH = 0,		/* an event, or a LIST that found the object */
+	KW_ORIGIN_RELIST,			/* rows a LIST no longer had */
+	KW_ORIGIN_UNWATCH			/* rows of a watch being removed */
+} KwChangeOrigin;
+
+extern int	kw_history_prune_interval_s;
+extern void kw_change_origin_set(KwChangeOrigin origin);
+extern bool kw_history_prune(void);
+extern void kw_wake_worker_at_commit(void);
+
 extern KwWatch *kw_watch_create(KwRegistration *reg, void *multi,
 								MemoryContext parent);
 extern void kw_watch_destroy(KwWatch *w);

@@ -309,6 +309,32 @@ reassign_owned_watches(ReassignOwnedStmt *stmt)
 }
 
 /*
+ * changes_connections: whether a statement may change the settings or the
+ * rights a watch connects with (connection.c): ALTER SERVER, CREATE/ALTER/
+ * DROP USER MAPPING, GRANT/REVOKE on a foreign server, ALTER ROLE (superuser
+ * or not decides whether a role may go without a user mapping).  The
+ * worker, woken at commit, reads such a watch's settings again at once
+ * instead of at its next periodic reload.
+ */
+static bool
+changes_connections(Node *parsetree)
+{
+	switch (nodeTag(parsetree))
+	{
+		case T_AlterForeignServerStmt:
+		case T_CreateUserMappingStmt:
+		case T_AlterUserMappingStmt:
+		case T_DropUserMappingStmt:
+		case T_AlterRoleStmt:
+			return true;
+		case T_GrantStmt:
+			return ((GrantStmt *) parsetree)->objtype == OBJECT_FOREIGN_SERVER;
+		default:
+			return false;
+	}
+}
+
+/*
  * kw_process_utility: the ProcessUtility hook (tcop/utility.h signature).
  * Applies the rules above around PostgreSQL's own processing of DROP ROLE,
  * DROP OWNED and REASSIGN OWNED; passes every statement on unchanged.
@@ -335,6 +361,8 @@ kw_process_utility(PlannedStmt *pstmt, const char *queryString,
 
 	if (IsA(parsetree, ReassignOwnedStmt))
 		reassign_owned_watches((ReassignOwnedStmt *) parsetree);
+	else if (changes_connections(parsetree))
+		kw_wake_worker_at_commit();
 }
 
 /*

@@ -69,6 +69,7 @@ struct KwWatch
 	MemoryContext cfg_cxt;		/* cfg, reloaded after 401/403 */
 	KwRegistration reg;
 	KwClusterConfig *cfg;		/* NULL until loaded */
+	uint64		cfg_generation; /* kw_connection_generation() when it was */
 	CURLM	   *multi;
 	KwWatchStatus *slot;
 	KwWatchStatus private_slot; /* used when shared slots ran out */
@@ -1200,11 +1201,61 @@ load_config_body(void *arg)
 
 	MemoryContextReset(w->cfg_cxt);
 	kw_check_watch_role(w->reg.server, w->reg.owner);
+	w->cfg_generation = kw_connection_generation();
 	old = MemoryContextSwitchTo(w->cfg_cxt);
 	w->cfg = kw_cluster_config_for_server(w->reg.server, w->reg.owner);
 	MemoryContextSwitchTo(old);
 	if (w->resume_rv)
 		w->objects = kw_sync_count_rows(&w->reg);
+}
+
+typedef struct RecheckArgs
+{
+	KwWatch    *w;
+	bool		same;
+} RecheckArgs;
+
+static void
+recheck_config_body(void *arg)
+{
+	RecheckArgs *a = (RecheckArgs *) arg;
+	KwWatch    *w = a->w;
+	uint64		generation = kw_connection_generation();
+
+	kw_check_watch_role(w->reg.server, w->reg.owner);
+	a->same = kw_cluster_config_equal(w->cfg,
+									  kw_cluster_config_for_server(w->reg.server, w->reg.owner));
+	w->cfg_generation = generation;
+}
+
+/*
+ * recheck_config: ALTER SERVER, a user mapping or a role changed in this
+ * process's view since w's settings were read (connection.c).  Reads them
+ * again; when they differ, or can no longer be read (server dropped, USAGE
+ * revoked, a broken kubeconfig), ends the request in flight -- a WATCH
+ * resumes from its resourceVersion, a LIST starts over -- and drops the
+ * settings, so the next request is made with what the catalog says now
+ * (or fails with its error) instead of with credentials it no longer
+ * names.  Unchanged settings change nothing.
+ */
+static void
+recheck_config(KwWatch *w)
+{
+	RecheckArgs a = {w, false};
+
+
+	if (kw_sync_in_transaction(recheck_config_body, &a, NULL, NULL) && a.same)
+		return;
+	if (w->xfer == XFER_LIST)
+	{
+		stop_transfer(w);
+		restart_list(w, true);
+	}
+	else if (w->xfer != XFER_NONE)
+		stop_transfer(w);
+	MemoryContextReset(w->cfg_cxt);
+	w->cfg = NULL;
+	retry_now(w);
 }
 
 /*
@@ -1242,6 +1293,11 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 		restart_list(w, false);
 		retry_now(w);
 	}
+
+	/* the server's or user mapping's settings changed: use the new ones */
+	if (w->cfg != NULL && w->cfg_generation != kw_connection_generation() &&
+		!pending_work(w))
+		recheck_config(w);
 
 	if (w->xfer != XFER_NONE && !w->http->paused)
 	{

@@ -16,7 +16,7 @@ import pytest
 from psycopg2 import sql as pgsql
 
 import conftest
-from conftest import kubectl, sql, sql_one, wait_until, wait_watching, watch, watch_status
+from conftest import kubectl, sql, sql_one, wait_status, wait_until, wait_watching, watch, watch_status
 
 
 def as_role(role):
@@ -444,3 +444,25 @@ def test_another_roles_table_needs_all_three_rights_and_only_its_owner_drops_it(
     finally:
         sql(pgsql.SQL("DROP OWNED BY {} CASCADE").format(pgsql.Identifier(other)))
         sql(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(other)))
+
+
+def test_revoked_usage_stops_a_running_watch(ctx, role):
+    """REVOKE USAGE on the server from a watch's role stops its running
+    watch within seconds (42501 in last_error): the revocation reaches the
+    worker through connection.c's invalidation and the wake at commit, not
+    at the watch's next reconnect.  GRANT brings it back."""
+    ns = ctx.namespace()
+    srv = ctx.server("-r", auth="token")
+    grant(role, srv)
+    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})")
+        .format(pgsql.Identifier(role), pgsql.Identifier(srv), pgsql.Literal(conftest.CLUSTER.token)))
+    run_as(role, "SELECT kwatch.watch('resourcequotas', server => %s, namespace => %s)", (srv, ns))
+    wait_watching(srv, "resourcequotas")
+    sql(pgsql.SQL("REVOKE USAGE ON FOREIGN SERVER {} FROM {}")
+        .format(pgsql.Identifier(srv), pgsql.Identifier(role)))
+    st = wait_status(srv, "resourcequotas", lambda s: s["state"] == "failed", timeout=15,
+                     msg="the watch stopped after REVOKE USAGE")
+    assert "USAGE" in st["last_error"], st
+    sql(pgsql.SQL("GRANT USAGE ON FOREIGN SERVER {} TO {}")
+        .format(pgsql.Identifier(srv), pgsql.Identifier(role)))
+    wait_watching(srv, "resourcequotas", timeout=30)
