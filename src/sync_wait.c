@@ -26,6 +26,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "utils/array.h"
@@ -43,6 +44,12 @@ typedef struct SyncTarget
 	int64		request;		/* a kwatch.relist() request to see served, or 0 */
 } SyncTarget;
 
+/*
+ * require_worker_state: ERRORs 55000 unless a worker can sync watches here:
+ * kwatch preloaded, and not a hot standby (the worker starts only once
+ * recovery has finished, BgWorkerStart_RecoveryFinished; until then a wait
+ * would last until its timeout, or forever).
+ */
 static void
 require_worker_state(void)
 {
@@ -51,6 +58,12 @@ require_worker_state(void)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("kwatch is not in shared_preload_libraries, so no worker syncs any watch"),
 				 errhint("Add kwatch to shared_preload_libraries, set kwatch.database, and restart PostgreSQL.")));
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("no kwatch worker runs on a server in recovery (a hot standby)"),
+				 errdetail("The standby's mirror tables follow the primary's by replication."),
+				 errhint("Call it on the primary.")));
 }
 
 /* find_slot: the status slot of watch `id`, or NULL.  Caller holds the lock. */
