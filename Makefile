@@ -14,6 +14,7 @@ OBJS = \
 	src/redact.o \
 	src/watch.o \
 	src/sync.o \
+	src/history.o \
 	src/merge.o \
 	src/notify.o \
 	src/catalog.o \

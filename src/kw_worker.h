@@ -161,6 +161,19 @@ typedef struct KwApplyCounts
 
 typedef void (*KwTxnBody) (void *arg);
 
+/* Acting as a mirror table's owner (sync.c, "The mirror table's writes"). */
+typedef struct KwAsOwner
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+	bool		switched;
+} KwAsOwner;
+
+extern Oid	kw_rel_owner(Oid relid);
+extern void kw_as_owner_begin(Oid owner, KwAsOwner *s);
+extern void kw_as_owner_end(KwAsOwner *s);
+
 extern bool kw_sync_in_transaction(KwTxnBody body, void *arg, char **errmsg,
 								   int *sqlstate);
 extern KwSyncPlans *kw_sync_plans_create(KwRegistration *reg,

@@ -130,17 +130,10 @@ kw_sync_in_transaction(KwTxnBody body, void *arg, char **errmsg, int *sqlstate)
  * superuser's.  The worker's own tables (registrations, event_state, the
  * staging table) are written outside, as the worker.
  */
-typedef struct KwAsOwner
-{
-	Oid			save_userid;
-	int			save_sec_context;
-	int			save_nestlevel;
-	bool		switched;
-} KwAsOwner;
 
-/* rel_owner: the owner of relation `relid`; ERRORs (42P01) when it is gone. */
-static Oid
-rel_owner(Oid relid)
+/* kw_rel_owner: the owner of relation `relid`; ERRORs (42P01) when it is gone. */
+Oid
+kw_rel_owner(Oid relid)
 {
 	HeapTuple	tp = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	Oid			owner;
@@ -187,12 +180,16 @@ table_owner(KwRegistration *reg)
 							reg->table_name, cols[i].name, format_type_be(cols[i].type)),
 					 errhint("kwatch writes cluster, uid, resource_version (text) and object (jsonb); its owner may add columns, not change these.")));
 	}
-	return rel_owner(relid);
+	return kw_rel_owner(relid);
 }
 
-/* as_owner_begin: from here on, act as `owner` (see KwAsOwner). */
-static void
-as_owner_begin(Oid owner, KwAsOwner *s)
+/*
+ * kw_as_owner_begin: from here on, act as `owner` (see KwAsOwner, above):
+ * its rights, SECURITY_RESTRICTED_OPERATION, search_path pinned.  Undone by
+ * kw_as_owner_end, or by the transaction's abort.
+ */
+void
+kw_as_owner_begin(Oid owner, KwAsOwner *s)
 {
 	GetUserIdAndSecContext(&s->save_userid, &s->save_sec_context);
 	SetUserIdAndSecContext(owner, s->save_sec_context |
@@ -206,11 +203,11 @@ as_owner_begin(Oid owner, KwAsOwner *s)
 }
 
 /*
- * as_owner_end: back to the worker's identity.  On ERROR nothing is needed:
+ * kw_as_owner_end: back to the worker's identity.  On ERROR nothing is needed:
  * AbortTransaction restores both (xact.c).
  */
-static void
-as_owner_end(KwAsOwner *s)
+void
+kw_as_owner_end(KwAsOwner *s)
 {
 	if (!s->switched)
 		return;
@@ -322,7 +319,7 @@ kw_sync_apply_events(KwSyncPlans *p, KwRegistration *reg, KwEvent *events,
 	 * are analyzed (and re-analyzed after invalidations) as the role that
 	 * runs them.
 	 */
-	as_owner_begin(table_owner(reg), &as_owner);
+	kw_as_owner_begin(table_owner(reg), &as_owner);
 	if (p->upsert == NULL)
 	{
 		Oid			types[4] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID};
@@ -402,7 +399,7 @@ kw_sync_apply_events(KwSyncPlans *p, KwRegistration *reg, KwEvent *events,
 		}
 		SPI_freetuptable(SPI_tuptable);
 	}
-	as_owner_end(&as_owner);
+	kw_as_owner_end(&as_owner);
 	kw_events_checkpoint();
 }
 
@@ -427,9 +424,9 @@ kw_sync_count_rows(KwRegistration *reg)
 	sql = psprintf("SELECT count(*) FROM %s WHERE cluster = $1",
 				   quote_qualified_identifier("k8s", reg->table_name));
 	/* as the owner: every statement on a mirror table (see KwAsOwner) */
-	as_owner_begin(table_owner(reg), &as_owner);
+	kw_as_owner_begin(table_owner(reg), &as_owner);
 	rc = SPI_execute_with_args(sql, 1, &type, &arg, NULL, true, 1);
-	as_owner_end(&as_owner);
+	kw_as_owner_end(&as_owner);
 	if (rc != SPI_OK_SELECT)
 		return 0;
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
@@ -511,10 +508,10 @@ kw_sync_known_rows(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
 	known = hash_create("kwatch known objects", 1024, &ctl,
 						HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 
-	as_owner_begin(table_owner(reg), &as_owner);
+	kw_as_owner_begin(table_owner(reg), &as_owner);
 	rc = SPI_execute_with_args(psprintf("SELECT uid, resource_version FROM %s WHERE cluster = $1",
 										p->qualified), 1, &type, &arg, NULL, true, 0);
-	as_owner_end(&as_owner);
+	kw_as_owner_end(&as_owner);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read current rows: %s", SPI_result_code_string(rc));
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -801,7 +798,7 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 							 quote_identifier(GetUserNameFromId(owner, false))),
 					false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not grant the staging table to the mirror's owner");
-	as_owner_begin(owner, &as_owner);	/* planning included */
+	kw_as_owner_begin(owner, &as_owner);	/* planning included */
 	if (p->merge == NULL)
 	{
 		Oid			types[1] = {TEXTOID};
@@ -832,12 +829,14 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 		elog(ERROR, "relist merge failed: %s", SPI_result_code_string(rc));
 	merged = SPI_tuptable;
 	nmerged = SPI_processed;
+	kw_change_origin_set(KW_ORIGIN_RELIST); /* for history: history.c */
 	rc = SPI_execute_plan(p->sweep, &cluster, NULL, false, 0);
 	if (rc != SPI_OK_DELETE_RETURNING)
 		elog(ERROR, "relist sweep failed: %s", SPI_result_code_string(rc));
+	kw_change_origin_set(KW_ORIGIN_WATCH);
 	swept = SPI_tuptable;
 	nswept = SPI_processed;
-	as_owner_end(&as_owner);
+	kw_as_owner_end(&as_owner);
 
 	notify_rows(reg, merged, nmerged, KW_EV_ADDED, true, known, counts);
 	SPI_freetuptable(merged);
@@ -865,7 +864,7 @@ kwatch_delete_cluster_rows(PG_FUNCTION_ARGS)
 	Datum		cluster = PG_GETARG_DATUM(1);
 	Oid			type = TEXTOID;
 	KwAsOwner	as_owner = {0};
-	Oid			owner = rel_owner(relid);
+	Oid			owner = kw_rel_owner(relid);
 	char	   *sql;
 	int64		n;
 
@@ -874,11 +873,13 @@ kwatch_delete_cluster_rows(PG_FUNCTION_ARGS)
 											  get_rel_name(relid)));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	as_owner_begin(owner, &as_owner);
+	kw_as_owner_begin(owner, &as_owner);
+	kw_change_origin_set(KW_ORIGIN_UNWATCH);	/* for history: history.c */
 	if (SPI_execute_with_args(sql, 1, &type, &cluster, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete the rows of cluster from %s", get_rel_name(relid));
 	n = (int64) SPI_processed;
-	as_owner_end(&as_owner);
+	kw_change_origin_set(KW_ORIGIN_WATCH);
+	kw_as_owner_end(&as_owner);
 	SPI_finish();
 	PG_RETURN_INT64(n);
 }
@@ -907,11 +908,11 @@ kwatch_restore_columns_as_owner(PG_FUNCTION_ARGS)
 	args[2] = PG_GETARG_DATUM(2);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	as_owner_begin(rel_owner(relid), &as_owner);
+	kw_as_owner_begin(kw_rel_owner(relid), &as_owner);
 	if (SPI_execute_with_args("SELECT kwatch.restore_generated_columns($1, $2, $3)",
 							  3, types, args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not restore the generated columns of %s", get_rel_name(relid));
-	as_owner_end(&as_owner);
+	kw_as_owner_end(&as_owner);
 	SPI_finish();
 	PG_RETURN_VOID();
 }

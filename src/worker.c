@@ -392,6 +392,9 @@ kwatch_worker_main(Datum main_arg)
 	WaitEvent	events[KW_MAX_WAIT_EVENTS];
 	uint64		seen_generation = 0;
 	TimestampTz next_reload = 0;
+	TimestampTz last_prune = 0;
+	bool		prune_behind = false;
+	TimestampTz next_prune;
 	TimestampTz polled_at = 0;
 	TimestampTz next_trim = 0;
 
@@ -474,6 +477,19 @@ kwatch_worker_main(Datum main_arg)
 			next_reload = TimestampTzPlusMilliseconds(now, KW_RELOAD_INTERVAL_MS);
 			reload_watches();
 		}
+		/*
+		 * history tables past their retention (history.c); sooner while
+		 * behind; the interval as it is set now (a SIGHUP may change it)
+		 */
+		next_prune = TimestampTzPlusMilliseconds(last_prune, prune_behind ? 1000 :
+												 (int64) kw_history_prune_interval_s * 1000);
+		if (now >= next_prune)
+		{
+			prune_behind = kw_history_prune();
+			last_prune = now;
+			next_prune = TimestampTzPlusMilliseconds(now, prune_behind ? 1000 :
+													 (int64) kw_history_prune_interval_s * 1000);
+		}
 
 		if (curl_deadline != 0 && GetCurrentTimestamp() >= curl_deadline)
 		{
@@ -505,6 +521,7 @@ kwatch_worker_main(Datum main_arg)
 		if (curl_deadline != 0)
 			timeout = Min(timeout, Max(0, (long) ((curl_deadline - now) / 1000)));
 		timeout = Min(timeout, Max(0, (long) ((next_reload - now) / 1000)));
+		timeout = Min(timeout, Max(0, (long) ((next_prune - now) / 1000)));
 
 		/* about to sleep: give back what the last batches freed */
 		if (timeout > 0 && now >= next_trim)

@@ -107,6 +107,7 @@ class TestContext:
         self.namespaces = []
         self.crds = []
         self.listeners = []
+        self.tables = []  # in schema k8s, dropped after the watches
 
     def server(self, suffix="", auth="kubeconfig", kubeconfig=None):
         """Creates a foreign server named after the test; returns its name (= cluster column)."""
@@ -153,6 +154,8 @@ class TestContext:
                                   " ORDER BY api_group = '', id", (s,)):
                     sql("SELECT kwatch.unwatch(%s, server => %s)", (res, s))
                 sql(pgsql.SQL("DROP SERVER IF EXISTS {} CASCADE").format(pgsql.Identifier(s)))
+            for t in self.tables:
+                sql(pgsql.SQL("DROP TABLE IF EXISTS k8s.{}").format(pgsql.Identifier(t)))
         except Exception as e:  # never hide the test's own outcome
             warnings.warn("cleanup of servers %s failed: %s" % (self.servers, e))
         for ns in self.namespaces:

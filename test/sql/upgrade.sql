@@ -76,6 +76,59 @@ SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
 SELECT c.relname, c.relowner::regrole = 'kw_upgrade_owner'::regrole AS role_owns
   FROM pg_class c WHERE c.relname LIKE 'upgrade_%' AND c.relkind = 'r' ORDER BY 1;
 
+-- Extension update 0.2.0 -> 0.3.0: history.  Roles that could call watch()
+-- keep it (its signature grew) and get history().
+GRANT EXECUTE ON FUNCTION kwatch.watch TO kw_upgrade_owner;
+ALTER EXTENSION kwatch UPDATE TO '0.3.0';
+SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
+SELECT pg_get_function_identity_arguments('kwatch.watch'::regproc);
+SELECT has_function_privilege('kw_upgrade_owner', 'kwatch.watch'::regproc, 'EXECUTE') AS watch,
+       has_function_privilege('kw_upgrade_owner', 'kwatch.history'::regproc, 'EXECUTE') AS history,
+       has_function_privilege('public', 'kwatch.history'::regproc, 'EXECUTE') AS public_history;
+-- history of a mirror table with rows: each opens its first version
+SELECT kwatch.history('k8s.upgrade_pods', retention => '7 days');
+SELECT c.relowner = p.relowner AS same_owner, obj_description(c.oid, 'pg_class')
+  FROM pg_class c, pg_class p
+ WHERE c.oid = 'k8s.upgrade_pods_history'::regclass AND p.oid = 'k8s.upgrade_pods'::regclass;
+SELECT table_name, history_table, retention, max_rows FROM kwatch.history_tables;
+SELECT cluster, uid, name, resource_version, change, deletion, upper_inf(valid) AS open
+  FROM k8s.upgrade_pods_history ORDER BY uid;
+-- changes as the worker makes them: a version each, ranges end to end
+UPDATE k8s.upgrade_pods SET resource_version = '7',
+       object = jsonb_set(object, '{metadata,labels}', '{"app": "web"}') WHERE uid = 'u1';
+UPDATE k8s.upgrade_pods SET resource_version = '8',
+       object = jsonb_set(object, '{metadata,labels}', '{"app": "api"}') WHERE uid = 'u1';
+DELETE FROM k8s.upgrade_pods WHERE uid = 'u2';
+SELECT uid, resource_version, change, deletion, upper_inf(valid) AS open,
+       upper(valid) = lead(lower(valid)) OVER (PARTITION BY uid ORDER BY lower(valid)) AS ends_where_next_begins,
+       NOT isempty(valid) AS nonempty
+  FROM k8s.upgrade_pods_history WHERE uid IN ('u1', 'u2') ORDER BY uid, lower(valid);
+SELECT count(*) = (SELECT count(*) FROM k8s.upgrade_pods) AS open_versions_are_the_table
+  FROM k8s.upgrade_pods_history WHERE upper_inf(valid);
+SELECT name, resource_version FROM kwatch.as_of('k8s.upgrade_pods', now()) ORDER BY uid;
+SELECT name, resource_version FROM kwatch.as_of('k8s.upgrade_pods', clock_timestamp()) ORDER BY uid;
+-- what changed between two versions
+SELECT * FROM kwatch.object_diff(
+  (SELECT object FROM k8s.upgrade_pods_history WHERE uid = 'u1' AND resource_version = '7'),
+  (SELECT object FROM k8s.upgrade_pods_history WHERE uid = 'u1' AND resource_version = '8'));
+SELECT * FROM kwatch.object_diff('{"a": 1, "b": {"c": [1, 2], "d": "x"}, "metadata": {"resourceVersion": "1"}}',
+                                 '{"a": 1, "b": {"c": [1, 3], "e": null}, "metadata": {"resourceVersion": "2"}}');
+SELECT count(*) FROM kwatch.object_diff('{"a": 1}', '{"a": 1}');
+SELECT * FROM kwatch.object_diff('{"gone": {"x": 1}, "same": 2}', '{"new": {"y": [1]}, "same": 2}');
+-- refusals
+SELECT kwatch.history('kwatch.registrations');
+SELECT kwatch.as_of('k8s.upgrade_crontabs', now());
+SELECT kwatch.watch('pods', server => 'old', history_retention => '1 day');
+SET ROLE kw_upgrade_owner;
+SELECT kwatch.history('k8s.upgrade_pods', false);
+RESET ROLE;
+-- off: the trigger goes, the history stays
+SELECT kwatch.history('k8s.upgrade_pods', false);
+DELETE FROM k8s.upgrade_pods WHERE uid = 'u3';
+SELECT count(*) FROM k8s.upgrade_pods_history WHERE uid = 'u3' AND upper_inf(valid);
+SELECT count(*) FROM kwatch.history_tables;
+DROP TABLE k8s.upgrade_pods_history;
+
 DELETE FROM kwatch.registrations;
 DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets;
 DROP OWNED BY kw_upgrade_owner;

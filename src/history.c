@@ -1,0 +1,197 @@
+/*-------------------------------------------------------------------------
+ *
+ * history.c
+ *		Cluster history (issue 11): why mirror rows change, for the history
+ *		trigger, and the worker's pruning of history tables.
+ *
+ * A mirror table with history (kwatch.history(), watch(history => true);
+ * sql/kwatch--0.2.0--0.3.0.sql) has a row trigger, kwatch._history_trigger,
+ * that keeps k8s.<table>_history: one row per version of each object, valid
+ * over a tstzrange, written in the transaction that changed the mirror row.
+ * When a row is deleted the trigger records how the object went; only the
+ * process deleting it knows, so sync.c says so here first
+ * (kw_change_origin_set) and the trigger asks kwatch._change_origin():
+ * a watch's DELETED event, a relist that no longer listed it (client-go's
+ * DeletedFinalStateUnknown, PROTOCOL 23), or unwatch removing the watch's
+ * rows.  The origin falls back to "watch" at the end of every transaction.
+ *
+ * Retention (kwatch.history_tables.retention, max_rows): the worker deletes
+ * closed versions older than the retention, and the oldest closed versions
+ * beyond max_rows, in batches of KW_HISTORY_PRUNE_BATCH rows per table and
+ * transaction, every kwatch.history_prune_interval, as the table's owner
+ * (KwAsOwner: an owner's trigger on the history table never runs as the
+ * worker).  Open versions (the objects the mirror holds now) are never
+ * pruned.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "kw_common.h"
+#include "kw_worker.h"
+
+/* Rows deleted from one history table in one transaction, at most. */
+#define KW_HISTORY_PRUNE_BATCH 10000
+
+int			kw_history_prune_interval_s = 60;
+
+static KwChangeOrigin change_origin = KW_ORIGIN_WATCH;
+static bool origin_callback_registered = false;
+
+/* origin_xact_callback: the origin lasts one transaction, whatever its end. */
+static void
+origin_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
+		change_origin = KW_ORIGIN_WATCH;
+}
+
+/*
+ * kw_change_origin_set: the mirror rows this process changes next, until
+ * another call or the end of the transaction, change for `origin`.
+ */
+void
+kw_change_origin_set(KwChangeOrigin origin)
+{
+	if (!origin_callback_registered)
+	{
+		RegisterXactCallback(origin_xact_callback, NULL);
+		origin_callback_registered = true;
+	}
+	change_origin = origin;
+}
+
+PG_FUNCTION_INFO_V1(kwatch_change_origin);
+
+/*
+ * kwatch_change_origin: SQL kwatch._change_origin() -> text, 'watch',
+ * 'relist' or 'unwatch': why this process changes mirror rows now (see the
+ * file header).  Says nothing about other sessions.
+ */
+Datum
+kwatch_change_origin(PG_FUNCTION_ARGS)
+{
+	static const char *const names[] = {"watch", "relist", "unwatch"};
+
+	PG_RETURN_TEXT_P(cstring_to_text(names[change_origin]));
+}
+
+typedef struct PruneTarget
+{
+	char	   *history_table;	/* quoted, qualified */
+	Oid			owner;
+	char	   *retention;		/* interval as text, or NULL */
+	char	   *max_rows;		/* bigint as text, or NULL */
+} PruneTarget;
+
+typedef struct PruneArgs
+{
+	bool		more;			/* a batch was full: prune again soon */
+} PruneArgs;
+
+/*
+ * prune_body: one batch per history table of kwatch.history_tables whose
+ * table exists: closed versions that ended before now() - retention, then
+ * the oldest closed versions beyond max_rows.  Runs in the worker's
+ * transaction (kw_sync_in_transaction), each table's statements as its
+ * owner.
+ */
+static void
+prune_body(void *arg)
+{
+	PruneArgs  *a = (PruneArgs *) arg;
+	List	   *targets = NIL;
+	ListCell   *lc;
+
+	/* a 0.2.0 schema not yet updated has no history */
+	if (SPI_execute("SELECT 1 FROM pg_catalog.pg_class WHERE oid ="
+					" pg_catalog.to_regclass('kwatch.history_tables')", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not look for kwatch.history_tables");
+	if (SPI_processed == 0)
+		return;
+	if (SPI_execute("SELECT format('k8s.%I', h.history_table), c.relowner,"
+					" h.retention::text, h.max_rows::text"
+					" FROM kwatch.history_tables h"
+					" JOIN pg_catalog.pg_class c"
+					"   ON c.oid = pg_catalog.to_regclass(pg_catalog.format('k8s.%I', h.history_table))"
+					" WHERE h.retention IS NOT NULL OR h.max_rows IS NOT NULL",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read kwatch.history_tables");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	d = SPI_tuptable->tupdesc;
+		PruneTarget *pt = palloc0(sizeof(PruneTarget));
+		bool		isnull;
+
+		pt->history_table = SPI_getvalue(t, d, 1);
+		pt->owner = DatumGetObjectId(SPI_getbinval(t, d, 2, &isnull));
+		pt->retention = SPI_getvalue(t, d, 3);
+		pt->max_rows = SPI_getvalue(t, d, 4);
+		targets = lappend(targets, pt);
+	}
+
+	foreach(lc, targets)
+	{
+		PruneTarget *pt = (PruneTarget *) lfirst(lc);
+		KwAsOwner	as_owner = {0};
+
+		kw_as_owner_begin(pt->owner, &as_owner);
+		if (pt->retention)
+		{
+			Oid			type = INTERVALOID;
+			Datum		v = DirectFunctionCall3(interval_in, CStringGetDatum(pt->retention),
+												ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+
+			if (SPI_execute_with_args(psprintf("DELETE FROM %1$s WHERE (cluster, id) IN (SELECT cluster, id FROM %1$s"
+											   " WHERE valid OPERATOR(pg_catalog.<<)"
+											   " pg_catalog.tstzrange(pg_catalog.now() OPERATOR(pg_catalog.-) $1, NULL)"
+											   " LIMIT %2$d)",
+											   pt->history_table, KW_HISTORY_PRUNE_BATCH),
+									  1, &type, &v, NULL, false, 0) != SPI_OK_DELETE)
+				elog(ERROR, "could not prune %s", pt->history_table);
+			a->more |= SPI_processed >= KW_HISTORY_PRUNE_BATCH;
+		}
+		if (pt->max_rows)
+		{
+			Oid			type = INT8OID;
+			Datum		v = DirectFunctionCall1(int8in, CStringGetDatum(pt->max_rows));
+
+			if (SPI_execute_with_args(psprintf("DELETE FROM %1$s WHERE (cluster, id) IN (SELECT cluster, id FROM %1$s"
+											   " WHERE NOT pg_catalog.upper_inf(valid) ORDER BY id"
+											   " LIMIT LEAST(%2$d, GREATEST(0,"
+											   "  (SELECT pg_catalog.count(*) FROM %1$s) OPERATOR(pg_catalog.-) $1)))",
+											   pt->history_table, KW_HISTORY_PRUNE_BATCH),
+									  1, &type, &v, NULL, false, 0) != SPI_OK_DELETE)
+				elog(ERROR, "could not prune %s", pt->history_table);
+			a->more |= SPI_processed >= KW_HISTORY_PRUNE_BATCH;
+		}
+		kw_as_owner_end(&as_owner);
+	}
+}
+
+/*
+ * kw_history_prune: one pruning round over every history table (see the
+ * file header), in its own transaction.  Returns true when a batch was
+ * full, so that the worker comes back soon rather than after
+ * kwatch.history_prune_interval.  An error (a history table locked past
+ * lock_timeout, say) is logged and the round ends; the next one retries.
+ */
+bool
+kw_history_prune(void)
+{
+	PruneArgs	a = {false};
+	char	   *err = NULL;
+
+	if (!kw_sync_in_transaction(prune_body, &a, &err, NULL))
+		elog(LOG, "kwatch: pruning history tables failed: %s", err);
+	return a.more;
+}
