@@ -30,7 +30,9 @@ OBJS = \
 	src/live_scan.o \
 	src/fdw.o
 
-DATA = $(wildcard sql/kwatch--*.sql)
+# Every install and update script; relative to $(srcdir), which PGXS sets to
+# the source tree in a VPATH build (pg_buildext builds in build-<version>/).
+DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/kwatch--*.sql))
 
 # pg_regress suites (test/sql/<name>.sql, test/expected/<name>.out, as
 # pgvector lays them out); run by test/run.sh
@@ -53,7 +55,13 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 # PGXS tracks no header dependencies (without --enable-depend): a changed
 # struct in the shared header must rebuild every object.
-$(OBJS): $(wildcard src/kw_*.h)
+$(OBJS): $(wildcard $(srcdir)/src/kw_*.h)
+# A VPATH build writes its objects under the build directory's src/, which
+# must exist first (an absolute path, so that VPATH does not find the
+# source tree's src/ instead).
+$(OBJS): | $(CURDIR)/src
+$(CURDIR)/src:
+	mkdir -p $@
 else
 # A fresh machine has no server headers yet: `make test` and `make demo`
 # install them (test/install-deps.sh); plain `make` says how.
