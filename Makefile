@@ -69,7 +69,7 @@ all install installcheck:
 	@echo "kwatch: PostgreSQL server headers are missing; run 'make deps' first" >&2; exit 1
 endif
 
-.PHONY: deps test demo demo-stop bench print-regress soak bench-recovery
+.PHONY: deps test deb demo demo-stop bench print-regress soak bench-recovery
 
 print-regress:
 	@echo $(REGRESS)
@@ -82,6 +82,13 @@ deps:
 # tests against a real control plane.
 test:
 	@bash test/run.sh
+
+# The Debian package postgresql-15-kwatch (README), built by
+# dpkg-buildpackage from a copy of the work tree, never in it, into DEB_DIR
+# (default: the parent directory, as dpkg-buildpackage does).
+DEB_DIR ?= ..
+deb:
+	@bash test/deb.sh '$(DEB_DIR)'
 
 # The demo (README): a throwaway PostgreSQL + control plane, left running.
 # `make demo KUBECONFIG=~/.kube/config` mirrors your cluster instead of a
