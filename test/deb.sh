@@ -20,8 +20,7 @@ set -euo pipefail
 out=${1:-}
 top=$(cd "$(dirname "$0")/.." && pwd)
 [ -n "$out" ] || out=$(dirname "$top")
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+out=$(realpath -m -- "$out")     # relative to where we were called from
 cd "$top"
 
 die() { echo "deb: $*" >&2; exit 1; }
@@ -56,5 +55,6 @@ git ls-files -z --cached --others --exclude-standard |
 
 echo "[deb] dpkg-buildpackage -us -uc -b in $src"
 ( cd "$src" && dpkg-buildpackage -us -uc -b ) || die "dpkg-buildpackage failed (output above)"
+mkdir -p "$out"
 mv "$tmp"/*.deb "$tmp"/*.buildinfo "$tmp"/*.changes "$out"/
 ls "$out"/postgresql-*-kwatch_"$control"_*.deb
