@@ -32,7 +32,9 @@ OBJS = \
 	src/live_scan.o \
 	src/fdw.o
 
-DATA = $(wildcard sql/kwatch--*.sql)
+# Every install and update script; relative to $(srcdir), which PGXS sets to
+# the source tree in a VPATH build (pg_buildext builds in build-<version>/).
+DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/kwatch--*.sql))
 
 # pg_regress suites (test/sql/<name>.sql, test/expected/<name>.out, as
 # pgvector lays them out); run by test/run.sh
@@ -55,7 +57,13 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 # PGXS tracks no header dependencies (without --enable-depend): a changed
 # struct in the shared header must rebuild every object.
-$(OBJS): $(wildcard src/kw_*.h)
+$(OBJS): $(wildcard $(srcdir)/src/kw_*.h)
+# A VPATH build writes its objects under the build directory's src/, which
+# must exist first (an absolute path, so that VPATH does not find the
+# source tree's src/ instead).
+$(OBJS): | $(CURDIR)/src
+$(CURDIR)/src:
+	mkdir -p $@
 else
 # A fresh machine has no server headers yet: `make test` and `make demo`
 # install them (test/install-deps.sh); plain `make` says how.
@@ -63,7 +71,7 @@ all install installcheck:
 	@echo "kwatch: PostgreSQL server headers are missing; run 'make deps' first" >&2; exit 1
 endif
 
-.PHONY: deps test demo demo-stop bench print-regress soak bench-recovery
+.PHONY: deps test deb demo demo-stop bench print-regress soak bench-recovery
 
 print-regress:
 	@echo $(REGRESS)
@@ -76,6 +84,13 @@ deps:
 # tests against a real control plane.
 test:
 	@bash test/run.sh
+
+# The Debian package postgresql-15-kwatch (README), built by
+# dpkg-buildpackage from a copy of the work tree, never in it, into DEB_DIR
+# (default: the parent directory, as dpkg-buildpackage does).
+DEB_DIR ?= ..
+deb:
+	@bash test/deb.sh '$(DEB_DIR)'
 
 # The demo (README): a throwaway PostgreSQL + control plane, left running.
 # `make demo KUBECONFIG=~/.kube/config` mirrors your cluster instead of a

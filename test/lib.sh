@@ -1,7 +1,37 @@
-# Shell helpers of test/run.sh, test/demo.sh and test/bench/*.sh, sourced
-# from the repository's top directory (they `cd` there first).
+# Shell helpers of test/run.sh, test/package.sh, test/demo.sh and
+# test/bench/*.sh, sourced from the repository's top directory (they `cd`
+# there first).
 
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+
+# as_pg CMD...: runs CMD as the postgres user when we are root (servers and
+# pg_regress must not run as root), else as ourselves
+as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+# run_regress DIR: the pg_regress suites (the Makefile's REGRESS) against
+# the installed kwatch, on a temporary instance that preloads it
+# (test/regress.conf).  DIR is emptied and gets a copy of test/ (the
+# fixtures the server reads), the temporary instance and the results; the
+# postgres user must be able to reach it.  On failure prints
+# regression.diffs and returns pg_regress's status.
+run_regress() {
+  local rdir=$1 pgxs tests rc=0
+  rm -rf "$rdir"; mkdir -p "$rdir"
+  cp -r test "$rdir/"
+  chmod -R a+rX "$rdir"
+  [ "$(id -u)" -eq 0 ] && chown -R postgres: "$rdir"
+  pgxs=$(dirname "$(pg_config --pgxs)")
+  tests=$(make -s print-regress)
+  ( cd "$rdir" && as_pg "$pgxs/../../src/test/regress/pg_regress" \
+      --temp-instance="$rdir/tmp_check" --temp-config="$rdir/test/regress.conf" \
+      --inputdir="$rdir/test" --outputdir="$rdir" --bindir="$(pg_config --bindir)" \
+      --dbname=contrib_regression $tests ) || rc=$?
+  if [ $rc -ne 0 ]; then
+    [ -f "$rdir/regression.diffs" ] && cat "$rdir/regression.diffs"
+    echo "pg_regress failed" >&2
+  fi
+  return $rc
+}
 
 # free_port: a free TCP port on 127.0.0.1
 free_port() {

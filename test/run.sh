@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# make test: installs what is missing, builds and installs kwatch, builds (or
-# reuses) the real Kubernetes control plane, then runs
-#   1. pg_regress: the SQL surface, on a temp instance preloading kwatch;
-#   2. pytest: the worker against the real control plane (test/integration).
+# make test: installs what is missing, builds and installs kwatch, then
+#   1. the Debian package (test/package.sh): builds postgresql-15-kwatch from
+#      the same sources, installs it with dpkg -i over what make install
+#      wrote, and runs pg_regress (the SQL surface, on a temp instance
+#      preloading kwatch) against the installed package;
+#   2. builds (or reuses) the real Kubernetes control plane and runs pytest:
+#      the worker against it (test/integration).
+# Stops at the first failure, saying which step failed.
 # Test state lives in $KWATCH_TEST_DIR (default /var/tmp/kwatch-test): the
 # servers run as the `postgres` user when we are root, and must be able to
 # reach it, which a clone under /root would not allow.
@@ -17,31 +21,14 @@ step() { echo; echo "== $*"; }
 step "dependencies, build and install"
 build_and_install
 
+# The tests' servers run as postgres and must reach everything in it.
+mkdir -p "$KWATCH_TEST_DIR"; chmod -R a+rX "$KWATCH_TEST_DIR"
+
+step "Debian package: build, dpkg -i, pg_regress against the installed package"
+bash test/package.sh || { echo "make test: the Debian package step failed (test/package.sh, above)" >&2; exit 1; }
+
 step "Kubernetes control plane (built once, cached in ${KWATCH_K8S_CACHE:-/var/cache/kwatch-k8s})"
 $SUDO bash test/k8s/build.sh
-
-as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-
-step "pg_regress"
-rdir="$KWATCH_TEST_DIR/regress"
-rm -rf "$rdir"; mkdir -p "$rdir"
-cp -r test "$rdir/"
-chmod -R a+rX "$KWATCH_TEST_DIR"
-[ "$(id -u)" -eq 0 ] && chown -R postgres: "$rdir"
-pgxs=$(dirname "$(pg_config --pgxs)")
-tests=$(make -s print-regress)
-set +e
-( cd "$rdir" && as_pg "$pgxs/../../src/test/regress/pg_regress" \
-    --temp-instance="$rdir/tmp_check" --temp-config="$rdir/test/regress.conf" \
-    --inputdir="$rdir/test" --outputdir="$rdir" --bindir="$(pg_config --bindir)" \
-    --dbname=contrib_regression $tests )
-rc=$?
-set -e
-if [ $rc -ne 0 ]; then
-  [ -f "$rdir/regression.diffs" ] && cat "$rdir/regression.diffs"
-  echo "pg_regress failed" >&2
-  exit $rc
-fi
 
 step "integration tests against the real control plane"
 /usr/bin/python3 -m pytest test/integration -v -p no:cacheprovider
