@@ -3,6 +3,10 @@
 # and the integration tests.
 #
 #   test/pg.sh start DIR PORT DBNAME   initdb (once), start, create DBNAME
+#   test/pg.sh standby DIR PORT PRIMARY_DIR PRIMARY_PORT
+#                                      pg_basebackup of the running primary
+#                                      (once), start it as its hot standby
+#   test/pg.sh promote DIR             promote a standby (waits until done)
 #   test/pg.sh stop DIR                stop (fast)
 #   test/pg.sh restart DIR             restart (keeps data)
 #   test/pg.sh kill DIR                SIGKILL the postmaster (crash test)
@@ -12,13 +16,29 @@
 # is handed to it.  The socket lives in DIR; PGHOST=DIR works.
 # KWATCH_PG_PRELOAD: more shared_preload_libraries at initdb (the
 # integration tests load auto_explain, off until a test turns it on).
+# KWATCH_PG_CONF: more postgresql.conf lines at initdb, after the ones
+# below, so they may override them (the scale-out tests: wal_level =
+# logical; shared_preload_libraries = '' for a database without the worker).
 set -euo pipefail
-cmd=${1:?usage: pg.sh start|stop|restart|kill DIR [PORT DB]}
+cmd=${1:?usage: pg.sh start|standby|promote|stop|restart|kill DIR [PORT DB]}
 dir=$(realpath -m "${2:?state directory}")
 bindir=$(pg_config --bindir)
 
 as_pg() {
   if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# start_server [PORT DB]: starts the server in $dir unless it runs, then
+# creates database DB unless it exists (a standby has its primary's)
+start_server() {
+  if ! as_pg "$bindir/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+    as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start >/dev/null ||
+      { tail -30 "$dir/postgres.log"; exit 1; }
+  fi
+  [ $# -eq 0 ] && return
+  as_pg "$bindir/psql" -h "$dir" -p "$1" -U postgres -d postgres -Atqc \
+    "SELECT 1 FROM pg_database WHERE datname = '$2'" | grep -q 1 ||
+    as_pg "$bindir/createdb" -h "$dir" -p "$1" -U postgres "$2"
 }
 
 case "$cmd" in
@@ -42,15 +62,29 @@ log_min_messages = info
 log_line_prefix = '%m [%p] %b '
 fsync = off
 max_connections = 50
+${KWATCH_PG_CONF:-}
 CONF
   fi
-  if ! as_pg "$bindir/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
-    as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start >/dev/null ||
-      { tail -30 "$dir/postgres.log"; exit 1; }
+  start_server "$port" "$db"
+  ;;
+standby)
+  port=${3:?port}; primary=$(realpath -m "${4:?primary directory}"); primary_port=${5:?primary port}
+  mkdir -p "$dir"
+  if [ "$(id -u)" -eq 0 ]; then chown postgres: "$dir"; fi
+  if [ ! -f "$dir/data/PG_VERSION" ]; then
+    # -R: standby.signal and primary_conninfo (the primary's socket directory)
+    as_pg "$bindir/pg_basebackup" -D "$dir/data" -h "$primary" -p "$primary_port" -U postgres \
+      -R -X stream -c fast >"$dir/basebackup.log" 2>&1 || { cat "$dir/basebackup.log"; exit 1; }
+    cat >>"$dir/data/postgresql.conf" <<CONF
+port = $port
+unix_socket_directories = '$dir'
+hot_standby = on
+CONF
   fi
-  as_pg "$bindir/psql" -h "$dir" -p "$port" -U postgres -d postgres -Atqc \
-    "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 ||
-    as_pg "$bindir/createdb" -h "$dir" -p "$port" -U postgres "$db"
+  start_server
+  ;;
+promote)
+  as_pg "$bindir/pg_ctl" -D "$dir/data" -w -t 60 promote >/dev/null
   ;;
 stop)
   [ -f "$dir/data/postmaster.pid" ] && as_pg "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null || true

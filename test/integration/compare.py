@@ -60,16 +60,19 @@ def shown(obj, secret_data=False):
     return obj
 
 
-def table_secret_data(table, cluster):
-    """Whether the watch of `cluster` into mirror `table` opted into secret_data."""
+def table_secret_data(table, cluster, conn=None):
+    """Whether the watch of `cluster` into mirror `table` opted into secret_data
+    (registrations read on conn, default the session's PostgreSQL)."""
     return bool(sql_one("SELECT bool_or(secret_data) FROM kwatch.registrations"
                         " WHERE server = %s AND format('k8s.%%I', table_name) = %s",
-                        (cluster, table)))
+                        (cluster, table), conn))
 
 
-def mirror_rows(table, cluster):
-    """{uid: row dict} of the mirror table's rows for one cluster."""
-    with postgres.PG.conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
+def mirror_rows(table, cluster, conn=None):
+    """{uid: row dict} of the mirror table's rows for one cluster, read on conn
+    (default the session's PostgreSQL; a replica's connection for the
+    scale-out tests)."""
+    with (conn or postgres.PG.conn).cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
         cur.execute("SELECT uid, resource_version, namespace, name, labels, object FROM %s"
                     " WHERE cluster = %%s" % table, (cluster,))
         return {r["uid"]: dict(r) for r in cur.fetchall()}
@@ -117,12 +120,16 @@ def rows_diff(rows, want, api_version=None, kind=None):
     return "; ".join(problems) if problems else None
 
 
-def mirror_diff(table, cluster, kubectl_get_args):
-    """None when the rows of `cluster` in `table` equal, object by object, what
-    `kubectl get <kubectl_get_args> -o json` returns; else a description."""
+def mirror_diff(table, cluster, kubectl_get_args, conn=None, secret_data=None):
+    """None when the rows of `cluster` in `table` (read on conn, default the
+    session's PostgreSQL) equal, object by object, what `kubectl get
+    <kubectl_get_args> -o json` returns; else a description.  Secrets are
+    redacted unless the watch opted into secret_data (its registration, read
+    on conn, unless secret_data is given: a replica without the watch)."""
     items = kubectl_json("get", *kubectl_get_args)["items"]
-    secret_data = table_secret_data(table, cluster)
-    return rows_diff(mirror_rows(table, cluster),
+    if secret_data is None:
+        secret_data = table_secret_data(table, cluster, conn)
+    return rows_diff(mirror_rows(table, cluster, conn),
                      {i["metadata"]["uid"]: shown(i, secret_data) for i in items})
 
 
@@ -139,13 +146,17 @@ def wait_same(diff, timeout, interval, failure):
         time.sleep(interval)
 
 
-def assert_table_matches_server(table, cluster, kubectl_get_args, timeout=30):
+def assert_table_matches_server(table, cluster, kubectl_get_args, timeout=30, conn=None,
+                                secret_data=None):
     """Waits (up to timeout s) until the mirror rows of `cluster` equal the
-    server's objects (mirror_diff), failing with the last difference."""
-    wait_same(lambda: mirror_diff(table, cluster, kubectl_get_args), timeout, 0.2,
+    server's objects (mirror_diff; rows read on conn, default the session's
+    PostgreSQL), failing with the last difference."""
+    wait_same(lambda: mirror_diff(table, cluster, kubectl_get_args, conn, secret_data),
+              timeout, 0.2,
               lambda last: "%s (cluster %s) does not match `kubectl get %s` after %ss: %s"
               % (table, cluster, " ".join(kubectl_get_args), timeout, last))
 
 
-def row_uids(table, cluster):
-    return {r[0] for r in sql("SELECT uid FROM %s WHERE cluster = %%s" % table, (cluster,))}
+def row_uids(table, cluster, conn=None):
+    """The uids of `cluster`'s rows in `table` (read on conn, default the session's)."""
+    return {r[0] for r in sql("SELECT uid FROM %s WHERE cluster = %%s" % table, (cluster,), conn)}

@@ -2,6 +2,7 @@
 by conftest's session fixture), statements on its shared connection, and a
 LISTENing connection that collects notifications."""
 import json
+import os
 import select
 import threading
 import time
@@ -20,11 +21,16 @@ PG = None  # Postgres, set by the session fixture
 
 
 class Postgres:
-    """The throwaway PostgreSQL of test/pg.sh, plus one shared autocommit connection."""
+    """The throwaway PostgreSQL of test/pg.sh, plus one shared autocommit
+    connection.  `conf`: more postgresql.conf lines for its initdb (pg.sh's
+    KWATCH_PG_CONF), e.g. "wal_level = logical"; `db`: the database created,
+    connected to and served by the worker (kwatch.database)."""
 
-    def __init__(self, directory, port):
+    def __init__(self, directory, port, conf=(), db=DB):
         self.dir = Path(directory)
         self.port = port
+        self.conf = list(conf)
+        self.db = db
         self._conn = None
 
     @property
@@ -32,7 +38,9 @@ class Postgres:
         return self.dir / "postgres.log"
 
     def start(self):
-        run(["bash", PG_SH, "start", self.dir, self.port, DB])
+        """initdb (the first time, with self.conf), start, create the database."""
+        env = dict(os.environ, KWATCH_PG_CONF="\n".join(self.conf)) if self.conf else None
+        run(["bash", PG_SH, "start", self.dir, self.port, self.db], env=env)
 
     def stop(self):
         self.close()
@@ -50,7 +58,7 @@ class Postgres:
             return False
 
     def dsn(self, **kw):
-        d = dict(host=str(self.dir), port=self.port, dbname=DB, user="postgres")
+        d = dict(host=str(self.dir), port=self.port, dbname=self.db, user="postgres")
         d.update(kw)
         return d
 
