@@ -223,6 +223,7 @@ DECLARE
   tbl text;
   canonical text;
   rel regclass;
+  skipped text[];
 BEGIN
   IF NOT COALESCE(history, false) AND (history_retention IS NOT NULL OR history_max_rows IS NOT NULL) THEN
     RAISE EXCEPTION 'history_retention and history_max_rows need history => true'
@@ -277,6 +278,12 @@ BEGIN
        AND existing.retry_watch_after IS NOT DISTINCT FROM _watch_impl.retry_watch_after
        AND (_watch_impl.table_name IS NULL OR existing.table_name = _watch_impl.table_name) THEN
       rel := format('k8s.%I', existing.table_name)::regclass;
+      -- watching again picks up a CRD's changed printer columns
+      IF d.api_group <> '' THEN
+        PERFORM @extschema@._refresh_printer_columns(srv, d.api_group, d.plural, d.api_version,
+                                                     existing.table_name);
+        PERFORM @extschema@._restore_columns_as_owner(rel, d.api_group, d.plural);
+      END IF;
       IF _watch_impl.history THEN
         PERFORM @extschema@._history_impl(rel, true, history_retention, history_max_rows);
       END IF;
@@ -334,6 +341,16 @@ BEGIN
   IF octet_length(tbl) > 56 THEN
     RAISE EXCEPTION 'table name "%" is too long', tbl
       USING ERRCODE = 'name_too_long', HINT = 'Pass a shorter table_name => ''...''.';
+  END IF;
+
+  -- A custom resource's printer columns (the columns `kubectl get` shows)
+  -- become typed columns of the table (typed_columns()).
+  IF d.api_group <> '' THEN
+    skipped := @extschema@._refresh_printer_columns(srv, d.api_group, d.plural, d.api_version, tbl);
+    IF cardinality(skipped) > 0 THEN
+      RAISE NOTICE 'printer columns of % left out of k8s.%: %', canonical, tbl,
+                   array_to_string(skipped, '; ');
+    END IF;
   END IF;
 
   -- A new mirror table belongs to the registering role: the worker writes
@@ -482,3 +499,198 @@ AS $$
     AND d.path NOT IN (ARRAY['metadata', 'resourceVersion'], ARRAY['metadata', 'generation'])
   ORDER BY d.path
 $$;
+
+-- ---------------------------------------------------------------------
+-- Typed columns for custom resources (issue 11): the columns `kubectl get`
+-- shows for a CRD (its version's additionalPrinterColumns) become generated
+-- columns of the mirror table, and of live tables of it.
+-- ---------------------------------------------------------------------
+
+-- The printer columns of the custom resources watched so far, as column
+-- definitions in the form typed_columns() gives them; `skipped` says which
+-- printer columns could not be expressed, and why.
+CREATE TABLE @extschema@.printer_columns (
+    api_group   text NOT NULL,
+    plural      text NOT NULL,
+    api_version text NOT NULL,
+    columns     text[] NOT NULL,
+    skipped     text[] NOT NULL DEFAULT '{}',
+    PRIMARY KEY (api_group, plural)
+);
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.printer_columns', '');
+GRANT SELECT ON @extschema@.printer_columns TO PUBLIC;
+
+-- _printer_columns(server, api_group, plural, api_version) -> jsonb: the
+-- CRD's additionalPrinterColumns for that version, read as the caller of
+-- watch(); NULL when it is no CRD or the caller may not read CRDs
+-- (src/discovery.c).
+CREATE FUNCTION @extschema@._printer_columns(server text, api_group text, plural text,
+                                             api_version text)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'kwatch_printer_columns'
+LANGUAGE C STRICT;
+REVOKE ALL ON FUNCTION @extschema@._printer_columns(text, text, text, text) FROM PUBLIC;
+
+-- jsonb_integer / jsonb_number / jsonb_boolean / jsonb_timestamp(value):
+-- a JSON value as the printer column type says (integer, number, boolean,
+-- date), NULL when it is absent or of another kind.  Never an error: a
+-- generated column that raised would stop its watch on one odd object.
+CREATE FUNCTION @extschema@.jsonb_integer(jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN jsonb_typeof($1) = 'number' THEN
+           CASE WHEN $1::numeric BETWEEN -9223372036854775808 AND 9223372036854775807
+                THEN trunc($1::numeric)::bigint END END
+$$;
+CREATE FUNCTION @extschema@.jsonb_number(jsonb) RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN jsonb_typeof($1) = 'number' THEN
+           CASE WHEN abs($1::numeric) < 1e300 THEN $1::double precision END END
+$$;
+CREATE FUNCTION @extschema@.jsonb_boolean(jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT CASE WHEN jsonb_typeof($1) = 'boolean' THEN $1::boolean END $$;
+-- an RFC 3339 date-time ("2024-05-01T10:00:00Z"), as Kubernetes writes them
+CREATE FUNCTION @extschema@.jsonb_timestamp(jsonb) RETURNS timestamptz
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+BEGIN
+  IF jsonb_typeof($1) IS DISTINCT FROM 'string'
+     OR ($1 #>> '{}') !~ '^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$' THEN
+    RETURN NULL;
+  END IF;
+  RETURN ($1 #>> '{}')::timestamptz;
+EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
+  RETURN NULL;
+END
+$$;
+
+-- _printer_column_defs(columns jsonb, taken text[]) -> (defs, skipped):
+-- additionalPrinterColumns as generated column definitions.  A column's
+-- name is the printer column's, lower-cased, runs of other characters as
+-- "_" ("Cron Spec" -> cron_spec; a keyword gets a "_" appended); its type
+-- string -> text, integer -> bigint, number -> double precision, boolean
+-- -> boolean, date -> timestamptz; its value the jsonPath, which must be a
+-- simple path of fields and indexes (.spec.replicas,
+-- .status.conditions[0].status, .metadata.labels['app.kubernetes.io/name'];
+-- the JSONPath subset CRDs use: k8s.io/client-go/util/jsonpath).  Columns
+-- whose path needs more (filters, wildcards, ranges), whose type is unknown
+-- or whose name is taken (`taken`: the base columns) are skipped, each
+-- with the reason.
+CREATE FUNCTION @extschema@._printer_column_defs(columns jsonb, taken text[],
+                                                 OUT defs text[], OUT skipped text[])
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  c jsonb;
+  col text;
+  path text;
+  elems text[];
+  expr text;
+  typ text;
+BEGIN
+  defs := '{}';
+  skipped := '{}';
+  FOR c IN SELECT * FROM jsonb_array_elements(COALESCE(columns, '[]')) LOOP
+    col := btrim(lower(regexp_replace(COALESCE(c->>'name', ''), '[^A-Za-z0-9]+', '_', 'g')), '_');
+    IF col ~ '^[0-9]' THEN
+      col := 'c_' || col;
+    END IF;
+    IF col <> '' AND quote_ident(col) <> col THEN
+      col := col || '_';
+    END IF;
+    path := btrim(COALESCE(c->>'jsonPath', ''));
+    IF path LIKE '{%}' THEN
+      path := substr(path, 2, length(path) - 2);
+    END IF;
+    IF col = '' OR octet_length(col) > 63 THEN
+      skipped := skipped || format('%s: no usable column name', c->>'name');
+      CONTINUE;
+    END IF;
+    IF col = ANY (taken) THEN
+      skipped := skipped || format('%s: column %s exists already', c->>'name', col);
+      CONTINUE;
+    END IF;
+    IF path !~ '^(\.[A-Za-z0-9_-]+|\[[0-9]+\]|\[''[^'']+''\])+$' THEN
+      skipped := skipped || format('%s: JSONPath %s is not a simple path of fields and indexes',
+                                   c->>'name', c->>'jsonPath');
+      CONTINUE;
+    END IF;
+    SELECT array_agg(COALESCE(m[1], m[2], m[3]) ORDER BY n) INTO elems
+    FROM regexp_matches(path, '\.([A-Za-z0-9_-]+)|\[([0-9]+)\]|\[''([^'']+)''\]', 'g')
+         WITH ORDINALITY AS x(m, n);
+    CASE c->>'type'
+      WHEN 'string' THEN typ := 'text'; expr := format('object #>> %L', elems::text);
+      WHEN 'integer' THEN typ := 'bigint'; expr := format('kwatch.jsonb_integer(object #> %L)', elems::text);
+      WHEN 'number' THEN typ := 'double precision'; expr := format('kwatch.jsonb_number(object #> %L)', elems::text);
+      WHEN 'boolean' THEN typ := 'boolean'; expr := format('kwatch.jsonb_boolean(object #> %L)', elems::text);
+      WHEN 'date' THEN typ := 'timestamptz'; expr := format('kwatch.jsonb_timestamp(object #> %L)', elems::text);
+      ELSE
+        skipped := skipped || format('%s: type %s is not one of string, integer, number, boolean, date',
+                                     c->>'name', c->>'type');
+        CONTINUE;
+    END CASE;
+    defs := defs || format('%s %s GENERATED ALWAYS AS (%s) STORED', col, typ, expr);
+    taken := taken || col;
+  END LOOP;
+END
+$$;
+
+-- typed_columns() now adds the printer columns of the custom resources
+-- watched so far; the built-in resources' columns are 0.1.0's.
+ALTER FUNCTION @extschema@.typed_columns(text, text) RENAME TO _builtin_columns;
+CREATE FUNCTION @extschema@.typed_columns(api_group text, plural text) RETURNS text[]
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+  SELECT @extschema@._builtin_columns(api_group, plural)
+         || COALESCE((SELECT p.columns FROM @extschema@.printer_columns p
+                      WHERE p.api_group = typed_columns.api_group AND p.plural = typed_columns.plural),
+                     '{}')
+$$;
+ALTER FUNCTION @extschema@.live_columns(text, text) STABLE;
+
+-- _refresh_printer_columns(server, api_group, plural, api_version,
+-- table_name): reads the CRD's printer columns as the caller of watch()
+-- and stores them; columns of a former definition that the new one no
+-- longer has (changed path, type or name) are dropped from the mirror
+-- table k8s.<table_name>, so that create_mirror_table or
+-- restore_generated_columns adds the new ones.  Rows are kept.  Nothing
+-- happens for a resource that is no CRD.  Returns the skipped columns.
+CREATE FUNCTION @extschema@._refresh_printer_columns(server text, api_group text, plural text,
+                                                     api_version text, table_name text)
+RETURNS text[]
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  cols jsonb := @extschema@._printer_columns(server, api_group, plural, api_version);
+  taken text[];
+  r record;
+  old text[];
+  c text;
+BEGIN
+  IF cols IS NULL THEN
+    RETURN '{}';
+  END IF;
+  SELECT array_agg(split_part(b, ' ', 1)) INTO taken
+  FROM unnest(@extschema@.base_columns() || @extschema@._builtin_columns(api_group, plural)
+              || ARRAY['object']) b;
+  r := @extschema@._printer_column_defs(cols, taken);
+  SELECT p.columns INTO old FROM @extschema@.printer_columns p
+  WHERE p.api_group = _refresh_printer_columns.api_group AND p.plural = _refresh_printer_columns.plural;
+  IF old IS NOT NULL AND to_regclass(format('k8s.%I', table_name)) IS NOT NULL THEN
+    FOREACH c IN ARRAY old LOOP
+      CONTINUE WHEN c = ANY (r.defs);
+      EXECUTE format('ALTER TABLE k8s.%I DROP COLUMN IF EXISTS %I', table_name, split_part(c, ' ', 1));
+    END LOOP;
+  END IF;
+  INSERT INTO @extschema@.printer_columns AS p (api_group, plural, api_version, columns, skipped)
+  VALUES (api_group, plural, api_version, r.defs, r.skipped)
+  ON CONFLICT ON CONSTRAINT printer_columns_pkey
+  DO UPDATE SET api_version = EXCLUDED.api_version, columns = EXCLUDED.columns, skipped = EXCLUDED.skipped;
+  RETURN r.skipped;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@._refresh_printer_columns(text, text, text, text, text) FROM PUBLIC;

@@ -531,3 +531,78 @@ kw_discover_listable(KwClusterConfig *cfg)
 	PG_END_TRY();
 	return out;
 }
+
+PG_FUNCTION_INFO_V1(kwatch_printer_columns);
+
+/*
+ * kwatch_printer_columns: SQL kwatch._printer_columns(server, api_group,
+ * plural, api_version) -> jsonb.  When (api_group, plural) is a custom
+ * resource, the additionalPrinterColumns of its version `api_version`
+ * (apiextensions.k8s.io/v1 CustomResourceDefinition
+ * spec.versions[].additionalPrinterColumns, the columns `kubectl get`
+ * shows: [{name, type, jsonPath, ...}]), as the calling role reads the
+ * CRD; an empty array when the version has none; NULL when there is no
+ * such CRD (a built-in group: 404) or the role may not read CRDs (403:
+ * RBAC's view role does not include them), since printer columns are a
+ * convenience that must not stop a watch.  Other statuses and transport
+ * failures ERROR as kw_http_get / kw_http_raise_status.
+ */
+Datum
+kwatch_printer_columns(PG_FUNCTION_ARGS)
+{
+	char	   *server = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char	   *group = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	char	   *plural = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	char	   *version = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	KwClusterConfig *cfg;
+	KwHttpResponse resp;
+	json_object *volatile doc = NULL;
+	char	   *result = NULL;
+
+	if (group[0] == '\0')
+		PG_RETURN_NULL();		/* the core group has no CRDs */
+	cfg = server_config_checked(server, NULL);
+	kw_http_get(cfg, psprintf("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/%s.%s",
+							  plural, group), &resp);
+	if (resp.status == 404 || resp.status == 403)
+		PG_RETURN_NULL();
+	if (resp.status != 200)
+		kw_http_raise_status(cfg, psprintf("reading the CustomResourceDefinition %s.%s", plural, group),
+							 &resp);
+
+	PG_TRY();
+	{
+		json_object *spec,
+				   *versions;
+
+		doc = json_tokener_parse(resp.body.data);
+		if (doc && json_object_object_get_ex(doc, "spec", &spec) &&
+			json_object_object_get_ex(spec, "versions", &versions) &&
+			json_object_is_type(versions, json_type_array))
+		{
+			for (size_t i = 0; i < json_object_array_length(versions); i++)
+			{
+				json_object *v = json_object_array_get_idx(versions, i);
+				const char *name = kw_json_get_string(v, "name");
+				json_object *cols;
+
+				if (name == NULL || strcmp(name, version) != 0)
+					continue;
+				if (json_object_object_get_ex(v, "additionalPrinterColumns", &cols) &&
+					json_object_is_type(cols, json_type_array))
+					result = pstrdup(json_object_to_json_string_ext(cols, JSON_C_TO_STRING_PLAIN));
+				else
+					result = pstrdup("[]");
+			}
+		}
+	}
+	PG_FINALLY();
+	{
+		if (doc)
+			json_object_put(doc);
+	}
+	PG_END_TRY();
+	if (result == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(result)));
+}

@@ -102,3 +102,99 @@ def test_crd_deleted_and_recreated_while_watched(ctx):
     wait_until(lambda: len(row_uids(table, srv)) == 1, 60, "the new CronTab row")
     assert_table_matches_server(table, srv, get)
     wait_watching(srv, resource, timeout=60)
+
+
+def backup_crd(group, columns):
+    """A namespaced Backup CRD in `group` whose v1 has printer columns `columns`."""
+    crd = cluster.crd_manifest(group, "backups", "Backup")
+    crd["spec"]["versions"][0]["additionalPrinterColumns"] = columns
+    return crd
+
+
+PRINTER_COLUMNS = [
+    {"name": "Schedule", "type": "string", "jsonPath": ".spec.schedule"},
+    {"name": "Retain", "type": "integer", "jsonPath": ".spec.retain"},
+    {"name": "Last Run", "type": "date", "jsonPath": ".status.lastRun"},
+    {"name": "Ratio", "type": "number", "jsonPath": ".status.ratio"},
+    {"name": "Paused", "type": "boolean", "jsonPath": ".spec.paused"},
+    {"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"},
+]
+
+
+def test_printer_columns_become_typed_columns(ctx):
+    """A CRD's additionalPrinterColumns (what `kubectl get` shows) become
+    generated columns of the mirror table with PostgreSQL types (string,
+    integer, date, number, boolean) and the values of their JSONPath; a
+    filter path is left out with a NOTICE; watching again after the CRD's
+    columns changed adds and replaces columns and keeps every row; a live
+    table IMPORTed afterwards has the same columns and values."""
+    ns = ctx.namespace()
+    srv = ctx.server()
+    group = "pc%s.example.com" % conftest.RUN_ID
+    resource = "backups." + group
+    ctx.crds.append(resource)
+    kubectl("apply", "-f", "-", input=json.dumps(backup_crd(group, PRINTER_COLUMNS)))
+    kubectl("wait", "--for", "condition=established", "--timeout=60s", "crd/" + resource)
+    wait_until(lambda: kubectl("get", "--raw", "/apis/%s/v1" % group, check=False).strip(),
+               30, "discovery of " + group)
+    objs = {"nightly": {"spec": {"schedule": "0 3 * * *", "retain": 7, "paused": False},
+                        "status": {"lastRun": "2026-11-24T03:00:00Z", "ratio": 0.5}},
+            "odd": {"spec": {"schedule": "@weekly", "retain": "seven", "paused": "no"},
+                    "status": {"lastRun": "yesterday", "ratio": "half"}}}
+    for name, body in objs.items():
+        kubectl("create", "-n", ns, "-f", "-", input=json.dumps(
+            {"apiVersion": group + "/v1", "kind": "Backup", "metadata": {"name": name}, **body}))
+
+    conn = conftest.PG.connect()
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT kwatch.watch(%s, server => %s, namespace => %s)::text", (resource, srv, ns))
+        table = cur.fetchone()[0]
+        assert any("Ready: JSONPath" in n and "not a simple path" in n for n in conn.notices), conn.notices
+    finally:
+        conn.close()
+    wait_watching(srv, resource)
+    assert_table_matches_server(table, srv, [resource, "-n", ns])
+
+    def columns():
+        return dict(conftest.sql("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute"
+                                 " WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped",
+                                 (table,)))
+    cols = columns()
+    assert {k: cols.get(k) for k in ("schedule", "retain", "last_run", "ratio", "paused")} == {
+        "schedule": "text", "retain": "bigint", "last_run": "timestamp with time zone",
+        "ratio": "double precision", "paused": "boolean"}, cols
+    assert "ready" not in cols
+    rows = {r[0]: r[1:] for r in conftest.sql(
+        "SELECT name, schedule, retain, last_run = '2026-11-24 03:00+00', ratio, paused FROM %s" % table)}
+    assert rows == {"nightly": ("0 3 * * *", 7, True, 0.5, False),
+                    "odd": ("@weekly", None, None, None, None)}, rows
+
+    # the CRD's columns change: Retain reads another path, Owner is new
+    changed = [c for c in PRINTER_COLUMNS if c["name"] not in ("Retain", "Ready")] + [
+        {"name": "Retain", "type": "integer", "jsonPath": ".spec.keep"},
+        {"name": "Owner", "type": "string", "jsonPath": ".metadata.labels['example.com/owner']"}]
+    kubectl("apply", "-f", "-", input=json.dumps(backup_crd(group, changed)))
+    kubectl("label", "backup", "nightly", "-n", ns, "example.com/owner=ops")
+    kubectl("patch", "backup", "nightly", "-n", ns, "--type=merge", "-p", '{"spec": {"keep": 30}}')
+    wait_until(lambda: conftest.sql_one("SELECT object->'spec'->>'keep' FROM %s WHERE name = 'nightly'"
+                                        % table) == "30", 30, "the patched object")
+    before = row_uids(table, srv)
+    watch(resource, srv, namespace=ns)          # the same watch again: columns refreshed
+    assert columns().get("owner") == "text"
+    assert row_uids(table, srv) == before
+    assert conftest.sql("SELECT name, retain, owner FROM %s ORDER BY name" % table) == [
+        ("nightly", 30, "ops"), ("odd", None, None)]
+
+    # a live table of the resource: the same columns, the same values
+    schema = "live_pc_" + conftest.RUN_ID
+    conftest.sql("CREATE SCHEMA %s" % schema)
+    try:
+        conftest.sql("IMPORT FOREIGN SCHEMA k8s LIMIT TO (backups) FROM SERVER %s INTO %s"
+                     % (psycopg2.extensions.quote_ident(srv, conftest.PG.conn), schema))
+        live = conftest.sql("SELECT name, schedule, retain, owner, paused FROM %s.backups"
+                            " WHERE namespace = %%s ORDER BY name" % schema, (ns,))
+        mirror = conftest.sql("SELECT name, schedule, retain, owner, paused FROM %s ORDER BY name" % table)
+        assert live == mirror, (live, mirror)
+    finally:
+        conftest.sql("DROP SCHEMA %s CASCADE" % schema)

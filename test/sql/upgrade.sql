@@ -129,6 +129,42 @@ SELECT count(*) FROM k8s.upgrade_pods_history WHERE uid = 'u3' AND upper_inf(val
 SELECT count(*) FROM kwatch.history_tables;
 DROP TABLE k8s.upgrade_pods_history;
 
+-- A CRD's printer columns as generated columns (what watch() does with
+-- them is in test/integration/test_crd.py): names, types, paths, refusals
+SELECT unnest(defs) AS def FROM kwatch._printer_column_defs('[
+  {"name": "Cron Spec", "type": "string", "jsonPath": ".spec.cronSpec"},
+  {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+  {"name": "Ratio", "type": "number", "jsonPath": ".status.ratio"},
+  {"name": "Ready", "type": "boolean", "jsonPath": ".status.conditions[0].ready"},
+  {"name": "Last Run", "type": "date", "jsonPath": ".status.lastScheduleTime"},
+  {"name": "Team", "type": "string", "jsonPath": ".metadata.labels[''example.com/team'']"},
+  {"name": "Order", "type": "string", "jsonPath": "{.spec.order}"},
+  {"name": "2nd", "type": "string", "jsonPath": ".spec.second"}
+]', ARRAY['name', 'namespace']);
+SELECT unnest(skipped) AS skipped FROM kwatch._printer_column_defs('[
+  {"name": "Name", "type": "string", "jsonPath": ".metadata.name"},
+  {"name": "Status", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"},
+  {"name": "All", "type": "string", "jsonPath": ".spec.items[*].name"},
+  {"name": "Size", "type": "quantity", "jsonPath": ".spec.size"},
+  {"name": "!!!", "type": "string", "jsonPath": ".spec.x"}
+]', ARRAY['name', 'namespace']);
+-- the values: of the declared kind or NULL, never an error
+SELECT kwatch.jsonb_integer('3'), kwatch.jsonb_integer('3.7'), kwatch.jsonb_integer('"3"'),
+       kwatch.jsonb_integer('1e30'), kwatch.jsonb_integer(NULL);
+SELECT kwatch.jsonb_number('0.25'), kwatch.jsonb_number('true'), kwatch.jsonb_number('1e400');
+SELECT kwatch.jsonb_boolean('true'), kwatch.jsonb_boolean('"true"');
+SELECT kwatch.jsonb_timestamp('"2024-05-01T10:00:00Z"'), kwatch.jsonb_timestamp('"2024-02-31T10:00:00Z"'),
+       kwatch.jsonb_timestamp('"now"'), kwatch.jsonb_timestamp('17');
+-- typed_columns() adds the printer columns stored for a resource
+INSERT INTO kwatch.printer_columns (api_group, plural, api_version, columns)
+VALUES ('stable.example.com', 'crontabs', 'v1',
+        ARRAY['cron_spec text GENERATED ALWAYS AS (object #>> ''{spec,cronSpec}'') STORED']);
+SELECT kwatch.typed_columns('stable.example.com', 'crontabs');
+SELECT column_name, column_type, expression FROM kwatch.live_columns('stable.example.com', 'crontabs')
+ WHERE column_name = 'cron_spec';
+SELECT cardinality(kwatch.typed_columns('', 'pods'));
+DELETE FROM kwatch.printer_columns;
+
 DELETE FROM kwatch.registrations;
 DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets;
 DROP OWNED BY kw_upgrade_owner;
