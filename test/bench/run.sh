@@ -16,3 +16,5 @@ PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres \
   /usr/bin/python3 test/bench/events.py
 PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres \
   /usr/bin/python3 test/bench/relist.py
+PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres \
+  /usr/bin/python3 test/bench/history.py
