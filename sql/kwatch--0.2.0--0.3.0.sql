@@ -12,6 +12,8 @@
 CREATE TABLE @extschema@.history_tables (
     table_name    text PRIMARY KEY,       -- the mirror table, in schema k8s
     history_table text NOT NULL,          -- in schema k8s
+    history_oid   oid NOT NULL,           -- that table, as kwatch created it
+    enabled       boolean NOT NULL DEFAULT true,  -- the trigger is on
     retention     interval,               -- closed versions older than this go; NULL: kept
     max_rows      bigint CHECK (max_rows > 0),  -- at most this many rows; NULL: no limit
     CHECK (retention IS NULL OR retention > interval '0')
@@ -70,6 +72,14 @@ BEGIN
 END
 $$;
 
+-- _execute_as_owner(rel, sql) -> bigint: runs `sql` as the owner of `rel`
+-- under SECURITY_RESTRICTED_OPERATION (src/sync.c); for kwatch's own
+-- statements that read or alter a role's mirror table.
+CREATE FUNCTION @extschema@._execute_as_owner(rel regclass, sql text) RETURNS bigint
+AS 'MODULE_PATHNAME', 'kwatch_execute_as_owner'
+LANGUAGE C STRICT;
+REVOKE ALL ON FUNCTION @extschema@._execute_as_owner(regclass, text) FROM PUBLIC;
+
 -- _history_enable(rel, retention, max_rows): gives mirror table `rel`
 -- (k8s.<t>) its history table k8s.<t>_history (created when missing, owned
 -- by rel's owner, with the indexes as-of and per-object queries need) and
@@ -115,10 +125,16 @@ BEGIN
     EXECUTE format('COMMENT ON TABLE k8s.%I IS %L', h, format('kwatch history of k8s.%s', t));
     EXECUTE format('ALTER TABLE k8s.%I OWNER TO %s', h, owner);
     created := true;
-  ELSIF obj_description(format('k8s.%I', h)::regclass, 'pg_class')
-        IS DISTINCT FROM format('kwatch history of k8s.%s', t) THEN
+  ELSIF NOT EXISTS (SELECT 1 FROM @extschema@.history_tables x, pg_class c
+                   WHERE x.table_name = t AND c.oid = x.history_oid
+                     AND c.oid = format('k8s.%I', h)::regclass AND c.relowner = owner) THEN
+    -- only the table kwatch made as this mirror table's history, and only
+    -- while both have one owner: another role's table of that name (made
+    -- in advance, or left by a dropped mirror table) would get the rows
+    -- and run its owner's triggers with the writer's rights
     RAISE EXCEPTION 'table k8s.% exists and is not the history of k8s.%', h, t
-      USING ERRCODE = 'duplicate_table';
+      USING ERRCODE = 'duplicate_table',
+            HINT = 'Drop or rename it, or give the mirror table another table_name.';
   END IF;
   hrel := format('k8s.%I', h)::regclass;
   IF NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = rel AND g.tgname = 'kwatch_history') THEN
@@ -128,15 +144,20 @@ BEGIN
     -- into a history table made just now: an older one may carry its
     -- owner's triggers, which must never run with this function's rights.
     IF created THEN
-      EXECUTE format('INSERT INTO %s (cluster, uid, namespace, name, resource_version, valid, change, object)'
-                     ' SELECT m.cluster, m.uid, m.namespace, m.name, m.resource_version, tstzrange(now(), NULL),'
-                     ' ''ADDED'', m.object FROM %s m', hrel, rel);
+      -- as the mirror table's owner: its columns' types, casts and
+      -- inheriting tables are the owner's code and credentials
+      PERFORM @extschema@._execute_as_owner(rel, format(
+        'INSERT INTO %s (cluster, uid, namespace, name, resource_version, valid, change, object)'
+        ' SELECT m.cluster, m.uid, m.namespace, m.name, m.resource_version, tstzrange(now(), NULL),'
+        ' ''ADDED'', m.object FROM ONLY %s m', hrel, rel));
     END IF;
   END IF;
-  INSERT INTO @extschema@.history_tables AS x (table_name, history_table, retention, max_rows)
-  VALUES (t, h, retention, max_rows)
+  INSERT INTO @extschema@.history_tables AS x (table_name, history_table, history_oid, retention,
+                                                max_rows, enabled)
+  VALUES (t, h, hrel, retention, max_rows, true)
   ON CONFLICT (table_name) DO UPDATE SET retention = EXCLUDED.retention, max_rows = EXCLUDED.max_rows,
-                                         history_table = EXCLUDED.history_table;
+                                         history_table = EXCLUDED.history_table,
+                                         history_oid = EXCLUDED.history_oid, enabled = true;
   RETURN hrel;
 END
 $$;
@@ -158,7 +179,7 @@ DECLARE
 BEGIN
   SELECT c.relname, c.relowner INTO t, owner FROM pg_class c
   WHERE c.oid = table_name AND c.relnamespace = 'k8s'::regnamespace;
-  IF NOT FOUND OR obj_description(table_name, 'pg_class') NOT LIKE 'kwatch mirror of %' THEN
+  IF NOT FOUND OR COALESCE(obj_description(table_name, 'pg_class'), '') NOT LIKE 'kwatch mirror of %' THEN
     RAISE EXCEPTION '% is not a kwatch mirror table', table_name
       USING ERRCODE = 'wrong_object_type';
   END IF;
@@ -170,7 +191,7 @@ BEGIN
     RETURN @extschema@._history_enable(table_name, retention, max_rows);
   END IF;
   EXECUTE format('DROP TRIGGER IF EXISTS kwatch_history ON %s', table_name);
-  DELETE FROM @extschema@.history_tables x WHERE x.table_name = t;
+  UPDATE @extschema@.history_tables x SET enabled = false WHERE x.table_name = t;
   RETURN to_regclass(format('k8s.%I', t || '_history'));
 END
 $$;
@@ -278,8 +299,10 @@ BEGIN
        AND existing.retry_watch_after IS NOT DISTINCT FROM _watch_impl.retry_watch_after
        AND (_watch_impl.table_name IS NULL OR existing.table_name = _watch_impl.table_name) THEN
       rel := format('k8s.%I', existing.table_name)::regclass;
-      -- watching again picks up a CRD's changed printer columns
-      IF d.api_group <> '' THEN
+      -- watching again picks up a CRD's changed printer columns, on a
+      -- table the caller may alter (its owner's role or a member)
+      IF d.api_group <> '' AND pg_has_role(d.caller, (SELECT c.relowner FROM pg_class c
+                                                      WHERE c.oid = rel), 'USAGE') THEN
         PERFORM @extschema@._refresh_printer_columns(srv, d.api_group, d.plural, d.api_version,
                                                      existing.table_name);
         PERFORM @extschema@._restore_columns_as_owner(rel, d.api_group, d.plural);
@@ -343,16 +366,6 @@ BEGIN
       USING ERRCODE = 'name_too_long', HINT = 'Pass a shorter table_name => ''...''.';
   END IF;
 
-  -- A custom resource's printer columns (the columns `kubectl get` shows)
-  -- become typed columns of the table (typed_columns()).
-  IF d.api_group <> '' THEN
-    skipped := @extschema@._refresh_printer_columns(srv, d.api_group, d.plural, d.api_version, tbl);
-    IF cardinality(skipped) > 0 THEN
-      RAISE NOTICE 'printer columns of % left out of k8s.%: %', canonical, tbl,
-                   array_to_string(skipped, '; ');
-    END IF;
-  END IF;
-
   -- A new mirror table belongs to the registering role: the worker writes
   -- it as its owner (src/sync.c), so a trigger on it runs with the owner's
   -- rights, never a superuser's.  Another role's existing table takes only
@@ -372,6 +385,19 @@ BEGIN
               DETAIL = format('%s mirrors %s for another role; the worker would write your rows as its owner.',
                               rel, canonical),
               HINT = 'Its owner can GRANT INSERT, UPDATE, DELETE on it, or pass table_name => for a table of your own.';
+    END IF;
+  END IF;
+
+  -- A custom resource's printer columns (the columns `kubectl get` shows)
+  -- become typed columns of the table (typed_columns()), when the caller
+  -- may alter it: its owner's role or a member.
+  IF d.api_group <> '' AND pg_has_role(d.caller, (SELECT c.relowner FROM pg_class c
+                                                  WHERE c.oid = rel), 'USAGE') THEN
+    skipped := @extschema@._refresh_printer_columns(srv, d.api_group, d.plural, d.api_version, tbl);
+    PERFORM @extschema@._restore_columns_as_owner(rel, d.api_group, d.plural);
+    IF cardinality(skipped) > 0 THEN
+      RAISE NOTICE 'printer columns of % left out of k8s.%: %', canonical, tbl,
+                   array_to_string(skipped, '; ');
     END IF;
   END IF;
 
@@ -481,6 +507,7 @@ $$;
 CREATE FUNCTION @extschema@.object_diff(old jsonb, new jsonb)
 RETURNS TABLE (path text[], old_value jsonb, new_value jsonb)
 LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
 AS $$
   WITH RECURSIVE d(path, o, n) AS (
     SELECT ARRAY[]::text[], old, new
@@ -537,6 +564,7 @@ REVOKE ALL ON FUNCTION @extschema@._printer_columns(text, text, text, text) FROM
 -- generated column that raised would stop its watch on one odd object.
 CREATE FUNCTION @extschema@.jsonb_integer(jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN jsonb_typeof($1) = 'number' THEN
            CASE WHEN $1::numeric BETWEEN -9223372036854775808 AND 9223372036854775807
@@ -544,23 +572,26 @@ AS $$
 $$;
 CREATE FUNCTION @extschema@.jsonb_number(jsonb) RETURNS double precision
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN jsonb_typeof($1) = 'number' THEN
            CASE WHEN abs($1::numeric) < 1e300 THEN $1::double precision END END
 $$;
 CREATE FUNCTION @extschema@.jsonb_boolean(jsonb) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT CASE WHEN jsonb_typeof($1) = 'boolean' THEN $1::boolean END $$;
 -- an RFC 3339 date-time ("2024-05-01T10:00:00Z"), as Kubernetes writes them
 CREATE FUNCTION @extschema@.jsonb_timestamp(jsonb) RETURNS timestamptz
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
   IF jsonb_typeof($1) IS DISTINCT FROM 'string'
-     OR ($1 #>> '{}') !~ '^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$' THEN
+     OR ($1 #>> '{}'::text[]) !~ '^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$' THEN
     RETURN NULL;
   END IF;
-  RETURN ($1 #>> '{}')::timestamptz;
+  RETURN ($1 #>> '{}'::text[])::timestamptz;
 EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
   RETURN NULL;
 END
@@ -643,6 +674,7 @@ $$;
 ALTER FUNCTION @extschema@.typed_columns(text, text) RENAME TO _builtin_columns;
 CREATE FUNCTION @extschema@.typed_columns(api_group text, plural text) RETURNS text[]
 LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT @extschema@._builtin_columns(api_group, plural)
          || COALESCE((SELECT p.columns FROM @extschema@.printer_columns p
@@ -676,14 +708,21 @@ BEGIN
   END IF;
   SELECT array_agg(split_part(b, ' ', 1)) INTO taken
   FROM unnest(@extschema@.base_columns() || @extschema@._builtin_columns(api_group, plural)
-              || ARRAY['object']) b;
+              || ARRAY['object', 'ctid', 'xmin', 'xmax', 'cmin', 'cmax', 'tableoid', 'oid']) b;
   r := @extschema@._printer_column_defs(cols, taken);
   SELECT p.columns INTO old FROM @extschema@.printer_columns p
   WHERE p.api_group = _refresh_printer_columns.api_group AND p.plural = _refresh_printer_columns.plural;
   IF old IS NOT NULL AND to_regclass(format('k8s.%I', table_name)) IS NOT NULL THEN
     FOREACH c IN ARRAY old LOOP
       CONTINUE WHEN c = ANY (r.defs);
-      EXECUTE format('ALTER TABLE k8s.%I DROP COLUMN IF EXISTS %I', table_name, split_part(c, ' ', 1));
+      -- only a generated column (a printer column kwatch made), as the owner
+      IF EXISTS (SELECT 1 FROM pg_attribute a
+                 WHERE a.attrelid = format('k8s.%I', table_name)::regclass
+                   AND a.attname = split_part(c, ' ', 1) AND a.attgenerated = 's'
+                   AND NOT a.attisdropped) THEN
+        PERFORM @extschema@._execute_as_owner(format('k8s.%I', table_name)::regclass,
+          format('ALTER TABLE k8s.%I DROP COLUMN %I', table_name, split_part(c, ' ', 1)));
+      END IF;
     END LOOP;
   END IF;
   INSERT INTO @extschema@.printer_columns AS p (api_group, plural, api_version, columns, skipped)

@@ -19,8 +19,9 @@
  * kubeconfig again.  As in postgres_fdw (pgfdw_inval_callback), syscache
  * callbacks on pg_foreign_server and pg_user_mapping drop entries when a
  * server or user mapping changes (ALTER SERVER, CREATE/ALTER/DROP USER
- * MAPPING), and callbacks on pg_authid when a role changes (a role that is
- * no longer superuser must not keep the server's own credentials).  A
+ * MAPPING), and callbacks on pg_authid and pg_auth_members when a role or
+ * a membership changes (a role that is no longer superuser must not keep
+ * the server's own credentials; USAGE may come through a membership).  A
  * kubeconfig file is looked at (stat: inode, size, mtime) on every use, and
  * read again when it changed.  Errors are never cached.  Files a kubeconfig
  * names (certificates, token files) and exec plugins are credential.c's,
@@ -151,6 +152,8 @@ kw_cluster_config_for_server(const char *server_name, Oid userid)
 		CacheRegisterSyscacheCallback(FOREIGNSERVEROID, conn_inval_callback, (Datum) 0);
 		CacheRegisterSyscacheCallback(USERMAPPINGOID, conn_inval_callback, (Datum) 0);
 		CacheRegisterSyscacheCallback(AUTHOID, conn_inval_callback, (Datum) 0);
+		/* USAGE held through a role membership (kw_check_watch_role) */
+		CacheRegisterSyscacheCallback(AUTHMEMMEMROLE, conn_inval_callback, (Datum) 0);
 	}
 
 	memset(&key, 0, sizeof(key));

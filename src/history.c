@@ -33,6 +33,7 @@
 #include "fmgr.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/resowner.h"
 
 #include "kw_common.h"
 #include "kw_worker.h"
@@ -97,6 +98,8 @@ typedef struct PruneArgs
 	bool		more;			/* a batch was full: prune again soon */
 } PruneArgs;
 
+static void prune_one(PruneTarget *pt, PruneArgs *a);
+
 /*
  * prune_body: one batch per history table of kwatch.history_tables whose
  * table exists: closed versions that ended before now() - retention, then
@@ -117,12 +120,19 @@ prune_body(void *arg)
 		elog(ERROR, "could not look for kwatch.history_tables");
 	if (SPI_processed == 0)
 		return;
-	if (SPI_execute("SELECT format('k8s.%I', h.history_table), c.relowner,"
+	/*
+	 * The history table kwatch made (by OID), and only while it and its
+	 * mirror table have one owner: retention is the mirror owner's to set
+	 * (history()), never for another role's table that took the name.
+	 */
+	if (SPI_execute("SELECT c.oid::pg_catalog.regclass::text, c.relowner,"
 					" h.retention::text, h.max_rows::text"
 					" FROM kwatch.history_tables h"
-					" JOIN pg_catalog.pg_class c"
-					"   ON c.oid = pg_catalog.to_regclass(pg_catalog.format('k8s.%I', h.history_table))"
-					" WHERE h.retention IS NOT NULL OR h.max_rows IS NOT NULL",
+					" JOIN pg_catalog.pg_class c ON c.oid = h.history_oid"
+					" JOIN pg_catalog.pg_class m"
+					"   ON m.oid = pg_catalog.to_regclass(pg_catalog.format('k8s.%I', h.table_name))"
+					" WHERE h.enabled AND m.relowner = c.relowner"
+					"   AND (h.retention IS NOT NULL OR h.max_rows IS NOT NULL)",
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read kwatch.history_tables");
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -142,6 +152,41 @@ prune_body(void *arg)
 	foreach(lc, targets)
 	{
 		PruneTarget *pt = (PruneTarget *) lfirst(lc);
+		MemoryContext cxt = CurrentMemoryContext;
+		ResourceOwner owner = CurrentResourceOwner;
+
+		/* one table's error (its owner's trigger, a lock) stops only its own pruning */
+		BeginInternalSubTransaction(NULL);
+		PG_TRY();
+		{
+			prune_one(pt, a);
+			ReleaseCurrentSubTransaction();
+		}
+		PG_CATCH();
+		{
+			ErrorData  *ed;
+
+			MemoryContextSwitchTo(cxt);
+			ed = CopyErrorData();
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			elog(LOG, "kwatch: pruning %s failed: %s", pt->history_table, ed->message);
+			FreeErrorData(ed);
+		}
+		PG_END_TRY();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+}
+
+/*
+ * prune_one: one batch of each of `pt`'s retention rules, as the history
+ * table's owner (KwAsOwner).  Sets a->more when a batch was full.
+ */
+static void
+prune_one(PruneTarget *pt, PruneArgs *a)
+{
+	{
 		KwAsOwner	as_owner = {0};
 
 		kw_as_owner_begin(pt->owner, &as_owner);

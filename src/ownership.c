@@ -312,7 +312,8 @@ reassign_owned_watches(ReassignOwnedStmt *stmt)
  * changes_connections: whether a statement may change the settings or the
  * rights a watch connects with (connection.c): ALTER SERVER, CREATE/ALTER/
  * DROP USER MAPPING, GRANT/REVOKE on a foreign server, ALTER ROLE (superuser
- * or not decides whether a role may go without a user mapping).  The
+ * or not decides whether a role may go without a user mapping), GRANT/REVOKE
+ * of a role (USAGE may come through a membership).  The
  * worker, woken at commit, reads such a watch's settings again at once
  * instead of at its next periodic reload.
  */
@@ -326,6 +327,7 @@ changes_connections(Node *parsetree)
 		case T_AlterUserMappingStmt:
 		case T_DropUserMappingStmt:
 		case T_AlterRoleStmt:
+		case T_GrantRoleStmt:
 			return true;
 		case T_GrantStmt:
 			return ((GrantStmt *) parsetree)->objtype == OBJECT_FOREIGN_SERVER;

@@ -916,3 +916,37 @@ kwatch_restore_columns_as_owner(PG_FUNCTION_ARGS)
 	SPI_finish();
 	PG_RETURN_VOID();
 }
+
+PG_FUNCTION_INFO_V1(kwatch_execute_as_owner);
+
+/*
+ * kwatch_execute_as_owner: SQL kwatch._execute_as_owner(rel regclass, sql
+ * text) -> bigint: runs the statement `sql` (built by kwatch's own
+ * functions, never by a user: EXECUTE is revoked from PUBLIC) as the owner
+ * of relation `rel` under SECURITY_RESTRICTED_OPERATION with search_path
+ * pinned (KwAsOwner), and returns the number of rows it processed.  For the
+ * statements of history() and watch() that read or alter a role's mirror
+ * table -- the first versions of a new history table, dropping a CRD's
+ * former printer column -- which must never run the table owner's code (a
+ * cast from a column type of theirs, a foreign table inheriting from the
+ * mirror, a trigger) with the extension owner's rights.  ERRORs: those of
+ * the statement.
+ */
+Datum
+kwatch_execute_as_owner(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	char	   *sql = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	KwAsOwner	as_owner = {0};
+	int64		n;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	kw_as_owner_begin(kw_rel_owner(relid), &as_owner);
+	if (SPI_execute(sql, false, 0) < 0)
+		elog(ERROR, "could not run a statement on %s as its owner", get_rel_name(relid));
+	n = (int64) SPI_processed;
+	kw_as_owner_end(&as_owner);
+	SPI_finish();
+	PG_RETURN_INT64(n);
+}

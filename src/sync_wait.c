@@ -61,7 +61,7 @@ require_worker_state(void)
 	if (RecoveryInProgress())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("no kwatch worker runs on a server in recovery (a hot standby)"),
+				 errmsg("kwatch syncs nothing on a server in recovery (a hot standby)"),
 				 errdetail("The standby's mirror tables follow the primary's by replication."),
 				 errhint("Call it on the primary.")));
 }

@@ -466,3 +466,30 @@ def test_revoked_usage_stops_a_running_watch(ctx, role):
     sql(pgsql.SQL("GRANT USAGE ON FOREIGN SERVER {} TO {}")
         .format(pgsql.Identifier(srv), pgsql.Identifier(role)))
     wait_watching(srv, "resourcequotas", timeout=30)
+
+
+def test_revoked_membership_stops_a_running_watch(ctx, role):
+    """USAGE held through a group role: revoking the membership stops the
+    watch within seconds too (pg_auth_members invalidates the settings,
+    REVOKE of a role wakes the worker)."""
+    ns = ctx.namespace()
+    srv = ctx.server("-g", auth="token")
+    group = role + "_g"
+    g, r, s = pgsql.Identifier(group), pgsql.Identifier(role), pgsql.Identifier(srv)
+    sql(pgsql.SQL("CREATE ROLE {}").format(g))
+    try:
+        sql(pgsql.SQL("GRANT USAGE ON FOREIGN SERVER {} TO {}").format(s, g))
+        sql(pgsql.SQL("GRANT {} TO {}").format(g, r))
+        sql(pgsql.SQL("GRANT EXECUTE ON FUNCTION kwatch.watch, kwatch.unwatch TO {}").format(r))
+        sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})")
+            .format(r, s, pgsql.Literal(conftest.CLUSTER.token)))
+        run_as(role, "SELECT kwatch.watch('podtemplates', server => %s, namespace => %s,"
+               " table_name => %s)", (srv, ns, "pt_" + role[-20:]))
+        wait_watching(srv, "podtemplates")
+        sql(pgsql.SQL("REVOKE {} FROM {}").format(g, r))
+        st = wait_status(srv, "podtemplates", lambda x: x["state"] == "failed", timeout=15,
+                         msg="the watch stopped after the membership went")
+        assert "USAGE" in st["last_error"], st
+    finally:
+        sql(pgsql.SQL("DROP OWNED BY {} CASCADE").format(g))
+        sql(pgsql.SQL("DROP ROLE {}").format(g))

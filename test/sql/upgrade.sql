@@ -126,8 +126,32 @@ RESET ROLE;
 SELECT kwatch.history('k8s.upgrade_pods', false);
 DELETE FROM k8s.upgrade_pods WHERE uid = 'u3';
 SELECT count(*) FROM k8s.upgrade_pods_history WHERE uid = 'u3' AND upper_inf(valid);
-SELECT count(*) FROM kwatch.history_tables;
+SELECT table_name, enabled FROM kwatch.history_tables;
 DROP TABLE k8s.upgrade_pods_history;
+
+-- history() reads a role's mirror table as that role, never as the
+-- extension owner: the first versions obey the owner's forced row security
+-- (superusers bypass it), so the owner's casts, policies and inheriting
+-- tables run with the owner's rights only
+SELECT kwatch.create_mirror_table('upgrade_owned', '', 'v1', 'configmaps');
+INSERT INTO k8s.upgrade_owned (cluster, uid, resource_version, object) VALUES
+  ('old', 'seen', '1', '{"metadata": {"name": "seen", "uid": "seen"}}'),
+  ('old', 'hidden', '2', '{"metadata": {"name": "hidden", "uid": "hidden"}}');
+ALTER TABLE k8s.upgrade_owned OWNER TO kw_upgrade_owner;
+ALTER TABLE k8s.upgrade_owned ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+CREATE POLICY only_seen ON k8s.upgrade_owned USING (uid <> 'hidden');
+SELECT kwatch.history('k8s.upgrade_owned');
+SELECT uid FROM k8s.upgrade_owned_history ORDER BY uid;
+DROP TABLE k8s.upgrade_owned_history, k8s.upgrade_owned;
+-- a table that merely has the history's name (another role's, even with
+-- kwatch's comment) is never taken as the history
+SELECT kwatch.create_mirror_table('upgrade_squat', '', 'v1', 'configmaps');
+CREATE TABLE k8s.upgrade_squat_history (id bigint, cluster text, uid text, namespace text, name text,
+  resource_version text, valid tstzrange, change text, deletion text, object jsonb);
+COMMENT ON TABLE k8s.upgrade_squat_history IS 'kwatch history of k8s.upgrade_squat';
+ALTER TABLE k8s.upgrade_squat_history OWNER TO kw_upgrade_owner;
+SELECT kwatch.history('k8s.upgrade_squat');
+DROP TABLE k8s.upgrade_squat_history, k8s.upgrade_squat;
 
 -- A CRD's printer columns as generated columns (what watch() does with
 -- them is in test/integration/test_crd.py): names, types, paths, refusals
