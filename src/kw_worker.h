@@ -138,7 +138,8 @@ extern bool kw_watch_has_pending(KwWatch *w);
 extern void kw_watch_flush(KwWatch *w);
 
 /* ---------------------------------------------------------------------
- * in sync.c: applying to tables (one transaction per call, caller's)
+ * in sync.c: applying to tables (kw_apply_*: one transaction per call;
+ * kw_sync_*: in the caller's transaction)
  * ---------------------------------------------------------------------
  */
 typedef struct KwEvent
@@ -182,6 +183,16 @@ extern void kw_sync_plans_free(KwSyncPlans *plans);
 extern void kw_sync_apply_events(KwSyncPlans *plans, KwRegistration *reg,
 								 KwEvent *events, int nevents,
 								 const char *resume_rv, KwApplyCounts *counts);
+extern bool kw_apply_events(KwSyncPlans *plans, KwRegistration *reg, KwEvent *events,
+							int nevents, const char *resume_rv, KwApplyCounts *counts,
+							char **err, int *sqlstate);
+extern bool kw_apply_relist_begin(KwSyncPlans *plans, KwRegistration *reg,
+								  MemoryContext cxt, struct HTAB **known, char **err);
+extern bool kw_apply_relist_stage(KwSyncPlans *plans, KwRegistration *reg, KwObject *objs,
+								  int nobjs, int *skipped, char **err, int *sqlstate);
+extern bool kw_apply_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
+								   const char *list_rv, struct HTAB *known,
+								   KwApplyCounts *counts, char **err, int *sqlstate);
 extern int64 kw_sync_count_rows(KwRegistration *reg);
 extern struct HTAB *kw_sync_relist_begin(KwSyncPlans *plans,
 										 KwRegistration *reg,

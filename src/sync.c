@@ -120,6 +120,122 @@ kw_sync_in_transaction(KwTxnBody body, void *arg, char **errmsg, int *sqlstate)
 	return ok;
 }
 
+/* ---------------------------------------------------------------------
+ * The apply step of the data path (stream -> decode -> apply -> status):
+ * each operation in a transaction of its own, so that the reflector
+ * (watch.c) calls one function per step and reads its outcome.  They
+ * return false, with the error's message (palloc'd in the caller's
+ * context) and SQLSTATE, when the transaction rolled back.
+ * ---------------------------------------------------------------------
+ */
+typedef struct ApplyArgs
+{
+	KwSyncPlans *plans;
+	KwRegistration *reg;
+	KwEvent    *events;
+	int			nevents;
+	KwObject   *objs;
+	int			nobjs;
+	const char *rv;
+	MemoryContext cxt;
+	HTAB	   *known;
+	int			skipped;
+	KwApplyCounts *counts;
+} ApplyArgs;
+
+static void
+apply_events_body(void *arg)
+{
+	ApplyArgs  *a = (ApplyArgs *) arg;
+
+	kw_sync_apply_events(a->plans, a->reg, a->events, a->nevents, a->rv, a->counts);
+}
+
+/*
+ * kw_apply_events: kw_sync_apply_events (below) in a transaction of its
+ * own: the `nevents` watch events, their NOTIFYs and event-stream entries,
+ * and the checkpoint `resume_rv`.  Counts land in *counts.
+ */
+bool
+kw_apply_events(KwSyncPlans *plans, KwRegistration *reg, KwEvent *events, int nevents,
+				const char *resume_rv, KwApplyCounts *counts, char **err, int *sqlstate)
+{
+	ApplyArgs	a = {plans, reg, events, nevents, NULL, 0, resume_rv, NULL, NULL, 0, counts};
+
+	return kw_sync_in_transaction(apply_events_body, &a, err, sqlstate);
+}
+
+static void
+relist_begin_body(void *arg)
+{
+	ApplyArgs  *a = (ApplyArgs *) arg;
+
+	a->known = kw_sync_relist_begin(a->plans, a->reg, a->cxt);
+}
+
+/*
+ * kw_apply_relist_begin: kw_sync_relist_begin (below) in a transaction of
+ * its own; *known gets the table's uid -> resourceVersion hash, in `cxt`.
+ */
+bool
+kw_apply_relist_begin(KwSyncPlans *plans, KwRegistration *reg, MemoryContext cxt,
+					  HTAB **known, char **err)
+{
+	ApplyArgs	a = {plans, reg, NULL, 0, NULL, 0, NULL, cxt, NULL, 0, NULL};
+
+	if (!kw_sync_in_transaction(relist_begin_body, &a, err, NULL))
+		return false;
+	*known = a.known;
+	return true;
+}
+
+static void
+relist_stage_body(void *arg)
+{
+	ApplyArgs  *a = (ApplyArgs *) arg;
+
+	a->skipped = kw_sync_relist_stage(a->plans, a->reg, a->objs, a->nobjs);
+}
+
+/*
+ * kw_apply_relist_stage: kw_sync_relist_stage (below) in a transaction of
+ * its own; *skipped gets the number of objects PostgreSQL rejected.
+ */
+bool
+kw_apply_relist_stage(KwSyncPlans *plans, KwRegistration *reg, KwObject *objs, int nobjs,
+					  int *skipped, char **err, int *sqlstate)
+{
+	ApplyArgs	a = {plans, reg, NULL, 0, objs, nobjs, NULL, NULL, NULL, 0, NULL};
+
+	if (!kw_sync_in_transaction(relist_stage_body, &a, err, sqlstate))
+		return false;
+	*skipped = a.skipped;
+	return true;
+}
+
+static void
+relist_finish_body(void *arg)
+{
+	ApplyArgs  *a = (ApplyArgs *) arg;
+
+	kw_sync_relist_finish(a->plans, a->reg, a->rv, a->known, a->counts);
+}
+
+/*
+ * kw_apply_relist_finish: kw_sync_relist_finish (below) in a transaction
+ * of its own: the staged list merged into the mirror table, its changes
+ * notified, `list_rv` the checkpoint.  (merge.c runs kw_sync_relist_finish
+ * in its background worker's own transaction instead.)
+ */
+bool
+kw_apply_relist_finish(KwSyncPlans *plans, KwRegistration *reg, const char *list_rv,
+					   HTAB *known, KwApplyCounts *counts, char **err, int *sqlstate)
+{
+	ApplyArgs	a = {plans, reg, NULL, 0, NULL, 0, list_rv, NULL, known, 0, counts};
+
+	return kw_sync_in_transaction(relist_finish_body, &a, err, sqlstate);
+}
+
 /*
  * The mirror table's writes run as its owner: with the owner's rights,
  * under SECURITY_RESTRICTED_OPERATION, with search_path pinned to

@@ -581,20 +581,6 @@ stop_transfer(KwWatch *w)
 	w->xfer = XFER_NONE;
 }
 
-typedef struct BeginArgs
-{
-	KwWatch    *w;
-} BeginArgs;
-
-static void
-relist_begin_body(void *arg)
-{
-	KwWatch    *w = ((BeginArgs *) arg)->w;
-
-	MemoryContextReset(w->list_cxt);
-	w->known = kw_sync_relist_begin(w->plans, &w->reg, w->list_cxt);
-}
-
 /* start_list_page: GET one LIST page (PROTOCOL 2-4, 22). */
 static void
 start_list_page(KwWatch *w)
@@ -603,10 +589,11 @@ start_list_page(KwWatch *w)
 
 	if (!w->list_started)
 	{
-		BeginArgs	a = {w};
 		char	   *err = NULL;
 
-		if (!kw_sync_in_transaction(relist_begin_body, &a, &err, NULL))
+		MemoryContextReset(w->list_cxt);
+		w->known = NULL;
+		if (!kw_apply_relist_begin(w->plans, &w->reg, w->list_cxt, &w->known, &err))
 		{
 			record_error(w, KW_ERRSRC_DATABASE, err);
 			schedule_retry(w, 0, KW_STATE_BACKOFF);
@@ -893,26 +880,6 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
  * ---------------------------------------------------------------------
  */
 
-typedef struct FlushArgs
-{
-	KwWatch    *w;
-	KwApplyCounts counts;
-	int			skipped;
-	/* the events to apply and the checkpoint after them */
-	KwEvent    *events;
-	int			nevents;
-	const char *rv;
-} FlushArgs;
-
-static void
-apply_events_body(void *arg)
-{
-	FlushArgs  *a = (FlushArgs *) arg;
-	KwWatch    *w = a->w;
-
-	kw_sync_apply_events(w->plans, &w->reg, a->events, a->nevents,
-						 a->rv, &a->counts);
-}
 
 /*
  * object_error: whether an error applying objects is the objects' fault: a
@@ -932,23 +899,20 @@ object_error(int sqlstate)
  * after the batch failed on an object PostgreSQL rejects.  A rejected
  * object is skipped: counted, logged with its identity, and its row (an
  * older version) deleted in its place, so the table holds what a relist
- * would (the LIST path skips such objects too).  Counts add to a->counts.
+ * would (the LIST path skips such objects too).  Counts add to *counts.
  * Returns false with *err and *sqlstate on any other error.
  */
 static bool
-apply_events_singly(KwWatch *w, FlushArgs *a, char **err, int *sqlstate)
+apply_events_singly(KwWatch *w, KwApplyCounts *counts, char **err, int *sqlstate)
 {
 	for (int i = 0; i < w->nevents; i++)
 	{
 		KwEvent		one = w->events[i];
-		FlushArgs	b;
+		KwApplyCounts c;
 
-		memset(&b, 0, sizeof(b));
-		b.w = w;
-		b.events = &one;
-		b.nevents = 1;
-		b.rv = one.obj.resource_version;
-		if (!kw_sync_in_transaction(apply_events_body, &b, err, sqlstate))
+		memset(&c, 0, sizeof(c));
+		if (!kw_apply_events(w->plans, &w->reg, &one, 1, one.obj.resource_version, &c,
+							 err, sqlstate))
 		{
 			if (!object_error(*sqlstate))
 				return false;
@@ -960,35 +924,18 @@ apply_events_singly(KwWatch *w, FlushArgs *a, char **err, int *sqlstate)
 							one.obj.namespace ? "/" : "", one.obj.name,
 							one.obj.uid, w->reg.plural, w->reg.server,
 							one.obj.resource_version, *err)));
-			memset(&b.counts, 0, sizeof(b.counts));
+			memset(&c, 0, sizeof(c));
 			one.type = KW_EV_DELETED;
-			if (!kw_sync_in_transaction(apply_events_body, &b, err, sqlstate))
+			if (!kw_apply_events(w->plans, &w->reg, &one, 1, one.obj.resource_version, &c,
+								 err, sqlstate))
 				return false;
 		}
-		a->counts.added += b.counts.added;
-		a->counts.modified += b.counts.modified;
-		a->counts.deleted += b.counts.deleted;
-		a->counts.notified += b.counts.notified;
+		counts->added += c.added;
+		counts->modified += c.modified;
+		counts->deleted += c.deleted;
+		counts->notified += c.notified;
 	}
 	return true;
-}
-
-static void
-stage_items_body(void *arg)
-{
-	FlushArgs  *a = (FlushArgs *) arg;
-	KwWatch    *w = a->w;
-
-	a->skipped = kw_sync_relist_stage(w->plans, &w->reg, w->items, w->nitems);
-}
-
-static void
-finish_list_body(void *arg)
-{
-	FlushArgs  *a = (FlushArgs *) arg;
-	KwWatch    *w = a->w;
-
-	kw_sync_relist_finish(w->plans, &w->reg, w->list_rv, w->known, &a->counts);
 }
 
 /*
@@ -1101,12 +1048,12 @@ merge_done(KwWatch *w)
 void
 kw_watch_flush(KwWatch *w)
 {
-	FlushArgs	a;
+	KwApplyCounts counts;
+	int			skipped = 0;
 	char	   *err = NULL;
 	int			sqlstate = 0;
 
-	memset(&a, 0, sizeof(a));
-	a.w = w;
+	memset(&counts, 0, sizeof(counts));
 	w->flush_not_before = 0;
 	w->keep_batch = false;
 
@@ -1114,21 +1061,19 @@ kw_watch_flush(KwWatch *w)
 	{
 		bool		ok;
 
-		a.events = w->events;
-		a.nevents = w->nevents;
-		a.rv = w->pending_rv;
-		ok = kw_sync_in_transaction(apply_events_body, &a, &err, &sqlstate);
+		ok = kw_apply_events(w->plans, &w->reg, w->events, w->nevents, w->pending_rv,
+							 &counts, &err, &sqlstate);
 		if (!ok && object_error(sqlstate))
 		{
-			memset(&a.counts, 0, sizeof(a.counts));
-			ok = apply_events_singly(w, &a, &err, &sqlstate);
+			memset(&counts, 0, sizeof(counts));
+			ok = apply_events_singly(w, &counts, &err, &sqlstate);
 		}
 		if (!ok)
 			apply_failed(w, err, sqlstate);
 		else
 		{
-			w->objects += a.counts.added - a.counts.deleted;
-			count_apply(w, &a.counts, true);
+			w->objects += counts.added - counts.deleted;
+			count_apply(w, &counts, true);
 			set_str(w, &w->resume_rv, w->pending_rv);
 			publish_progress(w);
 			if (TimestampDifferenceExceeds(w->xfer_started, GetCurrentTimestamp(),
@@ -1138,12 +1083,13 @@ kw_watch_flush(KwWatch *w)
 	}
 	else if (w->nitems > 0)
 	{
-		if (!kw_sync_in_transaction(stage_items_body, &a, &err, &sqlstate))
+		if (!kw_apply_relist_stage(w->plans, &w->reg, w->items, w->nitems, &skipped,
+								   &err, &sqlstate))
 			apply_failed(w, err, sqlstate);
-		else if (a.skipped > 0)
+		else if (skipped > 0)
 		{
-			w->list_items -= a.skipped;	/* not staged: not in the table */
-			COUNT(w, skipped_objects, a.skipped);
+			w->list_items -= skipped;	/* not staged: not in the table */
+			COUNT(w, skipped_objects, skipped);
 		}
 	}
 	else if (w->list_finish_pending && w->xfer == XFER_NONE && w->merge == NULL)
@@ -1164,10 +1110,11 @@ kw_watch_flush(KwWatch *w)
 							w->list_items, w->reg.plural, w->reg.server)));
 			return;				/* kw_watch_tick picks up its outcome */
 		}
-		if (!kw_sync_in_transaction(finish_list_body, &a, &err, &sqlstate))
+		if (!kw_apply_relist_finish(w->plans, &w->reg, w->list_rv, w->known, &counts,
+									&err, &sqlstate))
 			apply_failed(w, err, sqlstate);
 		else
-			list_committed(w, &a.counts);
+			list_committed(w, &counts);
 	}
 
 	if (w->keep_batch)
