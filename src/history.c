@@ -99,6 +99,8 @@ typedef struct PruneArgs
 } PruneArgs;
 
 static void prune_one(PruneTarget *pt, PruneArgs *a);
+static void prune_batch(PruneTarget *pt, PruneArgs *a, const char *which, Oid type,
+						Datum value);
 
 /*
  * prune_body: one batch per history table of kwatch.history_tables whose
@@ -186,41 +188,40 @@ prune_body(void *arg)
 static void
 prune_one(PruneTarget *pt, PruneArgs *a)
 {
-	{
-		KwAsOwner	as_owner = {0};
+	KwAsOwner	as_owner = {0};
 
-		kw_as_owner_begin(pt->owner, &as_owner);
-		if (pt->retention)
-		{
-			Oid			type = INTERVALOID;
-			Datum		v = DirectFunctionCall3(interval_in, CStringGetDatum(pt->retention),
-												ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+	kw_as_owner_begin(pt->owner, &as_owner);
+	if (pt->retention)
+		prune_batch(pt, a, "valid OPERATOR(pg_catalog.<<)"
+					" pg_catalog.tstzrange(pg_catalog.now() OPERATOR(pg_catalog.-) $1, NULL)"
+					" LIMIT %2$d",
+					INTERVALOID,
+					DirectFunctionCall3(interval_in, CStringGetDatum(pt->retention),
+										ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+	if (pt->max_rows)
+		prune_batch(pt, a, "NOT pg_catalog.upper_inf(valid) ORDER BY id"
+					" LIMIT LEAST(%2$d, GREATEST(0,"
+					"  (SELECT pg_catalog.count(*) FROM %1$s) OPERATOR(pg_catalog.-) $1))",
+					INT8OID, DirectFunctionCall1(int8in, CStringGetDatum(pt->max_rows)));
+	kw_as_owner_end(&as_owner);
+}
 
-			if (SPI_execute_with_args(psprintf("DELETE FROM %1$s WHERE (cluster, id) IN (SELECT cluster, id FROM %1$s"
-											   " WHERE valid OPERATOR(pg_catalog.<<)"
-											   " pg_catalog.tstzrange(pg_catalog.now() OPERATOR(pg_catalog.-) $1, NULL)"
-											   " LIMIT %2$d)",
-											   pt->history_table, KW_HISTORY_PRUNE_BATCH),
-									  1, &type, &v, NULL, false, 0) != SPI_OK_DELETE)
-				elog(ERROR, "could not prune %s", pt->history_table);
-			a->more |= SPI_processed >= KW_HISTORY_PRUNE_BATCH;
-		}
-		if (pt->max_rows)
-		{
-			Oid			type = INT8OID;
-			Datum		v = DirectFunctionCall1(int8in, CStringGetDatum(pt->max_rows));
+/*
+ * prune_batch: deletes the rows of `pt`'s history table that `which`
+ * selects (a WHERE clause of closed versions with its ORDER BY and LIMIT:
+ * %1$s the table, %2$d the batch size, $1 the rule's value of type
+ * `type`).  Sets a->more when the batch was full.
+ */
+static void
+prune_batch(PruneTarget *pt, PruneArgs *a, const char *which, Oid type, Datum value)
+{
+	char	   *sql = psprintf(psprintf("DELETE FROM %%1$s WHERE (cluster, id) IN"
+										" (SELECT cluster, id FROM %%1$s WHERE %s)", which),
+							   pt->history_table, KW_HISTORY_PRUNE_BATCH);
 
-			if (SPI_execute_with_args(psprintf("DELETE FROM %1$s WHERE (cluster, id) IN (SELECT cluster, id FROM %1$s"
-											   " WHERE NOT pg_catalog.upper_inf(valid) ORDER BY id"
-											   " LIMIT LEAST(%2$d, GREATEST(0,"
-											   "  (SELECT pg_catalog.count(*) FROM %1$s) OPERATOR(pg_catalog.-) $1)))",
-											   pt->history_table, KW_HISTORY_PRUNE_BATCH),
-									  1, &type, &v, NULL, false, 0) != SPI_OK_DELETE)
-				elog(ERROR, "could not prune %s", pt->history_table);
-			a->more |= SPI_processed >= KW_HISTORY_PRUNE_BATCH;
-		}
-		kw_as_owner_end(&as_owner);
-	}
+	if (SPI_execute_with_args(sql, 1, &type, &value, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not prune %s", pt->history_table);
+	a->more |= SPI_processed >= KW_HISTORY_PRUNE_BATCH;
 }
 
 /*

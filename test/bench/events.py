@@ -18,10 +18,13 @@ import time
 import psycopg2
 
 
-def sync_once(cur, n):
+def sync_once(cur, n, history=False):
+    """unwatch (dropping the table) and watch the bench's pods again, with
+    or without history; returns the seconds until all n rows are there."""
     cur.execute("SELECT kwatch.unwatch('pods', server => 'bench', drop_table => true)")
     t0 = time.time()
-    cur.execute("SELECT kwatch.watch('pods', server => 'bench', notify => true)")
+    cur.execute("SELECT kwatch.watch('pods', server => 'bench', notify => true, history => %s)",
+                (history,))
     while True:
         cur.execute("SELECT healthy, objects FROM kwatch.watches WHERE server = 'bench'")
         healthy, objects = cur.fetchone()

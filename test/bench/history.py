@@ -14,31 +14,23 @@ change (microseconds), WAL bytes per change with and without, and the
 history table's size.  A watch event pays the same trigger per row.
 """
 import argparse
+import os
 import statistics
-import time
+import sys
 
 import psycopg2
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import events  # noqa: E402  (sync_once)
+
 
 def sync_once(cur, n, history):
-    """unwatch (table and history dropped), then watch with or without
-    history; returns (seconds until all n rows are there, WAL bytes)."""
-    cur.execute("SELECT kwatch.unwatch('pods', server => 'bench', drop_table => true)")
+    """events.sync_once after dropping the history table too; returns
+    (seconds until all n rows are there, WAL bytes written meanwhile)."""
     cur.execute("DROP TABLE IF EXISTS k8s.pods_history")
-    cur.execute("DELETE FROM kwatch.history_tables WHERE table_name = 'pods'")
     cur.execute("SELECT pg_current_wal_lsn()")
     lsn0 = cur.fetchone()[0]
-    t0 = time.time()
-    cur.execute("SELECT kwatch.watch('pods', server => 'bench', history => %s)", (history,))
-    while True:
-        cur.execute("SELECT healthy, objects FROM kwatch.watches WHERE server = 'bench'")
-        healthy, objects = cur.fetchone()
-        if healthy and objects is not None and objects >= n:
-            elapsed = time.time() - t0
-            break
-        if time.time() - t0 > 600:
-            raise SystemExit("sync did not finish in 600 s")
-        time.sleep(0.01)
+    elapsed = events.sync_once(cur, n, history)
     cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (lsn0,))
     return elapsed, float(cur.fetchone()[0])
 

@@ -338,22 +338,29 @@ def test_rotated_client_certificate_is_used_without_restart(ctx, tls_files):
     assert_table_matches_server("k8s.configmaps", name, ["configmaps", "-n", ns])
 
 
-def test_impersonation_headers(ctx, fake):
-    """Server options impersonate_user/uid/groups become Impersonate-*
-    headers on every request (client-go impersonatingRoundTripper); the fake
-    API server records them (the real one would need RBAC to show them)."""
-    from faults_support import fake_server, pod
-    srv = fake_server(ctx, fake)
-    sql(pgsql.SQL("ALTER SERVER {} OPTIONS (ADD impersonate_user 'jane@example.com',"
-                  " ADD impersonate_uid 'u-42', ADD impersonate_groups 'devs, system:authenticated')")
-        .format(pgsql.Identifier(srv)))
+def pods_request_headers(fake, srv):
+    """Watches pods on `srv` (the fake API server, which gets one pod) until
+    watching; returns the headers of every pods request the fake recorded,
+    each a list of (lower-case name, value)."""
+    from faults_support import pod
     fake.create("pods", pod("p0"))
     watch("pods", srv)
     wait_watching(srv, "pods")
     reqs = [r for r in fake.requests if r.resource == "pods"]
     assert reqs
-    for r in reqs:
-        h = [(k.lower(), v) for k, v in r.headers]
+    return [[(k.lower(), v) for k, v in r.headers] for r in reqs]
+
+
+def test_impersonation_headers(ctx, fake):
+    """Server options impersonate_user/uid/groups become Impersonate-*
+    headers on every request (client-go impersonatingRoundTripper); the fake
+    API server records them (the real one would need RBAC to show them)."""
+    from faults_support import fake_server
+    srv = fake_server(ctx, fake)
+    sql(pgsql.SQL("ALTER SERVER {} OPTIONS (ADD impersonate_user 'jane@example.com',"
+                  " ADD impersonate_uid 'u-42', ADD impersonate_groups 'devs, system:authenticated')")
+        .format(pgsql.Identifier(srv)))
+    for h in pods_request_headers(fake, srv):
         assert ("impersonate-user", "jane@example.com") in h, h
         assert ("impersonate-uid", "u-42") in h, h
         assert [v for k, v in h if k == "impersonate-group"] == ["devs", "system:authenticated"], h
@@ -372,7 +379,6 @@ def test_impersonation_from_kubeconfig(ctx, fake):
     the key percent-encoded (client-go transport/round_trippers.go
     impersonatingRoundTripper, headerKeyEscape)."""
     from auth_support import _auth_dir
-    from faults_support import pod
     doc = {
         "apiVersion": "v1", "kind": "Config", "current-context": "fake",
         "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
@@ -389,13 +395,7 @@ def test_impersonation_from_kubeconfig(ctx, fake):
     sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig {},"
                   " allow_insecure_http 'true')").format(pgsql.Identifier(name), pgsql.Literal(str(path))))
     ctx.servers.append(name)
-    fake.create("pods", pod("p0"))
-    watch("pods", name)
-    wait_watching(name, "pods")
-    reqs = [r for r in fake.requests if r.resource == "pods"]
-    assert reqs
-    for r in reqs:
-        h = [(k.lower(), v) for k, v in r.headers]
+    for h in pods_request_headers(fake, name):
         assert ("authorization", "Bearer t0k3n") in h, h
         assert ("impersonate-user", "system:serviceaccount:ops:deployer") in h, h
         assert ("impersonate-uid", "u-7") in h, h
