@@ -109,6 +109,12 @@ typedef struct KcConfig
 } KcConfig;
 
 static char *kc_read_file(const char *path, bool missing_ok);
+static void kc_read_files(const char *path, KcConfig *kc);
+static void kc_pick_context(KcConfig *kc, const char *path, const char *context,
+							KcEntry **cluster, KcEntry **user, KwClusterConfig *cfg);
+static void kc_apply_cluster(KcEntry *cluster, KwClusterConfig *cfg);
+static void kc_apply_user(KcEntry *user, KwClusterConfig *cfg);
+static void kc_default_scheme(KcEntry *cluster, KwClusterConfig *cfg);
 static void kc_parse_file(const char *path, const char *text, KcConfig *kc);
 static void kc_parser_start(yaml_parser_t *parser, const char *text);
 static void kc_syntax_error(const char *path, yaml_parser_t *parser)
@@ -181,225 +187,20 @@ kw_kubeconfig_load(const char *path, const char *context)
 	PG_TRY();
 	{
 		KcConfig	kc;
-		List	   *files;
-		ListCell   *lc;
-		bool		single;
-		const char *ctxname;
-		KcEntry    *ctx;
 		KcEntry    *cluster;
-		KcEntry    *user = NULL;
-		char	   *cluster_name;
-		char	   *user_name;
+		KcEntry    *user;
 		KwClusterConfig cfg;
-		char	   *s;
 
 		MemoryContextSwitchTo(tmpcxt);
 		memset(&kc, 0, sizeof(kc));
 		memset(&cfg, 0, sizeof(cfg));
 
-		/* Split the list; empty elements are skipped, as filepath.SplitList. */
-		files = NIL;
-		{
-			char	   *copy = pstrdup(path);
-			char	   *p = copy;
-
-			for (;;)
-			{
-				char	   *colon = strchr(p, ':');
-
-				if (colon)
-					*colon = '\0';
-				if (*p != '\0')
-					files = lappend(files, p);
-				if (!colon)
-					break;
-				p = colon + 1;
-			}
-		}
-		if (files == NIL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("kubeconfig path \"%s\" names no file", path)));
-		single = (list_length(files) == 1);
-
-		foreach(lc, files)
-		{
-			char	   *file = (char *) lfirst(lc);
-			char	   *abs;
-			char	   *text;
-
-			/* Absolute, so that entries' relative paths become absolute. */
-			abs = make_absolute_path(file);
-			file = pstrdup(abs);
-			free(abs);
-
-			text = kc_read_file(file, !single);
-			if (text == NULL)
-				continue;		/* missing list member: skipped */
-			kc.nfiles++;
-			kc_parse_file(file, text, &kc);
-		}
-		if (kc.nfiles == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_FILE),
-					 errmsg("none of the kubeconfig files \"%s\" exists",
-							path)));
-
-		/* Pick the context. */
-		if (context != NULL && context[0] != '\0')
-			ctxname = context;
-		else if (kc.current_context != NULL)
-			ctxname = kc.current_context;
-		else
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("kubeconfig \"%s\" sets no current-context", path),
-					 errdetail("Available contexts: %s.",
-							   kc_entry_names(kc.contexts)),
-					 errhint("Set the server option \"context\".")));
-
-		ctx = kc_find_entry(kc.contexts, ctxname);
-		if (ctx == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("context \"%s\" not found in kubeconfig \"%s\"",
-							ctxname, path),
-					 errdetail("Available contexts: %s.",
-							   kc_entry_names(kc.contexts))));
-
-		/* The context's cluster: required. */
-		cluster_name = kc_string(ctx, "cluster");
-		if (cluster_name == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIG_FILE_ERROR),
-					 errmsg("context \"%s\" in kubeconfig file \"%s\" names no cluster",
-							ctx->name, ctx->file)));
-		cluster = kc_find_entry(kc.clusters, cluster_name);
-		if (cluster == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("cluster \"%s\" of context \"%s\" not found in kubeconfig \"%s\"",
-							cluster_name, ctx->name, path),
-					 errdetail("Available clusters: %s.",
-							   kc_entry_names(kc.clusters))));
-
-		/* The context's user: optional (no credentials at all). */
-		user_name = kc_string(ctx, "user");
-		if (user_name != NULL)
-		{
-			user = kc_find_entry(kc.users, user_name);
-			if (user == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_UNDEFINED_OBJECT),
-						 errmsg("user \"%s\" of context \"%s\" not found in kubeconfig \"%s\"",
-								user_name, ctx->name, path),
-						 errdetail("Available users: %s.",
-								   kc_entry_names(kc.users))));
-		}
-
-		cfg.default_namespace = kc_string(ctx, "namespace");
-
-		/* clusters[].cluster */
-		s = kc_string(cluster, "server");
-		if (s == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIG_FILE_ERROR),
-					 errmsg("cluster \"%s\" in kubeconfig file \"%s\" has no server",
-							cluster->name, cluster->file)));
-		/* Strip trailing slashes: we append "/api/..." to it. */
-		{
-			size_t		len = strlen(s);
-
-			while (len > 0 && s[len - 1] == '/')
-				s[--len] = '\0';
-		}
-		kc_check_header_safe(cluster, "server", s, "cluster");
-		cfg.api_server = s;
-
-		/* proxy-url: http, https or socks5 (client-go validation.go) */
-		cfg.proxy_url = kc_string(cluster, "proxy-url");
-		if (cfg.proxy_url != NULL)
-		{
-			kc_check_header_safe(cluster, "proxy-url", cfg.proxy_url, "cluster");
-			if (pg_strncasecmp(cfg.proxy_url, "http://", 7) != 0 &&
-				pg_strncasecmp(cfg.proxy_url, "https://", 8) != 0 &&
-				pg_strncasecmp(cfg.proxy_url, "socks5://", 9) != 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_CONFIG_FILE_ERROR),
-						 errmsg("proxy-url of cluster \"%s\" in kubeconfig file \"%s\" must be an http, https or socks5 URL",
-								cluster->name, cluster->file)));
-		}
-
-		cfg.ca_data = kc_base64_pem(cluster, "certificate-authority-data",
-									"cluster");
-		if (cfg.ca_data == NULL)
-			cfg.ca_file = kc_path(cluster, "certificate-authority");
-		cfg.insecure_skip_tls_verify =
-			kc_bool(cluster, "insecure-skip-tls-verify", "cluster");
-		cfg.tls_server_name = kc_string(cluster, "tls-server-name");
-
-		/* users[].user */
+		kc_read_files(path, &kc);
+		kc_pick_context(&kc, path, context, &cluster, &user, &cfg);
+		kc_apply_cluster(cluster, &cfg);
 		if (user != NULL)
-		{
-			KcField    *f;
-
-			f = kc_field(user, "exec");
-			if (f != NULL && f->present)
-				cfg.exec = kc_exec(user, f);
-			f = kc_field(user, "auth-provider");
-			if (f != NULL && f->present)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("auth-provider credential plugins are not supported"),
-						 errdetail("User \"%s\" in kubeconfig file \"%s\" authenticates with an auth-provider.",
-								   user->name, user->file),
-						 errhint("Use a bearer token instead: a user with \"token\" or \"tokenFile\" in the kubeconfig, or the \"token\" option of a user mapping.")));
-
-			kc_impersonation(user, &cfg);
-
-			/* ignoring basic auth would silently connect anonymously */
-			if (kc_string(user, "password") != NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("basic authentication is not supported"),
-						 errdetail("User \"%s\" in kubeconfig file \"%s\" sets a password.",
-								   user->name, user->file),
-						 errhint("Use a bearer token or a client certificate instead.")));
-
-			cfg.token = kc_string(user, "token");
-			if (cfg.token != NULL)
-				kc_check_header_safe(user, "token", cfg.token, "user");
-			cfg.token_file = kc_path(user, "tokenFile");
-
-			cfg.client_cert_data = kc_base64_pem(user, "client-certificate-data",
-												 "user");
-			if (cfg.client_cert_data == NULL)
-				cfg.client_cert_file = kc_path(user, "client-certificate");
-			cfg.client_key_data = kc_base64_pem(user, "client-key-data", "user");
-			if (cfg.client_key_data == NULL)
-				cfg.client_key_file = kc_path(user, "client-key");
-		}
-
-		/*
-		 * A server without a scheme gets one as in client-go's
-		 * DefaultServerURL (rest/url_utils.go): https when any TLS setting
-		 * is present, else http.  Other schemes are errors.
-		 */
-		if (strstr(cfg.api_server, "://") == NULL)
-		{
-			bool		tls = cfg.ca_data || cfg.ca_file ||
-				cfg.client_cert_data || cfg.client_cert_file ||
-				cfg.insecure_skip_tls_verify;
-
-			cfg.api_server = psprintf("%s://%s", tls ? "https" : "http",
-									  cfg.api_server);
-		}
-		else if (pg_strncasecmp(cfg.api_server, "https://", 8) != 0 &&
-				 pg_strncasecmp(cfg.api_server, "http://", 7) != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIG_FILE_ERROR),
-					 errmsg("server of cluster \"%s\" in kubeconfig file \"%s\" is not an http or https URL",
-							cluster->name, cluster->file)));
+			kc_apply_user(user, &cfg);
+		kc_default_scheme(cluster, &cfg);
 
 		/* Copy the result out of the temporary context. */
 		MemoryContextSwitchTo(oldcxt);
@@ -415,6 +216,253 @@ kw_kubeconfig_load(const char *path, const char *context)
 	MemoryContextDelete(tmpcxt);
 
 	return result;
+}
+
+/*
+ * kc_read_files: reads and parses every file of the kubeconfig path list
+ * `path` into *kc, the first definition of each name winning (client-go
+ * clientcmd loader.go): empty list elements are skipped (filepath.
+ * SplitList), so are missing files of a list (not a single file's).
+ * Errors: a list naming no file (22023), none of its files existing
+ * (58P01), and those of kc_read_file / kc_parse_file.
+ */
+static void
+kc_read_files(const char *path, KcConfig *kc)
+{
+	List	   *files = NIL;
+	ListCell   *lc;
+	bool		single;
+	char	   *copy = pstrdup(path);
+	char	   *p = copy;
+
+	for (;;)
+	{
+		char	   *colon = strchr(p, ':');
+
+		if (colon)
+			*colon = '\0';
+		if (*p != '\0')
+			files = lappend(files, p);
+		if (!colon)
+			break;
+		p = colon + 1;
+	}
+	if (files == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("kubeconfig path \"%s\" names no file", path)));
+	single = (list_length(files) == 1);
+
+	foreach(lc, files)
+	{
+		char	   *file = (char *) lfirst(lc);
+		char	   *abs;
+		char	   *text;
+
+		/* Absolute, so that entries' relative paths become absolute. */
+		abs = make_absolute_path(file);
+		file = pstrdup(abs);
+		free(abs);
+
+		text = kc_read_file(file, !single);
+		if (text == NULL)
+			continue;			/* missing list member: skipped */
+		kc->nfiles++;
+		kc_parse_file(file, text, kc);
+	}
+	if (kc->nfiles == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FILE),
+				 errmsg("none of the kubeconfig files \"%s\" exists",
+						path)));
+}
+
+/*
+ * kc_pick_context: the context `context` (or current-context) of *kc and
+ * the cluster and user it names: *cluster always, *user NULL when the
+ * context names none (no credentials at all); the context's namespace
+ * goes to cfg.  Errors (42704, F0000) name what is missing and list what
+ * the kubeconfig has.
+ */
+static void
+kc_pick_context(KcConfig *kc, const char *path, const char *context,
+				KcEntry **cluster, KcEntry **user, KwClusterConfig *cfg)
+{
+	const char *ctxname;
+	KcEntry    *ctx;
+	char	   *cluster_name;
+	char	   *user_name;
+
+	if (context != NULL && context[0] != '\0')
+		ctxname = context;
+	else if (kc->current_context != NULL)
+		ctxname = kc->current_context;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("kubeconfig \"%s\" sets no current-context", path),
+				 errdetail("Available contexts: %s.",
+						   kc_entry_names(kc->contexts)),
+				 errhint("Set the server option \"context\".")));
+
+	ctx = kc_find_entry(kc->contexts, ctxname);
+	if (ctx == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("context \"%s\" not found in kubeconfig \"%s\"",
+						ctxname, path),
+				 errdetail("Available contexts: %s.",
+						   kc_entry_names(kc->contexts))));
+
+	/* The context's cluster: required. */
+	cluster_name = kc_string(ctx, "cluster");
+	if (cluster_name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("context \"%s\" in kubeconfig file \"%s\" names no cluster",
+						ctx->name, ctx->file)));
+	*cluster = kc_find_entry(kc->clusters, cluster_name);
+	if (*cluster == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("cluster \"%s\" of context \"%s\" not found in kubeconfig \"%s\"",
+						cluster_name, ctx->name, path),
+				 errdetail("Available clusters: %s.",
+						   kc_entry_names(kc->clusters))));
+
+	/* The context's user: optional (no credentials at all). */
+	*user = NULL;
+	user_name = kc_string(ctx, "user");
+	if (user_name != NULL)
+	{
+		*user = kc_find_entry(kc->users, user_name);
+		if (*user == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("user \"%s\" of context \"%s\" not found in kubeconfig \"%s\"",
+							user_name, ctx->name, path),
+					 errdetail("Available users: %s.",
+							   kc_entry_names(kc->users))));
+	}
+
+	cfg->default_namespace = kc_string(ctx, "namespace");
+}
+
+/*
+ * kc_apply_cluster: a clusters[].cluster entry into cfg: server (trailing
+ * slashes stripped: we append "/api/..."), proxy-url (http, https or
+ * socks5, as client-go's validation.go), the CA (*-data wins over the
+ * path), insecure-skip-tls-verify, tls-server-name.  Errors: F0000.
+ */
+static void
+kc_apply_cluster(KcEntry *cluster, KwClusterConfig *cfg)
+{
+	char	   *s = kc_string(cluster, "server");
+	size_t		len;
+
+	if (s == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("cluster \"%s\" in kubeconfig file \"%s\" has no server",
+						cluster->name, cluster->file)));
+	len = strlen(s);
+	while (len > 0 && s[len - 1] == '/')
+		s[--len] = '\0';
+	kc_check_header_safe(cluster, "server", s, "cluster");
+	cfg->api_server = s;
+
+	cfg->proxy_url = kc_string(cluster, "proxy-url");
+	if (cfg->proxy_url != NULL)
+	{
+		kc_check_header_safe(cluster, "proxy-url", cfg->proxy_url, "cluster");
+		if (pg_strncasecmp(cfg->proxy_url, "http://", 7) != 0 &&
+			pg_strncasecmp(cfg->proxy_url, "https://", 8) != 0 &&
+			pg_strncasecmp(cfg->proxy_url, "socks5://", 9) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("proxy-url of cluster \"%s\" in kubeconfig file \"%s\" must be an http, https or socks5 URL",
+							cluster->name, cluster->file)));
+	}
+
+	cfg->ca_data = kc_base64_pem(cluster, "certificate-authority-data",
+								 "cluster");
+	if (cfg->ca_data == NULL)
+		cfg->ca_file = kc_path(cluster, "certificate-authority");
+	cfg->insecure_skip_tls_verify =
+		kc_bool(cluster, "insecure-skip-tls-verify", "cluster");
+	cfg->tls_server_name = kc_string(cluster, "tls-server-name");
+}
+
+/*
+ * kc_apply_user: a users[].user entry into cfg: exec plugin,
+ * impersonation, token / tokenFile, client certificate and key (*-data
+ * wins over the path).  auth-provider and basic auth are refused (0A000):
+ * ignoring them would silently connect with other credentials or none.
+ */
+static void
+kc_apply_user(KcEntry *user, KwClusterConfig *cfg)
+{
+	KcField    *f;
+
+	f = kc_field(user, "exec");
+	if (f != NULL && f->present)
+		cfg->exec = kc_exec(user, f);
+	f = kc_field(user, "auth-provider");
+	if (f != NULL && f->present)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("auth-provider credential plugins are not supported"),
+				 errdetail("User \"%s\" in kubeconfig file \"%s\" authenticates with an auth-provider.",
+						   user->name, user->file),
+				 errhint("Use a bearer token instead: a user with \"token\" or \"tokenFile\" in the kubeconfig, or the \"token\" option of a user mapping.")));
+
+	kc_impersonation(user, cfg);
+
+	if (kc_string(user, "password") != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("basic authentication is not supported"),
+				 errdetail("User \"%s\" in kubeconfig file \"%s\" sets a password.",
+						   user->name, user->file),
+				 errhint("Use a bearer token or a client certificate instead.")));
+
+	cfg->token = kc_string(user, "token");
+	if (cfg->token != NULL)
+		kc_check_header_safe(user, "token", cfg->token, "user");
+	cfg->token_file = kc_path(user, "tokenFile");
+
+	cfg->client_cert_data = kc_base64_pem(user, "client-certificate-data",
+										  "user");
+	if (cfg->client_cert_data == NULL)
+		cfg->client_cert_file = kc_path(user, "client-certificate");
+	cfg->client_key_data = kc_base64_pem(user, "client-key-data", "user");
+	if (cfg->client_key_data == NULL)
+		cfg->client_key_file = kc_path(user, "client-key");
+}
+
+/*
+ * kc_default_scheme: a server without a scheme gets one as in client-go's
+ * DefaultServerURL (rest/url_utils.go): https when any TLS setting is
+ * present, else http.  Other schemes are errors (F0000).
+ */
+static void
+kc_default_scheme(KcEntry *cluster, KwClusterConfig *cfg)
+{
+	if (strstr(cfg->api_server, "://") == NULL)
+	{
+		bool		tls = cfg->ca_data || cfg->ca_file ||
+			cfg->client_cert_data || cfg->client_cert_file ||
+			cfg->insecure_skip_tls_verify;
+
+		cfg->api_server = psprintf("%s://%s", tls ? "https" : "http",
+								   cfg->api_server);
+	}
+	else if (pg_strncasecmp(cfg->api_server, "https://", 8) != 0 &&
+			 pg_strncasecmp(cfg->api_server, "http://", 7) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("server of cluster \"%s\" in kubeconfig file \"%s\" is not an http or https URL",
+						cluster->name, cluster->file)));
 }
 
 /*
