@@ -26,6 +26,7 @@ OBJS = \
 	src/fdw_option.o \
 	src/connection.o \
 	src/events.o \
+	src/events_deparse.o \
 	src/events_fdw.o \
 	src/live_column.o \
 	src/fdw_deparse.o \

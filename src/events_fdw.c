@@ -10,8 +10,9 @@
  * order, so `seq > $last` costs the number of events returned, not the
  * ring's size, and ORDER BY seq needs no sort (the path declares the
  * ordering).  Pushed down from baserestrictinfo (Var op Const/Param, either
- * side): seq with <, <=, =, >=, > (any integer type on the other side, the
- * integer_ops btree family), and text equality on cluster, resource,
+ * side; classified by events_deparse.c, as postgres_fdw's deparse.c does
+ * for it): seq with <, <=, =, >=, > (any integer type on the other side,
+ * the integer_ops btree family), and text equality on cluster, resource,
  * table_name and type.  Every qual is still rechecked by the executor; the
  * pushdown only skips work.  EXPLAIN shows what was pushed down.
  *
@@ -49,57 +50,8 @@
 #include "kw_common.h"
 #include "kw_events.h"
 
-/* Columns the scan can produce; the foreign table's are matched by name. */
-typedef enum EvColumn
-{
-	EV_NONE = 0,
-	EV_SEQ,
-	EV_AT,
-	EV_CLUSTER,
-	EV_RESOURCE,
-	EV_TABLE_NAME,
-	EV_TYPE,
-	EV_NAMESPACE,
-	EV_NAME,
-	EV_UID,
-	EV_RESOURCE_VERSION,
-	EV_TRUNCATED,
-	EV_PREEXISTING,
-	EV_FINAL_STATE_UNKNOWN,
-	EV_PREVIOUS_RESOURCE_VERSION
-} EvColumn;
 
-static const struct
-{
-	const char *name;
-	EvColumn	col;
-	Oid			type;
-}			ev_columns[] =
-{
-	{"seq", EV_SEQ, INT8OID},
-	{"at", EV_AT, TIMESTAMPTZOID},
-	{"cluster", EV_CLUSTER, TEXTOID},
-	{"resource", EV_RESOURCE, TEXTOID},
-	{"table_name", EV_TABLE_NAME, TEXTOID},
-	{"type", EV_TYPE, TEXTOID},
-	{"namespace", EV_NAMESPACE, TEXTOID},
-	{"name", EV_NAME, TEXTOID},
-	{"uid", EV_UID, TEXTOID},
-	{"resource_version", EV_RESOURCE_VERSION, TEXTOID},
-	{"truncated", EV_TRUNCATED, BOOLOID},
-	{"preexisting", EV_PREEXISTING, BOOLOID},
-	{"final_state_unknown", EV_FINAL_STATE_UNKNOWN, BOOLOID},
-	{"previous_resource_version", EV_PREVIOUS_RESOURCE_VERSION, TEXTOID},
-};
 
-/*
- * A pushed-down condition is encoded as column * 10 + btree strategy
- * (BTLessStrategyNumber .. BTGreaterStrategyNumber) in an IntList in
- * fdw_private, with its comparison value in fdw_exprs at the same index.
- */
-#define COND_CODE(col, strat) ((int) (col) * 10 + (strat))
-#define COND_COL(code) ((EvColumn) ((code) / 10))
-#define COND_STRAT(code) ((code) % 10)
 
 /* Planner state in baserel->fdw_private. */
 typedef struct EvPlanState
@@ -127,121 +79,12 @@ typedef struct EvScanState
 	int			type_eq;		/* required KwEventType, -1 for any */
 } EvScanState;
 
-static EvColumn
-column_by_name(const char *name)
-{
-	for (int i = 0; i < lengthof(ev_columns); i++)
-		if (strcmp(ev_columns[i].name, name) == 0)
-			return ev_columns[i].col;
-	return EV_NONE;
-}
 
 /* ---------------------------------------------------------------------
  * planning
  * ---------------------------------------------------------------------
  */
 
-/*
- * classify_clause: whether `clause` is "column op value" that the scan can
- * apply; on success sets *code, *value (the Const or Param side) and *desc.
- */
-static bool
-classify_clause(Expr *clause, Index relid, Relation rel, int *code,
-				Expr **value, char **desc)
-{
-	OpExpr	   *op;
-	Node	   *left,
-			   *right;
-	Var		   *var;
-	Expr	   *other;
-	Oid			opno;
-	EvColumn	col;
-	int			strat;
-	char	   *attname;
-
-	if (!IsA(clause, OpExpr))
-		return false;
-	op = (OpExpr *) clause;
-	if (list_length(op->args) != 2)
-		return false;
-	left = strip_implicit_coercions(linitial(op->args));
-	right = strip_implicit_coercions(lsecond(op->args));
-	opno = op->opno;
-	if (IsA(left, Var) && (IsA(right, Const) || IsA(right, Param)))
-	{
-		var = (Var *) left;
-		other = (Expr *) lsecond(op->args);
-	}
-	else if (IsA(right, Var) && (IsA(left, Const) || IsA(left, Param)))
-	{
-		var = (Var *) right;
-		other = (Expr *) linitial(op->args);
-		opno = get_commutator(opno);
-		if (!OidIsValid(opno))
-			return false;
-	}
-	else
-		return false;
-	if (var->varno != relid || var->varlevelsup != 0 || var->varattno <= 0)
-		return false;
-
-	attname = NameStr(TupleDescAttr(RelationGetDescr(rel), var->varattno - 1)->attname);
-	col = column_by_name(attname);
-	if (col == EV_SEQ)
-	{
-		Oid			t = exprType((Node *) other);
-
-		if (t != INT8OID && t != INT4OID && t != INT2OID)
-			return false;
-		strat = get_op_opfamily_strategy(opno, INTEGER_BTREE_FAM_OID);
-		if (strat < BTLessStrategyNumber || strat > BTGreaterStrategyNumber)
-			return false;
-	}
-	else if (col == EV_CLUSTER || col == EV_RESOURCE || col == EV_TABLE_NAME ||
-			 col == EV_TYPE)
-	{
-		/*
-		 * The scan compares bytes: right for texteq under a deterministic
-		 * collation, not under a nondeterministic one (case-insensitive ICU
-		 * collations), which is left to the executor.
-		 */
-		if (opno != TextEqualOperator || exprType((Node *) other) != TEXTOID)
-			return false;
-		if (OidIsValid(op->inputcollid) && !get_collation_isdeterministic(op->inputcollid))
-			return false;
-		strat = BTEqualStrategyNumber;
-	}
-	else
-		return false;
-
-	*code = COND_CODE(col, strat);
-	*value = other;
-	{
-		static const char *const ops[] = {"", "<", "<=", "=", ">=", ">"};
-		StringInfoData buf;
-
-		initStringInfo(&buf);
-		appendStringInfo(&buf, "%s %s ", attname, ops[strat]);
-		if (IsA(other, Param))
-			appendStringInfo(&buf, "$%d", ((Param *) other)->paramid);
-		else if (((Const *) other)->constisnull)
-			appendStringInfoString(&buf, "NULL");
-		else
-		{
-			Const	   *c = (Const *) other;
-			Oid			outfn;
-			bool		varlena;
-
-			getTypeOutputInfo(c->consttype, &outfn, &varlena);
-			if (col == EV_SEQ)
-				appendStringInfoString(&buf, OidOutputFunctionCall(outfn, c->constvalue));
-			else
-				appendStringInfoString(&buf, quote_literal_cstr(OidOutputFunctionCall(outfn, c->constvalue)));
-		}
-		*desc = buf.data;
-	}
-	return true;
-}
 
 /*
  * kwevents_GetForeignRelSize: finds the conditions the scan can apply and
@@ -262,7 +105,7 @@ kwevents_GetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 
 	for (int i = 0; i < desc->natts; i++)
 		if (!TupleDescAttr(desc, i)->attisdropped &&
-			column_by_name(NameStr(TupleDescAttr(desc, i)->attname)) == EV_SEQ)
+			kw_ev_column_by_name(NameStr(TupleDescAttr(desc, i)->attname), NULL) == EV_SEQ)
 			ps->seq_attno = i + 1;
 
 	foreach(lc, baserel->baserestrictinfo)
@@ -272,7 +115,7 @@ kwevents_GetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 		Expr	   *value;
 		char	   *d;
 
-		if (!classify_clause(ri->clause, baserel->relid, rel, &code, &value, &d))
+		if (!kw_ev_classify_clause(ri->clause, baserel->relid, rel, &code, &value, &d))
 			continue;
 		ps->conds = lappend_int(ps->conds, code);
 		ps->values = lappend(ps->values, value);
@@ -410,14 +253,15 @@ kwevents_BeginForeignScan(ForeignScanState *node, int eflags)
 	for (int i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
-		EvColumn	c = att->attisdropped ? EV_NONE : column_by_name(NameStr(att->attname));
+		Oid			type = InvalidOid;
+		EvColumn	c = att->attisdropped ? EV_NONE :
+			kw_ev_column_by_name(NameStr(att->attname), &type);
 
-		for (int j = 0; j < lengthof(ev_columns); j++)
-			if (ev_columns[j].col == c && ev_columns[j].type != att->atttypid)
-				ereport(ERROR,
-						(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
-						 errmsg("column \"%s\" of kwatch.events must have type %s",
-								NameStr(att->attname), format_type_be(ev_columns[j].type))));
+		if (c != EV_NONE && type != att->atttypid)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+					 errmsg("column \"%s\" of kwatch.events must have type %s",
+							NameStr(att->attname), format_type_be(type))));
 		st->att_cols[i] = c;
 	}
 	st->conds = linitial(fs->fdw_private);

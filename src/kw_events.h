@@ -10,6 +10,8 @@
 #define KW_EVENTS_H
 
 #include "kw_common.h"
+#include "nodes/primnodes.h"
+#include "utils/relcache.h"
 
 /* ---------------------------------------------------------------------
  * in events.c: the event stream ring (read by events_fdw.c)
@@ -66,5 +68,44 @@ extern int64 kw_events_oldest_seq(void);
 extern int64 kw_events_scan_bound(void);
 extern KwEventReadResult kw_events_read(int64 seq, KwEventRecord *out);
 extern int	kw_events_ring_slots(void);
+
+
+/* ---------------------------------------------------------------------
+ * in events_deparse.c: the kwatch.events columns and the clauses its scan
+ * applies (events_fdw.c)
+ * ---------------------------------------------------------------------
+ */
+/* Columns the scan can produce; the foreign table's are matched by name. */
+typedef enum EvColumn
+{
+	EV_NONE = 0,
+	EV_SEQ,
+	EV_AT,
+	EV_CLUSTER,
+	EV_RESOURCE,
+	EV_TABLE_NAME,
+	EV_TYPE,
+	EV_NAMESPACE,
+	EV_NAME,
+	EV_UID,
+	EV_RESOURCE_VERSION,
+	EV_TRUNCATED,
+	EV_PREEXISTING,
+	EV_FINAL_STATE_UNKNOWN,
+	EV_PREVIOUS_RESOURCE_VERSION
+} EvColumn;
+
+/*
+ * A pushed-down condition is encoded as column * 10 + btree strategy
+ * (BTLessStrategyNumber .. BTGreaterStrategyNumber) in an IntList in
+ * fdw_private, with its comparison value in fdw_exprs at the same index.
+ */
+#define COND_CODE(col, strat) ((int) (col) * 10 + (strat))
+#define COND_COL(code) ((EvColumn) ((code) / 10))
+#define COND_STRAT(code) ((code) % 10)
+
+extern EvColumn kw_ev_column_by_name(const char *name, Oid *type);
+extern bool kw_ev_classify_clause(Expr *clause, Index relid, Relation rel, int *code,
+								  Expr **value, char **desc);
 
 #endif							/* KW_EVENTS_H */
