@@ -1,19 +1,32 @@
 #!/usr/bin/python3
-"""kwatch benchmark against a real kube-apiserver.  Prints a report; asserts nothing.
+"""kwatch beside its peers, in one run (issue 10).  Prints a Markdown report
+and writes the same figures as JSON; asserts nothing.
 
-usage: bench.py --pods N   (environment: PG* for PostgreSQL, KWATCH_K8S_SERVER,
-                            KWATCH_K8S_TOKEN, KWATCH_K8S_CA, KUBECONFIG)
+usage: bench.py --pods N [--repeat R] [--json FILE] [--skip NAME,...]
+       (environment: PG* for PostgreSQL, KWATCH_K8S_SERVER, KWATCH_K8S_TOKEN,
+        KWATCH_K8S_CA, KWATCH_K8S_PKI, KUBECONFIG; KWATCH_BENCH_DIR for the
+        informer build and scratch files)
 
 1. creates N realistic pods (the recorded v1.20 coredns pod of
-   test/fixtures/pod-v1.20.json as template: labels, annotations, owner-less,
-   full spec) in namespace kwatch-bench, with 16 concurrent clients;
-2. times a bare paginated LIST of them (what any client pays);
-3. registers kwatch.watch('pods') and times the initial sync until the table
-   holds N rows and the watch is healthy; samples the worker's RSS;
-4. measures event-to-notification delay: patches M pods one by one and
-   times each PATCH response -> NOTIFY receipt on a LISTENing connection.
+   test/fixtures/pod-v1.20.json as template: labels app=app-<i%50>,
+   tier=web|backend|ops, annotations, full spec) in namespace kwatch-bench,
+   with 16 concurrent clients;
+2. the anchors (anchors.py), R rounds, each one after another on the same
+   cluster and objects: kwatch's initial sync, the client-go informer (JSON
+   with and without gzip, protobuf), kubectl get -o json, the LIST floor
+   (rv=0 and paged), the COPY floor; the median of each is reported, with
+   the ratios kwatch/informer and kwatch/max(LIST floor, COPY floor);
+3. the cost of an unchanged relist and WAL per applied event (costs.py);
+4. label and field queries on the mirror, the live table and kubectl
+   (queries.py);
+5. event -> notification delay: patches M pods one by one and times each
+   PATCH response -> NOTIFY receipt on a LISTENing connection.
+Skippable parts (--skip): informer, kubectl, list, copy, relist, wal, queries,
+notify.
 """
 import argparse
+import datetime
+import platform
 import concurrent.futures
 import json
 import os
@@ -27,6 +40,7 @@ import urllib.request
 import psycopg2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 SERVER = os.environ["KWATCH_K8S_SERVER"]
 TOKEN = os.environ["KWATCH_K8S_TOKEN"]
 CTX = ssl.create_default_context(cafile=os.environ["KWATCH_K8S_CA"])
@@ -69,92 +83,45 @@ def rss_kb(pid):
     return int(d["RssAnon"].split()[0]), int(d["VmHWM"].split()[0])
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--pods", type=int, default=10000)
-    ap.add_argument("--events", type=int, default=200)
-    a = ap.parse_args()
-    report = {}
-
+def create_pods(n):
+    """Creates the pods that are missing; returns seconds taken or None."""
     api("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
     status, body = api("GET", f"/api/v1/namespaces/{NS}/pods?limit=1")
     have = json.loads(body).get("metadata", {}).get("remainingItemCount", 0) + \
         len(json.loads(body).get("items", []))
     t = template()
-    bytes_one = len(json.dumps(t))
-    if have < a.pods:
-        print(f"creating {a.pods - have} pods (~{bytes_one} bytes of JSON each)...", flush=True)
-        t0 = time.time()
-
-        def make(i):
-            p = json.loads(json.dumps(t))
-            p["metadata"]["name"] = f"bench-{i:06d}"
-            p["metadata"]["labels"] = {"app": f"app-{i % 50}", "tier": ["web", "backend", "ops"][i % 3],
-                                       "bench": "true"}
-            s, b = api("POST", f"/api/v1/namespaces/{NS}/pods", p)
-            if s not in (201, 409):
-                raise RuntimeError(f"create failed {s}: {b[:200]}")
-        with concurrent.futures.ThreadPoolExecutor(16) as ex:
-            list(ex.map(make, range(have, a.pods)))
-        report["create_s"] = time.time() - t0
-
+    if have >= n:
+        return None
+    print(f"creating {n - have} pods (~{len(json.dumps(t))} bytes of JSON each)...", flush=True)
     t0 = time.time()
-    cont, n, nbytes = "", 0, 0
-    while True:
-        s, b = api("GET", f"/api/v1/pods?limit=500" + (f"&continue={cont}" if cont else ""))
-        d = json.loads(b)
-        n += len(d["items"])
-        nbytes += len(b)
-        cont = d["metadata"].get("continue")
-        if not cont:
-            break
-    report["list_s"] = time.time() - t0
-    report["list_objects"] = n
-    report["list_mb"] = nbytes / 1e6
 
-    conn = psycopg2.connect("")
-    conn.autocommit = True
-    cur = conn.cursor()
-    cur.execute("CREATE EXTENSION IF NOT EXISTS kwatch")
-    cur.execute("SELECT kwatch.unwatch('pods', server => 'bench', drop_table => true) "
-                "FROM pg_foreign_server WHERE srvname = 'bench'")
-    cur.execute("DROP SERVER IF EXISTS bench CASCADE")
-    cur.execute("CREATE SERVER bench FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig %s)",
-                (os.environ["KUBECONFIG"],))
-    # pg.sh creates the database after the postmaster started: the worker's
-    # first attempt may have failed, and the postmaster retries after 5 s
-    pid, t0 = None, time.time()
-    while pid is None and time.time() - t0 < 30:
-        cur.execute("SELECT kwatch.worker_pid()")
-        pid = cur.fetchone()[0] or time.sleep(0.2)
-    rss0, _ = rss_kb(pid)
-    t0 = time.time()
-    cur.execute("SELECT kwatch.watch('pods', server => 'bench', notify => true)")
-    peak = rss0
-    while True:
-        cur.execute("SELECT healthy, objects FROM kwatch.watches WHERE server = 'bench'")
-        healthy, objects = cur.fetchone()
-        peak = max(peak, rss_kb(pid)[0])
-        if healthy and objects is not None and objects >= n:
-            break
-        if time.time() - t0 > 600:
-            sys.exit("initial sync did not finish in 600 s")
-        time.sleep(0.02)
-    report["sync_s"] = time.time() - t0
-    cur.execute("SELECT count(*), pg_total_relation_size('k8s.pods') FROM k8s.pods WHERE cluster = 'bench'")
-    rows, size = cur.fetchone()
-    report["rows"] = rows
-    report["table_mb"] = size / 1e6
-    rss1, hwm = rss_kb(pid)
-    report["rss0_mb"], report["rss_peak_mb"], report["rss_end_mb"], report["hwm_mb"] = \
-        rss0 / 1024, peak / 1024, rss1 / 1024, hwm / 1024
+    def make(i):
+        p = json.loads(json.dumps(t))
+        p["metadata"]["name"] = f"bench-{i:06d}"
+        p["metadata"]["labels"] = {"app": f"app-{i % 50}", "tier": ["web", "backend", "ops"][i % 3],
+                                   "bench": "true"}
+        s, b = api("POST", f"/api/v1/namespaces/{NS}/pods", p)
+        if s not in (201, 409):
+            raise RuntimeError(f"create failed {s}: {b[:200]}")
+    with concurrent.futures.ThreadPoolExecutor(16) as ex:
+        list(ex.map(make, range(have, n)))
+    return time.time() - t0
 
-    # event -> notification delay
+
+def count_pods():
+    """Pods in all namespaces (what every anchor lists), and bytes per pod."""
+    s, b = api("GET", "/api/v1/pods?limit=1")
+    d = json.loads(b)
+    return d["metadata"].get("remainingItemCount", 0) + len(d["items"]), len(json.dumps(d["items"][0]))
+
+
+def notify_delay(events):
+    """PATCH one pod at a time; PATCH response -> NOTIFY received."""
     lconn = psycopg2.connect("")
     lconn.autocommit = True
     lconn.cursor().execute("LISTEN kwatch_pods")
     delays = []
-    for i in range(a.events):
+    for i in range(events):
         name = f"bench-{i:06d}"
         s, _ = api("PATCH", f"/api/v1/namespaces/{NS}/pods/{name}",
                    {"metadata": {"labels": {"bench-seq": str(time.time_ns())}}},
@@ -170,30 +137,161 @@ def main():
                 if p["name"] == name and p["type"] == "MODIFIED":
                     delays.append((time.time() - t_sent) * 1000)
                     got = True
+    lconn.close()
     delays.sort()
-    report["events"] = len(delays)
-    if delays:
-        report["delay_p50_ms"] = statistics.median(delays)
-        report["delay_p95_ms"] = delays[int(len(delays) * 0.95) - 1]
-        report["delay_max_ms"] = delays[-1]
+    if not delays:
+        return None
+    return {"events": len(delays), "p50_ms": statistics.median(delays),
+            "p95_ms": delays[max(0, int(len(delays) * 0.95) - 1)], "max_ms": delays[-1]}
 
+
+def machine():
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem = int(f.readline().split()[1]) / 1024 / 1024
+    return "%s, %d cores (%s), %.0f GB, Linux %s" % (platform.node(), os.cpu_count(), cpu, mem,
+                                                     platform.release())
+
+
+def mem_available_mb():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    return 0
+
+
+def median_row(runs):
+    """The run of median seconds (its RSS and CPU with it), all runs kept."""
+    runs = sorted(runs, key=lambda r: r["seconds"])
+    med = dict(runs[(len(runs) - 1) // 2])
+    med["runs"] = [{k: r[k] for k in ("seconds", "rss_mb", "cpu_s", "apiserver_cpu_s")} for r in runs]
+    return med
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pods", type=int, default=10000)
+    ap.add_argument("--events", type=int, default=200)
+    ap.add_argument("--repeat", type=int, default=None,
+                    help="rounds of anchors (default 3 up to 20,000 pods, else 1)")
+    ap.add_argument("--json", default=None, help="where to write the JSON report")
+    ap.add_argument("--skip", default="", help="comma-separated parts to skip")
+    a = ap.parse_args()
+    skip = set(filter(None, a.skip.split(",")))
+    repeat = a.repeat or (3 if a.pods <= 20000 else 1)
+    bench_dir = os.environ.get("KWATCH_BENCH_DIR", "/var/tmp/kwatch-bench")
+    out_json = a.json or os.path.join(bench_dir, "bench-%d.json" % a.pods)
+
+    import anchors
+    import costs
+    import queries
+
+    created = create_pods(a.pods)
+    n, bytes_one = count_pods()
+    conn = psycopg2.connect("")
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("CREATE EXTENSION IF NOT EXISTS kwatch")
+    cur.execute("SELECT kwatch.unwatch(resource, server => server, drop_table => true)"
+                " FROM kwatch.registrations WHERE server = 'bench'")
+    cur.execute("DROP SERVER IF EXISTS bench CASCADE")
+    cur.execute("CREATE SERVER bench FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig %s)",
+                (os.environ["KUBECONFIG"],))
+    # pg.sh creates the database after the postmaster started: the worker's
+    # first attempt may have failed, and the postmaster retries after 5 s
+    pid, t0 = None, time.time()
+    while pid is None and time.time() - t0 < 30:
+        cur.execute("SELECT kwatch.worker_pid()")
+        pid = cur.fetchone()[0] or time.sleep(0.2)
+    cur.execute("SELECT pg_postmaster_start_time(), current_setting('data_directory')")
+    with open(os.path.join(cur.fetchone()[1], "postmaster.pid")) as f:
+        postmaster = int(f.readline())
+    api_pid = anchors.apiserver_pid()
+    anchors.setup(bench_dir)
+    informer_bin = None if "informer" in skip else anchors.build_informer(bench_dir)
+
+    print("measuring %d pods, %d round%s..." % (n, repeat, "s" if repeat > 1 else ""), flush=True)
+    runs = {}
+    notes = []
+    copy_file = None
+    for r in range(repeat):
+        steps = [("kwatch", lambda: anchors.kwatch_sync(cur, "bench", n, postmaster, api_pid))]
+        if informer_bin:
+            steps += [("informer", lambda: anchors.informer(informer_bin, api_pid)),
+                      ("informer", lambda: anchors.informer(informer_bin, api_pid, gzip=False)),
+                      ("informer", lambda: anchors.informer(informer_bin, api_pid, protobuf=True))]
+        if "kubectl" not in skip:
+            # kubectl holds the whole list several times over (~230 kB per pod)
+            if mem_available_mb() > n * 0.35:
+                steps.append(("kubectl", lambda: anchors.kubectl_json(bench_dir, api_pid)))
+            elif r == 0:
+                notes.append("kubectl skipped: %.0f MB available, it needs ~%.0f MB" %
+                             (mem_available_mb(), n * 0.35))
+        if "list" not in skip:
+            steps += [("list", lambda: anchors.list_rv0(n, api_pid)),
+                      ("list", lambda: anchors.list_paged(n, api_pid))]
+        if "copy" not in skip:
+            steps.append(("copy", lambda: anchors.copy_floor(conn, copy_file, n, postmaster, api_pid)))
+        for kind, step in steps:
+            res = step()
+            runs.setdefault(res["name"], []).append(res)
+            print("  round %d: %-52s %7.2f s  %7.0f MB  %6.2f CPU s" %
+                  (r + 1, res["name"], res["seconds"], res["rss_mb"], res["cpu_s"]), flush=True)
+            if kind == "kwatch" and copy_file is None and "copy" not in skip:
+                # the objects exactly as kwatch stored them, for the COPY floor
+                copy_file, _ = anchors.prepare_copy(cur, os.path.join(bench_dir, "pg"), "bench")
+    if copy_file:
+        os.unlink(copy_file)
+
+    report = {"meta": {
+        "date": datetime.date.today().isoformat(), "machine": machine(), "objects": n, "pods_arg": a.pods,
+        "bytes_per_object": bytes_one, "rounds": repeat, "created_s": created,
+        "setup": "kube-apiserver 1.20 (watch cache on) and PostgreSQL 15 (fsync off) on loopback",
+        "rounds_note": "median of %d round%s, each measuring every row in turn" %
+                       (repeat, "s" if repeat > 1 else "") if repeat > 1 else "one round",
+        "mirror_runs": 20, "slow_runs": 3 if a.pods <= 20000 else 1}}
+    report["anchors"] = [median_row(v) for v in runs.values()]
+    report["anchor_notes"] = [
+        "seconds: kwatch from the `watch()` call to the watch healthy with every row committed; informer "
+        "from `Start` to `HasSynced` (its own clock); kubectl and curl the whole process; COPY the statement",
+        "peak RSS: kwatch the worker's and relist merge's RssAnon (private memory; shared buffers "
+        "left out), sampled every 10 ms; the COPY backend's likewise; the other processes' ru_maxrss "
+        "(wait4)",
+        "CPU s: for kwatch and COPY the whole PostgreSQL instance (worker, merge, WAL writer, ...); for "
+        "the others the process (user + system); the apiserver's CPU serving it apart",
+        "LIST floor rv=0: one response from the watch cache (what an informer asks); paged: limit=500 "
+        "pages from etcd (what kwatch asks), one keep-alive connection; both bodies discarded",
+        "COPY floor: the rows kwatch wrote, as COPY text, loaded by a server-side COPY FROM file into a "
+        "table LIKE k8s.pods INCLUDING ALL (generated columns, indexes, lz4)",
+        "client-go asks for gzip by default (Accept-Encoding); kwatch does not "
+        "(kwatch.http_compression off)"] + notes
     print()
-    print("kwatch benchmark (real kube-apiserver 1.20 on loopback, 2 cores)")
-    print(f"  objects                 {report['list_objects']} pods "
-          f"(~{report['list_mb'] * 1e6 / max(1, report['list_objects']):.0f} B each as served, managedFields included)")
-    if "create_s" in report:
-        print(f"  creating them           {report['create_s']:.1f} s")
-    print(f"  bare paginated LIST     {report['list_s']:.2f} s  ({report['list_mb']:.1f} MB)")
-    print(f"  kwatch initial sync     {report['sync_s']:.2f} s  "
-          f"({report['rows'] / report['sync_s']:.0f} rows/s; watch() call to healthy with all rows)")
-    print(f"  table size              {report['table_mb']:.1f} MB (k8s.pods with indexes)")
-    print(f"  worker private memory   {report['rss0_mb']:.0f} MB before, {report['rss_peak_mb']:.0f} MB peak sampled, "
-          f"{report['rss_end_mb']:.0f} MB after (RssAnon; VmHWM incl. shared buffers {report['hwm_mb']:.0f} MB)")
-    if delays:
-        print(f"  event -> NOTIFY delay   p50 {report['delay_p50_ms']:.1f} ms, p95 {report['delay_p95_ms']:.1f} ms, "
-              f"max {report['delay_max_ms']:.1f} ms over {report['events']} PATCHes "
-              "(from the PATCH response to the notification)")
-    print("  reference (issue #2, 10k pods): client-go informer 3.5 s / 440 MB; LIST 0.8 s; COPY 1.6 s")
+    print("cost of an unchanged relist, WAL per event, queries...", flush=True)
+    if "relist" not in skip:
+        report["relist"] = costs.relist_unchanged(conn, "bench")
+    if "wal" not in skip:
+        report["wal_per_event"] = costs.wal_per_event(conn, "bench", min(500, a.pods))
+    if "queries" not in skip:
+        report["queries"] = queries.run(conn, "bench", report["meta"]["mirror_runs"],
+                                        report["meta"]["slow_runs"])
+    if "notify" not in skip:
+        report["notify_delay"] = notify_delay(min(a.events, a.pods))
+    cur.execute("SELECT pg_total_relation_size('k8s.pods')")
+    report["meta"]["table_mb"] = cur.fetchone()[0] / 1e6
+
+    with open(out_json, "w") as f:
+        json.dump(report, f, indent=1)
+    import report as rpt
+    print()
+    sys.stdout.write(rpt.markdown(report))
+    print()
+    print("(JSON: %s; README table: test/bench/report.py --readme README.md %s)" % (out_json, out_json))
 
 
 if __name__ == "__main__":

@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
 # make bench [PODS=10000]: starts a control plane and PostgreSQL under
-# $KWATCH_BENCH_DIR (default /var/tmp/kwatch-bench), runs bench.py, prints
-# the report, stops both (unless KWATCH_KEEP=1).
+# $KWATCH_BENCH_DIR (default /var/tmp/kwatch-bench), runs bench.py (kwatch
+# beside the client-go informer, kubectl, the LIST and COPY floors, relist
+# and WAL costs, queries, NOTIFY delay: Markdown on stdout, JSON in
+# $KWATCH_BENCH_DIR/bench-$PODS.json), then events.py, relist.py and
+# history.py; stops both servers (unless KWATCH_KEEP=1).
+# KWATCH_BENCH_NO_BUILD=1 skips building and installing kwatch (when the
+# installed one is current).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . test/lib.sh
 dir=${KWATCH_BENCH_DIR:-/var/tmp/kwatch-bench}
-build_and_install
+export KWATCH_BENCH_DIR=$dir
+pods=${PODS:-10000}
+[ "${KWATCH_BENCH_NO_BUILD:-0}" = 1 ] || build_and_install
 $SUDO bash test/k8s/build.sh
 bench_servers "$dir" bench
 . "$dir/k8s/env"
-PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres \
-  /usr/bin/python3 test/bench/bench.py --pods "${PODS:-10000}"
-PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres \
-  /usr/bin/python3 test/bench/events.py
-PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres \
-  /usr/bin/python3 test/bench/relist.py
-PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres \
-  /usr/bin/python3 test/bench/history.py
+export PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres
+/usr/bin/python3 test/bench/bench.py --pods "$pods" --json "$dir/bench-$pods.json"
+/usr/bin/python3 test/bench/events.py
+/usr/bin/python3 test/bench/relist.py
+/usr/bin/python3 test/bench/history.py
+echo
+echo "JSON report: $dir/bench-$pods.json"
+echo "README table: python3 test/bench/report.py --readme README.md $dir/bench-10000.json $dir/bench-50000.json"

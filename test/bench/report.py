@@ -1,0 +1,237 @@
+#!/usr/bin/python3
+"""Renders bench.py's JSON report (issue 10) as Markdown, and regenerates the
+README's "Performance" table from one or more such reports.
+
+usage: report.py REPORT.json                     print the full Markdown report
+       report.py --readme README.md A.json [B.json ...]
+                 replace the text between the README's markers
+                 <!-- make bench: begin --> and <!-- make bench: end -->
+                 with the side-by-side table of these runs (one column
+                 group per run, e.g. 10,000 and 50,000 pods)
+
+Targets checked (issue 10, item 6), from the figures of one run:
+  initial sync <= 1.2 x max(LIST floor, COPY floor), the LIST floor being
+  the faster of the two LIST rows; kwatch faster than the JSON informer (the
+  faster of its two variants); kwatch's peak RSS < 64 MB; 0 rows rewritten
+  and 0 notifications on an unchanged relist.
+"""
+import json
+import re
+import sys
+
+NAN = float("nan")
+BEGIN, END = "<!-- make bench: begin -->", "<!-- make bench: end -->"
+
+
+def fnum(x, digits=2):
+    if x is None:
+        return "-"
+    if abs(x) >= 1000:
+        return "{:,.0f}".format(x)
+    return ("{:.%df}" % digits).format(x)
+
+
+def by_name(rep):
+    return {a["name"]: a for a in rep["anchors"]}
+
+
+def ratios(rep):
+    """The issue's ratios from one report's medians."""
+    a = rep["anchors"]
+    kw = next(x for x in a if x["name"] == "kwatch")
+    lists = [x for x in a if x["name"].startswith("LIST floor")]
+    copy = [x for x in a if x["name"].startswith("COPY floor")]
+    json_inf = [x for x in a if x["name"].startswith("client-go informer, JSON")]
+    proto = [x for x in a if x["name"].startswith("client-go informer, protobuf")]
+    r = {}
+    if lists and copy:
+        list_floor = min(x["seconds"] for x in lists)
+        floor = max(list_floor, copy[0]["seconds"])
+        r["floor_s"] = floor
+        r["list_floor_s"] = list_floor
+        r["kwatch_over_floor"] = kw["seconds"] / floor
+        paged = [x for x in lists if "paged" in x["name"]]
+        if paged:
+            r["kwatch_over_paged_list"] = kw["seconds"] / paged[0]["seconds"]
+    if json_inf:
+        best = min(json_inf, key=lambda x: x["seconds"])
+        r["json_informer"] = best["name"]
+        r["kwatch_over_json_informer"] = kw["seconds"] / best["seconds"]
+        r["kwatch_rss_over_json_informer"] = kw["rss_mb"] / best["rss_mb"]
+    if proto:
+        r["kwatch_over_protobuf_informer"] = kw["seconds"] / proto[0]["seconds"]
+    return r
+
+
+def targets(rep):
+    r = ratios(rep)
+    kw = by_name(rep)["kwatch"]
+    out = []
+    if "kwatch_over_floor" in r:
+        out.append(("initial sync <= 1.2 x max(LIST floor, COPY floor)",
+                    "%.2f x (floor %.2f s)" % (r["kwatch_over_floor"], r["floor_s"]),
+                    r["kwatch_over_floor"] <= 1.2))
+    if "kwatch_over_json_informer" in r:
+        out.append(("faster than the JSON informer", "%.2f x (%s)" % (r["kwatch_over_json_informer"],
+                                                                       r["json_informer"]),
+                    r["kwatch_over_json_informer"] < 1.0))
+    out.append(("peak worker RSS < 64 MB", "%.0f MB (RssAnon, worker + relist merge)" % kw["rss_mb"],
+                kw["rss_mb"] < 64))
+    rel = rep.get("relist")
+    if rel:
+        out.append(("0 rewrites on an unchanged relist",
+                    "%d rewritten, %d inserted, %d deleted, %d notifications"
+                    % (rel["rows_rewritten"], rel["rows_inserted"], rel["rows_deleted"],
+                       rel["notifications_received"]),
+                    rel["rows_rewritten"] == 0 and rel["rows_inserted"] == 0 and rel["rows_deleted"] == 0
+                    and rel["notifications_received"] == 0))
+    return out
+
+
+def spread(a):
+    runs = a.get("runs") or []
+    if len(runs) < 2:
+        return ""
+    s = [x["seconds"] for x in runs]
+    return " (%s-%s)" % (fnum(min(s)), fnum(max(s)))
+
+
+def anchors_table(rep):
+    lines = ["| | seconds | objects/s | peak RSS MB | CPU s | apiserver CPU s |",
+             "|---|---|---|---|---|---|"]
+    for a in rep["anchors"]:
+        lines.append("| %s | %s%s | %s | %s | %s | %s |" % (
+            a["name"], fnum(a["seconds"]), spread(a), fnum(a["objects_per_s"], 0), fnum(a["rss_mb"], 0),
+            fnum(a["cpu_s"]), fnum(a["apiserver_cpu_s"])))
+    return lines
+
+
+def markdown(rep):
+    m = rep["meta"]
+    L = ["## kwatch beside its peers: %s pods" % "{:,}".format(m["objects"]), "",
+         "%s, %s; %s. %s" % (m["date"], m["machine"], m["setup"], m["rounds_note"]), "",
+         "### Initial sync, one after another on the same cluster and objects", ""]
+    L += anchors_table(rep)
+    L += [""] + ["* " + n for n in rep["anchor_notes"]]
+    r = ratios(rep)
+    L += ["", "Ratios: kwatch / informer (%s) **%.2f**; kwatch / informer (protobuf) %.2f; "
+          "kwatch / max(LIST floor %.2f s, COPY floor %.2f s) **%.2f**; kwatch / the paged LIST it "
+          "makes %.2f."
+          % (r.get("json_informer", "-"), r.get("kwatch_over_json_informer", NAN),
+             r.get("kwatch_over_protobuf_informer", NAN), r.get("list_floor_s", NAN),
+             next((a["seconds"] for a in rep["anchors"] if a["name"].startswith("COPY floor")), NAN),
+             r.get("kwatch_over_floor", NAN), r.get("kwatch_over_paged_list", NAN))]
+    L += ["", "### Targets (issue 10)", "", "| target | this run | met |", "|---|---|---|"]
+    for name, val, ok in targets(rep):
+        L.append("| %s | %s | %s |" % (name, val, "yes" if ok else "**no**"))
+
+    rel, ev = rep.get("relist"), rep.get("wal_per_event")
+    if rel or ev:
+        L += ["", "### Cost of a relist and of writes", "", "| | |", "|---|---|"]
+    if rel:
+        L.append("| relist of %s unchanged pods (`kwatch.relist(wait => true)`) | %.2f s |"
+                 % ("{:,}".format(rel["objects"]), rel["seconds"]))
+        L.append("| rows rewritten / inserted / deleted | %d / %d / %d |"
+                 % (rel["rows_rewritten"], rel["rows_inserted"], rel["rows_deleted"]))
+        L.append("| notifications (received / counted) | %d / %d |"
+                 % (rel["notifications_received"], rel["notifications_counted"]))
+        L.append("| WAL written by the relist | %s bytes%s |" % ("{:,}".format(rel["wal_bytes"]),
+                                                             rmgr_note(rel)))
+    kw = by_name(rep).get("kwatch", {})
+    cp = next((a for a in rep["anchors"] if a["name"].startswith("COPY floor")), None)
+    if kw.get("wal_bytes") and cp:
+        L.append("| WAL of the initial sync: kwatch / COPY floor | %.1f MB (%s B/object) / %.1f MB (%s B/object) |"
+                 % (kw["wal_bytes"] / 1e6, fnum(kw["wal_bytes"] / kw["objects"], 0), cp["wal_bytes"] / 1e6,
+                    fnum(cp["wal_bytes"] / cp["objects"], 0)))
+        L.append("| table size: kwatch / COPY floor | %.1f MB / %.1f MB |" % (kw["table_mb"], cp["table_mb"]))
+    if ev:
+        L.append("| WAL per applied event (%d PATCHes of one label, after a CHECKPOINT) | %s bytes "
+                 "(%s without full-page images)%s |"
+                 % (ev["events"], fnum(ev["wal_bytes_per_event"], 0),
+                    fnum(ev["wal_bytes_per_event_without_fpi"], 0), rmgr_note(ev, per=ev["events"])))
+        L.append("| those events: sent in / applied in | %.2f s / %.2f s (%.0f events/s, the apiserver's pace) |"
+                 % (ev["patch_seconds"], ev["applied_seconds"], ev["events_per_s"]))
+
+    q = rep.get("queries")
+    if q:
+        L += ["", "### Queries: mirror vs live table vs kubectl", "",
+              "| query | mirror (SQL) | live table (LIST per scan) | `kubectl get` | rows |",
+              "|---|---|---|---|---|"]
+        for x in q:
+            rows = {x["mirror_rows"], x["live_rows"], x["kubectl_rows"]}
+            L.append("| %s | %s ms | %s ms | %s ms | %s |" % (
+                x["query"], fnum(x["mirror_ms"], 2), fnum(x["live_ms"], 0), fnum(x["kubectl_ms"], 0),
+                "{:,}".format(x["mirror_rows"]) if len(rows) == 1 else
+                "mirror %d, live %d, kubectl %d" % (x["mirror_rows"], x["live_rows"], x["kubectl_rows"])))
+        L += ["", "Mirror: median of %d psycopg2 round trips (rows fetched); live and kubectl: median of %d. "
+              "Live requests: %s." % (rep["meta"]["mirror_runs"], rep["meta"]["slow_runs"],
+                                      "; ".join("`%s`" % x["live_request"] for x in q if x["live_request"]))]
+
+    d = rep.get("notify_delay")
+    if d:
+        L += ["", "### Event -> NOTIFY delay", "",
+              "p50 %.1f ms, p95 %.1f ms, max %.1f ms over %d PATCHes (from the PATCH response to the "
+              "notification received)." % (d["p50_ms"], d["p95_ms"], d["max_ms"], d["events"])]
+    return "\n".join(L) + "\n"
+
+
+def rmgr_note(x, per=None):
+    by = x.get("wal_by_rmgr") or {}
+    if not by:
+        return ""
+    top = sorted(by.items(), key=lambda kv: -kv[1]["bytes"])[:4]
+    if per:
+        return "; per event: " + ", ".join("%s %s" % (k, fnum(v["bytes"] / per, 0)) for k, v in top)
+    return "; " + ", ".join("%s %s" % (k, "{:,}".format(v["bytes"])) for k, v in top)
+
+
+def readme_section(reps):
+    """The README's table: the anchors of each run side by side."""
+    names = []
+    for rep in reps:
+        for a in rep["anchors"]:
+            if a["name"] not in names:
+                names.append(a["name"])
+    head = "| |" + "".join(" %s pods: s | obj/s | RSS MB | CPU s |" % "{:,}".format(r["meta"]["objects"])
+                           for r in reps)
+    L = [head, "|---|" + "---|---|---|---|" * len(reps)]
+    for n in names:
+        cells = ""
+        for rep in reps:
+            a = by_name(rep).get(n)
+            cells += (" %s | %s | %s | %s |" % (fnum(a["seconds"]), fnum(a["objects_per_s"], 0),
+                                                 fnum(a["rss_mb"], 0), fnum(a["cpu_s"]))) if a else " | | | |"
+        L.append("| %s |%s" % (n, cells))
+    L.append("")
+    for rep in reps:
+        m, r = rep["meta"], ratios(rep)
+        rel = rep.get("relist") or {}
+        L.append("%s pods: kwatch / JSON informer **%.2f**, kwatch / max(LIST, COPY floor) **%.2f**; "
+                 "an unchanged relist rewrote %s rows, sent %s notifications, wrote %s bytes of WAL. "
+                 "(%s, %s, `make bench PODS=%d`; %s)"
+                 % ("{:,}".format(m["objects"]), r.get("kwatch_over_json_informer", float("nan")),
+                    r.get("kwatch_over_floor", float("nan")), rel.get("rows_rewritten", "-"),
+                    rel.get("notifications_received", "-"), "{:,}".format(rel["wal_bytes"]) if rel else "-",
+                    m["date"], m["machine"], m["pods_arg"], m["rounds_note"]))
+        L.append("")
+    return "\n".join(L).rstrip() + "\n"
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) >= 3 and args[0] == "--readme":
+        reps = [json.load(open(p)) for p in args[2:]]
+        text = open(args[1]).read()
+        if BEGIN not in text or END not in text:
+            sys.exit("%s has no %s ... %s markers" % (args[1], BEGIN, END))
+        new = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END),
+                     lambda _: BEGIN + "\n" + readme_section(reps) + END, text, flags=re.S)
+        open(args[1], "w").write(new)
+    elif len(args) == 1:
+        sys.stdout.write(markdown(json.load(open(args[0]))))
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
