@@ -154,7 +154,7 @@ def machine():
                 break
     with open("/proc/meminfo") as f:
         mem = int(f.readline().split()[1]) / 1024 / 1024
-    return "%s, %d cores (%s), %.0f GB, Linux %s" % (platform.node(), os.cpu_count(), cpu, mem,
+    return "%d cores (%s), %.0f GB, Linux %s" % (os.cpu_count(), cpu, mem,
                                                      platform.release())
 
 
