@@ -103,7 +103,7 @@ demo-stop:
 	@bash test/demo.sh stop
 
 bench:
-	@PODS=$(PODS) bash test/bench/run.sh
+	@PODS=$(PODS) SCALE_CRDS=$(SCALE_CRDS) bash test/bench/run.sh
 
 # Fault soak (issue 3): the convergence test for MINUTES (default 30) at a
 # high rate with faults; prints rows, changes, faults, mismatches, memory.

@@ -3,11 +3,12 @@
 README's "Performance" table from one or more such reports.
 
 usage: report.py REPORT.json                     print the full Markdown report
-       report.py --readme README.md A.json [B.json ...]
+       report.py --readme README.md A.json [B.json ...] [scale-200.json]
                  replace the text between the README's markers
                  <!-- make bench: begin --> and <!-- make bench: end -->
                  with the side-by-side table of these runs (one column
-                 group per run, e.g. 10,000 and 50,000 pods)
+                 group per run, e.g. 10,000 and 50,000 pods) and a
+                 sentence for scale.py's report
 
 Targets checked (issue 10, item 6), from the figures of one run:
   initial sync <= 1.2 x max(LIST floor, COPY floor), the LIST floor being
@@ -185,8 +186,49 @@ def rmgr_note(x, per=None):
     return "; " + ", ".join("%s %s" % (k, "{:,}".format(v["bytes"])) for k, v in top)
 
 
+def scale_markdown(rep):
+    """scale.py's report as Markdown."""
+    r, m = rep["result"], rep["meta"]
+    L = ["", "## %d watched resources (CRDs) on one server" % r["watches"], "",
+         "%s, %s; %d objects of each (%d in all)." % (m["date"], m["machine"], m["objects_per_crd"],
+                                                       r["objects"]), "",
+         "| | |", "|---|---|",
+         "| `watch()` calls (each creates its table) | %.1f s for %d |" % (r["register_s"], r["watches"]),
+         "| time to all synced (from the first call) | %.1f s |" % r["all_synced_s"],
+         "| kwatch processes | %d |" % r["kwatch_processes"],
+         "| worker TCP connections to the API server | %d |" % r["tcp_connections"],
+         "| worker RssAnon before / peak / after | %.0f / %.0f / %.0f MB |"
+         % (r["worker_rss_before_mb"], r["worker_rss_peak_mb"], r["worker_rss_after_mb"]),
+         "| worker CPU while syncing | %.2f s (apiserver %.2f s) |" % (r["sync_worker_cpu_s"],
+                                                                     r["sync_apiserver_cpu_s"]),
+         "| worker CPU idle, all watches open | %.2f%% of a core over %.0f s |"
+         % (r["idle_worker_cpu_pct"], r["idle_seconds"]),
+         "| API server CPU meanwhile / before the watches | %.0f%% / %.0f%% of a core |"
+         % (r["idle_apiserver_cpu_pct"], r.get("idle_apiserver_cpu_pct_before_watches", NAN)),
+         "| WATCH / LIST requests, relists, unhealthy after the idle period | %d / %d, %d, %d |"
+         % (r["watch_calls"], r["list_calls"], r["relists"], r["unhealthy_after_idle"]),
+         "| PATCH of an object of the last resource -> its row changed | %.1f ms |" % r["change_to_row_ms"]]
+    return "\n".join(L) + "\n"
+
+
+def scale_line(s):
+    """One sentence from scale.py's JSON."""
+    r, m = s["result"], s["meta"]
+    return ("%d watched CRDs on one server (%d objects each; %s, `scale.py`): all synced %.1f s after the "
+            "first `watch()` call (the calls themselves, each creating its table, took %.1f s); %d kwatch "
+            "process, %d TCP connections to the API server; worker RssAnon %.0f MB before, %.0f MB peak, "
+            "%.0f MB after; worker CPU idle %.2f%% of a core; a change on the last resource reached its row "
+            "in %.0f ms."
+            % (r["watches"], m["objects_per_crd"], m["date"], r["all_synced_s"], r["register_s"],
+               r["kwatch_processes"], r["tcp_connections"], r["worker_rss_before_mb"], r["worker_rss_peak_mb"],
+               r["worker_rss_after_mb"], r["idle_worker_cpu_pct"], r["change_to_row_ms"]))
+
+
 def readme_section(reps):
-    """The README's table: the anchors of each run side by side."""
+    """The README's table: the anchors of each run side by side; scale.py's
+    reports (recognized by their "result") become one sentence each."""
+    scales = [r for r in reps if "result" in r]
+    reps = [r for r in reps if "anchors" in r]
     names = []
     for rep in reps:
         for a in rep["anchors"]:
@@ -205,15 +247,30 @@ def readme_section(reps):
     L.append("")
     for rep in reps:
         m, r = rep["meta"], ratios(rep)
-        rel = rep.get("relist") or {}
-        L.append("%s pods: kwatch / JSON informer **%.2f**, kwatch / max(LIST, COPY floor) **%.2f**; "
-                 "an unchanged relist rewrote %s rows, sent %s notifications, wrote %s bytes of WAL. "
-                 "(%s, %s, `make bench PODS=%d`; %s)"
-                 % ("{:,}".format(m["objects"]), r.get("kwatch_over_json_informer", float("nan")),
-                    r.get("kwatch_over_floor", float("nan")), rel.get("rows_rewritten", "-"),
-                    rel.get("notifications_received", "-"), "{:,}".format(rel["wal_bytes"]) if rel else "-",
-                    m["date"], m["machine"], m["pods_arg"], m["rounds_note"]))
+        rel, ev = rep.get("relist") or {}, rep.get("wal_per_event") or {}
+        L.append("%s pods (%s, %s, `make bench PODS=%d`, %s): kwatch / JSON informer **%.2f**, "
+                 "kwatch / max(LIST floor, COPY floor) **%.2f**, kwatch / its paged LIST %.2f. "
+                 "An unchanged relist rewrote %s rows, sent %s notifications and wrote %s bytes of WAL; "
+                 "an applied change wrote %s bytes of WAL (%s without full-page images)."
+                 % ("{:,}".format(m["objects"]), m["date"], m["machine"], m["pods_arg"], m["rounds_note"],
+                    r.get("kwatch_over_json_informer", NAN), r.get("kwatch_over_floor", NAN),
+                    r.get("kwatch_over_paged_list", NAN), rel.get("rows_rewritten", "-"),
+                    rel.get("notifications_received", "-"),
+                    "{:,}".format(rel["wal_bytes"]) if rel else "-",
+                    fnum(ev.get("wal_bytes_per_event"), 0), fnum(ev.get("wal_bytes_per_event_without_fpi"), 0)))
         L.append("")
+    q = next((rep["queries"] for rep in reps if rep.get("queries")), None)
+    if q:
+        rep = next(rep for rep in reps if rep.get("queries"))
+        L += ["| query (%s pods) | mirror (SQL) | live table | `kubectl get` | rows |"
+              % "{:,}".format(rep["meta"]["objects"]), "|---|---|---|---|---|"]
+        for x in q:
+            L.append("| %s | %s ms | %s ms | %s ms | %s |" % (
+                x["query"], fnum(x["mirror_ms"], 2), fnum(x["live_ms"], 0), fnum(x["kubectl_ms"], 0),
+                "{:,}".format(x["mirror_rows"])))
+        L.append("")
+    for s in scales:
+        L += [scale_line(s), ""]
     return "\n".join(L).rstrip() + "\n"
 
 
@@ -228,7 +285,8 @@ def main():
                      lambda _: BEGIN + "\n" + readme_section(reps) + END, text, flags=re.S)
         open(args[1], "w").write(new)
     elif len(args) == 1:
-        sys.stdout.write(markdown(json.load(open(args[0]))))
+        rep = json.load(open(args[0]))
+        sys.stdout.write(scale_markdown(rep) if "result" in rep else markdown(rep))
     else:
         sys.exit(__doc__)
 

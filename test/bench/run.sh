@@ -3,16 +3,18 @@
 # $KWATCH_BENCH_DIR (default /var/tmp/kwatch-bench), runs bench.py (kwatch
 # beside the client-go informer, kubectl, the LIST and COPY floors, relist
 # and WAL costs, queries, NOTIFY delay: Markdown on stdout, JSON in
-# $KWATCH_BENCH_DIR/bench-$PODS.json), then events.py, relist.py and
-# history.py; stops both servers (unless KWATCH_KEEP=1).
-# KWATCH_BENCH_NO_BUILD=1 skips building and installing kwatch (when the
-# installed one is current).
+# $KWATCH_BENCH_DIR/bench-$PODS.json), then events.py, relist.py,
+# history.py and, last (its CRDs keep a 1.20 apiserver busy for minutes),
+# scale.py with SCALE_CRDS (default 200; 0 skips it); stops both servers
+# (unless KWATCH_KEEP=1).  KWATCH_BENCH_NO_BUILD=1 skips building and
+# installing kwatch (when the installed one is current).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . test/lib.sh
 dir=${KWATCH_BENCH_DIR:-/var/tmp/kwatch-bench}
 export KWATCH_BENCH_DIR=$dir
 pods=${PODS:-10000}
+crds=${SCALE_CRDS:-200}
 [ "${KWATCH_BENCH_NO_BUILD:-0}" = 1 ] || build_and_install
 $SUDO bash test/k8s/build.sh
 bench_servers "$dir" bench
@@ -22,6 +24,9 @@ export PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres
 /usr/bin/python3 test/bench/events.py
 /usr/bin/python3 test/bench/relist.py
 /usr/bin/python3 test/bench/history.py
+if [ "$crds" -gt 0 ]; then
+  /usr/bin/python3 test/bench/scale.py --crds "$crds" --json "$dir/scale-$crds.json"
+fi
 echo
-echo "JSON report: $dir/bench-$pods.json"
-echo "README table: python3 test/bench/report.py --readme README.md $dir/bench-10000.json $dir/bench-50000.json"
+echo "JSON reports: $dir/bench-$pods.json$([ "$crds" -gt 0 ] && echo " $dir/scale-$crds.json")"
+echo "README table: python3 test/bench/report.py --readme README.md $dir/bench-10000.json [$dir/bench-50000.json] $dir/scale-200.json"
