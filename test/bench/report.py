@@ -122,6 +122,12 @@ def markdown(rep):
              r.get("kwatch_over_protobuf_informer", NAN), r.get("list_floor_s", NAN),
              next((a["seconds"] for a in rep["anchors"] if a["name"].startswith("COPY floor")), NAN),
              r.get("kwatch_over_floor", NAN), r.get("kwatch_over_paged_list", NAN))]
+    kw = by_name(rep).get("kwatch")
+    if kw and kw.get("worker_cpu_s") is not None:
+        L += ["", "kwatch's CPU: worker %.2f s, the rest of PostgreSQL (relist merge, WAL writer, ...) %.2f s; "
+              "the apiserver serving its paged LIST %.2f s. Worker RssAnon %.0f MB before the sync, %.0f MB after."
+              % (kw["worker_cpu_s"], kw["cpu_s"] - kw["worker_cpu_s"], kw["apiserver_cpu_s"],
+                 kw["worker_rss_before_mb"], kw["worker_rss_after_mb"])]
     L += ["", "### Targets (issue 10)", "", "| target | this run | met |", "|---|---|---|"]
     for name, val, ok in targets(rep):
         L.append("| %s | %s | %s |" % (name, val, "yes" if ok else "**no**"))
