@@ -67,6 +67,21 @@ def apiserver_pid():
     return pid
 
 
+def settle(api_pid, postmaster, below=0.15, window=0.5, limit=10):
+    """Waits (up to `limit` s) until the API server and PostgreSQL each used
+    less than `below` of a core over `window` s, so that what the previous
+    row left running (the apiserver's garbage collection after a large list,
+    a checkpoint or autovacuum after a COPY) does not land on the next row."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        a0, p0, w0 = measure.cpu_s(api_pid), measure.pg_cpu_s(postmaster), time.monotonic()
+        time.sleep(window)
+        w = time.monotonic() - w0
+        if (measure.cpu_s(api_pid) - a0) / w < below and (measure.pg_cpu_s(postmaster) - p0) / w < below:
+            break
+    return time.monotonic() - t0
+
+
 def row(name, seconds, objects, rss_kb, cpu, api_cpu, **extra):
     r = {"name": name, "seconds": seconds, "objects": objects,
          "objects_per_s": objects / seconds if seconds else None,

@@ -239,6 +239,7 @@ def main():
         if "copy" not in skip:
             steps.append(("copy", lambda: anchors.copy_floor(conn, copy_file, n, postmaster, api_pid)))
         for kind, step in steps:
+            anchors.settle(api_pid, postmaster)
             res = step()
             runs.setdefault(res["name"], []).append(res)
             print("  round %d: %-52s %7.2f s  %7.0f MB  %6.2f CPU s" %
