@@ -3,8 +3,8 @@
 # $KWATCH_BENCH_DIR (default /var/tmp/kwatch-bench), runs bench.py (kwatch
 # beside the client-go informer, kubectl, the LIST and COPY floors, relist
 # and WAL costs, queries, NOTIFY delay: Markdown on stdout, JSON in
-# $KWATCH_BENCH_DIR/bench-$PODS.json), then events.py, relist.py,
-# history.py and, last (its CRDs keep a 1.20 apiserver busy for minutes),
+# $KWATCH_BENCH_DIR/bench-$PODS.json), then events.py, history.py,
+# relist.py and, last (its CRDs keep a 1.20 apiserver busy for minutes),
 # scale.py with SCALE_CRDS (default 200; 0 skips it); stops both servers
 # (unless KWATCH_KEEP=1).  KWATCH_BENCH_NO_BUILD=1 skips building and
 # installing kwatch (when the installed one is current).
@@ -22,8 +22,9 @@ bench_servers "$dir" bench
 export PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres
 /usr/bin/python3 test/bench/bench.py --pods "$pods" --json "$dir/bench-$pods.json"
 /usr/bin/python3 test/bench/events.py
-/usr/bin/python3 test/bench/relist.py
+# history.py syncs the pods bench.py left in k8s.pods; relist.py drops that table
 /usr/bin/python3 test/bench/history.py
+/usr/bin/python3 test/bench/relist.py
 if [ "$crds" -gt 0 ]; then
   /usr/bin/python3 test/bench/scale.py --crds "$crds" --json "$dir/scale-$crds.json"
 fi
