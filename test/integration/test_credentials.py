@@ -411,6 +411,7 @@ def test_demo_with_an_exec_plugin_kubeconfig(ctx, exec_plugin):
     and k8s.namespaces holds the cluster's namespaces, uid for uid."""
     import os
     import re
+    import shutil
     import psycopg2
     from conftest import REPO, kubectl_json
     exec_plugin.control(ttl=600, user="demo" + ctx.base[-6:].replace("-", ""))
@@ -418,6 +419,9 @@ def test_demo_with_an_exec_plugin_kubeconfig(ctx, exec_plugin):
     state = conftest.TEST_DIR / "demo-exec"
     env = dict(os.environ, KWATCH_DEMO_KUBECONFIG=kc, KWATCH_DEMO_DIR=str(state),
                KWATCH_DEMO_ENV=str(state / "env"))
+    # a demo left by an earlier run (another cluster, another port) is not this one
+    conftest.run(["bash", REPO / "test/demo.sh", "stop"], env=env, check=False)
+    shutil.rmtree(state, ignore_errors=True)
     try:
         out = conftest.run(["bash", REPO / "test/demo.sh", "start"], env=env, timeout=600, check=False)
         assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
@@ -442,3 +446,4 @@ def test_demo_with_an_exec_plugin_kubeconfig(ctx, exec_plugin):
         conn.close()
     finally:
         conftest.run(["bash", REPO / "test/demo.sh", "stop"], env=env, check=False)
+        shutil.rmtree(state, ignore_errors=True)
