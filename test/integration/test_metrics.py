@@ -33,7 +33,9 @@ def test_metrics_parse_and_match_the_watches(ctx):
     kubectl("create", "configmap", "m1", "-n", ns, "--from-literal=a=b")
     wait_until(lambda: watch_status(srv, "configmaps")["added"] >= 3, 30, "three adds")
     sql("SELECT kwatch.relist('configmaps', server => %s, wait => true, timeout => '60s')", (srv,))
-    st = watch_status(srv, "configmaps")
+    # relist(wait) returns once the LIST committed; the WATCH after it then
+    # counts a call: compare once the watch streams again
+    st = wait_watching(srv, "configmaps")
 
     fams, text = families()
     mine = dict(server=srv, resource="configmaps", namespace=ns)
