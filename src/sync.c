@@ -160,7 +160,8 @@ bool
 kw_apply_events(KwSyncPlans *plans, KwRegistration *reg, KwEvent *events, int nevents,
 				const char *resume_rv, KwApplyCounts *counts, char **err, int *sqlstate)
 {
-	ApplyArgs	a = {plans, reg, events, nevents, NULL, 0, resume_rv, NULL, NULL, 0, counts};
+	ApplyArgs	a = {.plans = plans, .reg = reg, .events = events, .nevents = nevents,
+		.rv = resume_rv, .counts = counts};
 
 	return kw_sync_in_transaction(apply_events_body, &a, err, sqlstate);
 }
@@ -181,7 +182,7 @@ bool
 kw_apply_relist_begin(KwSyncPlans *plans, KwRegistration *reg, MemoryContext cxt,
 					  HTAB **known, char **err)
 {
-	ApplyArgs	a = {plans, reg, NULL, 0, NULL, 0, NULL, cxt, NULL, 0, NULL};
+	ApplyArgs	a = {.plans = plans, .reg = reg, .cxt = cxt};
 
 	if (!kw_sync_in_transaction(relist_begin_body, &a, err, NULL))
 		return false;
@@ -205,7 +206,7 @@ bool
 kw_apply_relist_stage(KwSyncPlans *plans, KwRegistration *reg, KwObject *objs, int nobjs,
 					  int *skipped, char **err, int *sqlstate)
 {
-	ApplyArgs	a = {plans, reg, NULL, 0, objs, nobjs, NULL, NULL, NULL, 0, NULL};
+	ApplyArgs	a = {.plans = plans, .reg = reg, .objs = objs, .nobjs = nobjs};
 
 	if (!kw_sync_in_transaction(relist_stage_body, &a, err, sqlstate))
 		return false;
@@ -231,7 +232,8 @@ bool
 kw_apply_relist_finish(KwSyncPlans *plans, KwRegistration *reg, const char *list_rv,
 					   HTAB *known, KwApplyCounts *counts, char **err, int *sqlstate)
 {
-	ApplyArgs	a = {plans, reg, NULL, 0, NULL, 0, list_rv, NULL, known, 0, counts};
+	ApplyArgs	a = {.plans = plans, .reg = reg, .rv = list_rv, .known = known,
+		.counts = counts};
 
 	return kw_sync_in_transaction(relist_finish_body, &a, err, sqlstate);
 }

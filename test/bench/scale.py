@@ -85,12 +85,12 @@ def ensure_crds(count):
 
 def ensure_objects(plurals, per):
     api("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
-    todo = []
+    to_create = []
     for p in plurals:
         s, b = api("GET", "/apis/%s/v1/namespaces/%s/%s" % (GROUP, NS, p))
         have = len(json.loads(b)["items"]) if s == 200 else 0
-        todo += [(p, j) for j in range(have, per)]
-    if not todo:
+        to_create += [(p, j) for j in range(have, per)]
+    if not to_create:
         return
 
     def make(t):
@@ -102,9 +102,9 @@ def ensure_objects(plurals, per):
                     "spec": {"size": j, "color": "blue", "tags": ["a", "b", "c"]}})
         if s not in (201, 409):
             raise RuntimeError("create %s: %d %s" % (p, s, b[:200]))
-    print("creating %d objects..." % len(todo), flush=True)
+    print("creating %d objects..." % len(to_create), flush=True)
     with concurrent.futures.ThreadPoolExecutor(16) as ex:
-        list(ex.map(make, todo))
+        list(ex.map(make, to_create))
 
 
 def wait_apiserver_quiet(api_pid, below=0.3, window=5, limit=600):
