@@ -30,6 +30,7 @@ int			kw_backoff_max_ms = 30000;
 int			kw_batch_size = 1000;
 int			kw_connect_timeout_s = 10;
 bool		kw_http_compression = false;
+bool		kw_list_from_watch_cache = true;
 int			kw_event_buffer = 10000;
 char	   *kw_debug_error_on_object = NULL;
 
@@ -65,6 +66,14 @@ kw_define_gucs(void)
 							"0 disables chunking.",
 							&kw_list_page_size, 500, 0, 100000,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("kwatch.list_from_watch_cache",
+							 "Lets the API server's watch cache answer the initial LIST and relists.",
+							 "As client-go's reflector: the first LIST asks resourceVersion=0 and a relist "
+							 "from the last resourceVersion sends no limit. Off: every LIST is a paged, "
+							 "consistent read from etcd.",
+							 &kw_list_from_watch_cache, true,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("kwatch.watch_timeout",
 							"Base server-side timeout of one WATCH request.",

@@ -84,6 +84,7 @@ extern int	kw_backoff_max_ms;
 extern int	kw_batch_size;
 extern int	kw_connect_timeout_s;
 extern bool kw_http_compression;
+extern bool kw_list_from_watch_cache;
 extern char *kw_debug_error_on_object;
 extern int	kw_background_merge_objects;
 extern int	kw_event_buffer;

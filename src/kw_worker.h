@@ -187,18 +187,20 @@ extern bool kw_apply_events(KwSyncPlans *plans, KwRegistration *reg, KwEvent *ev
 							int nevents, const char *resume_rv, KwApplyCounts *counts,
 							char **err, int *sqlstate);
 extern bool kw_apply_relist_begin(KwSyncPlans *plans, KwRegistration *reg,
-								  MemoryContext cxt, struct HTAB **known, char **err);
+								  MemoryContext cxt, bool allow_direct,
+								  struct HTAB **known, bool *direct, char **err);
 extern bool kw_apply_relist_stage(KwSyncPlans *plans, KwRegistration *reg, KwObject *objs,
-								  int nobjs, int *skipped, char **err, int *sqlstate);
+								  int nobjs, int *skipped, KwApplyCounts *counts,
+								  char **err, int *sqlstate);
 extern bool kw_apply_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
 								   const char *list_rv, struct HTAB *known,
 								   KwApplyCounts *counts, char **err, int *sqlstate);
 extern int64 kw_sync_count_rows(KwRegistration *reg);
 extern struct HTAB *kw_sync_relist_begin(KwSyncPlans *plans,
 										 KwRegistration *reg,
-										 MemoryContext cxt);
+										 MemoryContext cxt, bool allow_direct);
 extern int	kw_sync_relist_stage(KwSyncPlans *plans, KwRegistration *reg,
-								 KwObject *objs, int nobjs);
+								 KwObject *objs, int nobjs, KwApplyCounts *counts);
 extern void kw_sync_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
 								  const char *list_rv, struct HTAB *known,
 								  KwApplyCounts *counts);

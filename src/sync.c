@@ -14,12 +14,21 @@
  *	  resourceVersion written to kwatch.registrations in the same
  *	  transaction (so a restart resumes exactly there).
  *
- *	- Relist (PROTOCOL 20, 23): pages are staged into a temporary table over
+ *	- Relist (PROTOCOL 20, 23): pages are staged into a staging table over
  *	  several short transactions; one final transaction merges the staged
  *	  list into the mirror table (insert new, update changed, delete missing,
  *	  each with its event-stream entry and NOTIFY) and stores the list's resourceVersion.  Readers see the
  *	  old table or the new one, never a mix.  Objects whose resourceVersion
  *	  did not change are staged without their body and never rewritten.
+ *
+ *	- The initial sync of a watch into a table that holds no row of its
+ *	  cluster has nothing to replace: each batch of the LIST is inserted
+ *	  straight into the mirror table, notified as it commits, and the last
+ *	  transaction stores the list's resourceVersion.  Readers see the
+ *	  cluster's rows arrive batch by batch until kwatch.wait_synced()
+ *	  returns, as a client-go informer's store fills before HasSynced
+ *	  (staging/src/k8s.io/client-go/tools/cache/shared_informer.go); a
+ *	  LIST that starts over finds those rows and is a relist like any other.
  *
  * The checkpoint UPDATE of the registration row comes first in every
  * applying transaction: it locks the row, so kwatch.unwatch() (which deletes
@@ -63,6 +72,8 @@ struct KwSyncPlans
 	SPIPlanPtr	stage;			/* ($1 uid[], $2 rv[], $3 json[]) */
 	SPIPlanPtr	merge;			/* ($1 cluster) */
 	SPIPlanPtr	sweep;			/* ($1 cluster) */
+	SPIPlanPtr	insert;			/* ($1 uid[], $2 rv[], $3 json[], $4 cluster) */
+	bool		relist_direct;	/* this list goes straight into the mirror */
 	char	   *stage_table;	/* kwatch_stage.relist_stage_<id>, qualified */
 	char	   *qualified;		/* k8s."table" */
 };
@@ -139,6 +150,7 @@ typedef struct ApplyArgs
 	const char *rv;
 	MemoryContext cxt;
 	HTAB	   *known;
+	bool		allow_direct;
 	int			skipped;
 	KwApplyCounts *counts;
 } ApplyArgs;
@@ -171,22 +183,25 @@ relist_begin_body(void *arg)
 {
 	ApplyArgs  *a = (ApplyArgs *) arg;
 
-	a->known = kw_sync_relist_begin(a->plans, a->reg, a->cxt);
+	a->known = kw_sync_relist_begin(a->plans, a->reg, a->cxt, a->allow_direct);
 }
 
 /*
  * kw_apply_relist_begin: kw_sync_relist_begin (below) in a transaction of
- * its own; *known gets the table's uid -> resourceVersion hash, in `cxt`.
+ * its own; *known gets the table's uid -> resourceVersion hash, in `cxt`;
+ * *direct whether the list goes straight into the mirror table (only when
+ * `allow_direct`, see there).
  */
 bool
 kw_apply_relist_begin(KwSyncPlans *plans, KwRegistration *reg, MemoryContext cxt,
-					  HTAB **known, char **err)
+					  bool allow_direct, HTAB **known, bool *direct, char **err)
 {
-	ApplyArgs	a = {.plans = plans, .reg = reg, .cxt = cxt};
+	ApplyArgs	a = {.plans = plans, .reg = reg, .cxt = cxt, .allow_direct = allow_direct};
 
 	if (!kw_sync_in_transaction(relist_begin_body, &a, err, NULL))
 		return false;
 	*known = a.known;
+	*direct = plans->relist_direct;
 	return true;
 }
 
@@ -195,18 +210,20 @@ relist_stage_body(void *arg)
 {
 	ApplyArgs  *a = (ApplyArgs *) arg;
 
-	a->skipped = kw_sync_relist_stage(a->plans, a->reg, a->objs, a->nobjs);
+	a->skipped = kw_sync_relist_stage(a->plans, a->reg, a->objs, a->nobjs, a->counts);
 }
 
 /*
  * kw_apply_relist_stage: kw_sync_relist_stage (below) in a transaction of
- * its own; *skipped gets the number of objects PostgreSQL rejected.
+ * its own; *skipped gets the number of objects PostgreSQL rejected, and
+ * *counts what a list going straight into the mirror table changed.
  */
 bool
 kw_apply_relist_stage(KwSyncPlans *plans, KwRegistration *reg, KwObject *objs, int nobjs,
-					  int *skipped, char **err, int *sqlstate)
+					  int *skipped, KwApplyCounts *counts, char **err, int *sqlstate)
 {
-	ApplyArgs	a = {.plans = plans, .reg = reg, .objs = objs, .nobjs = nobjs};
+	ApplyArgs	a = {.plans = plans, .reg = reg, .objs = objs, .nobjs = nobjs,
+		.counts = counts};
 
 	if (!kw_sync_in_transaction(relist_stage_body, &a, err, sqlstate))
 		return false;
@@ -367,7 +384,7 @@ kw_sync_plans_create(KwRegistration *reg, MemoryContext cxt)
 void
 kw_sync_plans_free(KwSyncPlans *p)
 {
-	SPIPlanPtr *all[6];
+	SPIPlanPtr *all[7];
 
 	if (p == NULL)
 		return;
@@ -377,7 +394,8 @@ kw_sync_plans_free(KwSyncPlans *p)
 	all[3] = &p->stage;
 	all[4] = &p->merge;
 	all[5] = &p->sweep;
-	for (int i = 0; i < 6; i++)
+	all[6] = &p->insert;
+	for (int i = 0; i < lengthof(all); i++)
 		if (*all[i])
 		{
 			SPI_freeplan(*all[i]);
@@ -555,7 +573,10 @@ kw_sync_count_rows(KwRegistration *reg)
  * kw_sync_relist_begin: prepares a relist: creates (once) and empties the
  * watch's staging table, and returns a hash of uid -> resourceVersion of
  * the rows the mirror table holds now (allocated in `cxt`), so unchanged
- * objects can be staged without their body.
+ * objects can be staged without their body.  With `allow_direct` (the
+ * watch's first LIST, no checkpoint) and no row of the watch's cluster in
+ * the table, the list goes straight into the mirror table instead (top of
+ * file) and no staging table is needed.
  *
  * The staging table is kwatch_stage.relist_stage_<watch id>: unlogged
  * (what it holds is rebuilt by the next LIST after a crash), a regular
@@ -567,11 +588,18 @@ kw_sync_count_rows(KwRegistration *reg)
  * the table for the merge.
  */
 HTAB *
-kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
+kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt,
+					 bool allow_direct)
 {
 	const char *stage = p->stage_table;
 	int			rc;
 	bool		isnull;
+	HTAB	   *known = kw_sync_known_rows(p, reg, cxt);
+
+	/* nothing to replace: straight into the mirror table (top of file) */
+	p->relist_direct = allow_direct && hash_get_num_entries(known) == 0;
+	if (p->relist_direct)
+		return known;
 
 	/*
 	 * The staging table holds jsonb stored inline and uncompressed (STORAGE
@@ -601,7 +629,7 @@ kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
 	}
 	else if (SPI_execute(psprintf("TRUNCATE %s", stage), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not empty staging table");
-	return kw_sync_known_rows(p, reg, cxt);
+	return known;
 }
 
 /*
@@ -689,12 +717,14 @@ text_array(KwObject *objs, int n, int field)
 }
 
 /*
- * stage_try: inserts objs[0..n) into the staging table inside a
- * subtransaction.  Returns NULL on success, else the error message (the
- * subtransaction rolled back, the outer transaction usable).
+ * stage_try: inserts objs[0..n) with `plan` (the staging table's insert or
+ * the direct insert into the mirror table, whose 4th parameter is
+ * `cluster`) inside a subtransaction.  Returns NULL on success, with
+ * SPI_tuptable holding what the statement returned, else the error
+ * message (the subtransaction rolled back, the outer transaction usable).
  */
 static char *
-stage_try(KwSyncPlans *p, KwObject *objs, int n, int *sqlstate)
+stage_try(SPIPlanPtr plan, Datum cluster, KwObject *objs, int n, int *sqlstate)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -704,14 +734,15 @@ stage_try(KwSyncPlans *p, KwObject *objs, int n, int *sqlstate)
 	MemoryContextSwitchTo(oldcxt);
 	PG_TRY();
 	{
-		Datum		values[3];
+		Datum		values[4];
 		int			rc;
 
 		values[0] = text_array(objs, n, 0);
 		values[1] = text_array(objs, n, 1);
 		values[2] = text_array(objs, n, 2);
-		rc = SPI_execute_plan(p->stage, values, NULL, false, 0);
-		if (rc != SPI_OK_INSERT)
+		values[3] = cluster;
+		rc = SPI_execute_plan(plan, values, NULL, false, 0);
+		if (rc != SPI_OK_INSERT && rc != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "staging failed: %s", SPI_result_code_string(rc));
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
@@ -736,16 +767,74 @@ stage_try(KwSyncPlans *p, KwObject *objs, int n, int *sqlstate)
 }
 
 /*
+ * insert_plan: the statement kw_sync_relist_stage runs for a batch: into
+ * the staging table, or for a list going straight into the mirror table
+ * the relist merge's INSERT (kw_sync_relist_finish) reading the batch
+ * instead of the staging table.
+ */
+static void notify_rows(KwRegistration *reg, SPITupleTable *rows, uint64 nrows,
+						KwEventType fixed, bool first_is_inserted, HTAB *known,
+						KwApplyCounts *counts);
+
+static SPIPlanPtr
+insert_plan(KwSyncPlans *p)
+{
+	Oid			types[4] = {TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TEXTOID};
+
+	if (!p->relist_direct && p->stage == NULL)
+		p->stage = prepare(psprintf("INSERT INTO %s (uid, resource_version, object) "
+									"SELECT u, r, o::jsonb FROM unnest($1::text[], $2::text[], $3::text[]) AS t(u, r, o)",
+									p->stage_table), 4, types);
+	else if (p->relist_direct && p->insert == NULL)
+		p->insert = prepare(psprintf("INSERT INTO %s AS t (cluster, uid, resource_version, object) "
+									 "SELECT $4, u, r, o::jsonb FROM unnest($1::text[], $2::text[], $3::text[]) AS s(u, r, o) "
+									 "ON CONFLICT (cluster, uid) DO UPDATE "
+									 "SET resource_version = EXCLUDED.resource_version, object = EXCLUDED.object "
+									 "WHERE t.resource_version IS DISTINCT FROM EXCLUDED.resource_version "
+									 "RETURNING (xmax = 0), namespace, name, uid, resource_version",
+									 p->qualified), 4, types);
+	return p->relist_direct ? p->insert : p->stage;
+}
+
+/*
+ * stage_batch: stage_try of objs[0..n); a list going straight into the
+ * mirror table runs it as the table's owner and notifies the rows it
+ * wrote (as a relist merge does: ADDED, preexisting), counted in *counts.
+ */
+static char *
+stage_batch(KwSyncPlans *p, KwRegistration *reg, KwObject *objs, int n,
+			int *sqlstate, KwApplyCounts *counts)
+{
+	SPIPlanPtr	plan = insert_plan(p);
+	KwAsOwner	as_owner = {0};
+	char	   *err;
+
+	if (!p->relist_direct)
+		return stage_try(plan, CStringGetTextDatum(reg->server), objs, n, sqlstate);
+	kw_as_owner_begin(table_owner(reg), &as_owner);
+	err = stage_try(plan, CStringGetTextDatum(reg->server), objs, n, sqlstate);
+	kw_as_owner_end(&as_owner);
+	if (err == NULL)
+	{
+		notify_rows(reg, SPI_tuptable, SPI_processed, KW_EV_ADDED, true, NULL, counts);
+		SPI_freetuptable(SPI_tuptable);
+	}
+	return err;
+}
+
+/*
  * kw_sync_relist_stage: appends `nobjs` listed objects to the staging
- * table; objects with json == NULL are unchanged ones (kept, not
- * rewritten).  One statement for the batch; if PostgreSQL rejects it (an
- * object jsonb cannot store), the objects are staged one by one and the
- * rejected ones skipped, logged with their identity and returned in the
- * count.  Returns the number of objects skipped.
+ * table, or inserts them into the mirror table when the list goes straight
+ * there (kw_sync_relist_begin), adding what they changed to *counts;
+ * objects with json == NULL are unchanged ones (kept, not rewritten).
+ * One statement for the batch; if PostgreSQL rejects it (an object jsonb
+ * cannot store), the objects are staged one by one and the rejected ones
+ * skipped, logged with their identity and returned in the count.  Returns
+ * the number of objects skipped.
  */
 int
 kw_sync_relist_stage(KwSyncPlans *p, KwRegistration *reg, KwObject *objs,
-					 int nobjs)
+					 int nobjs, KwApplyCounts *counts)
 {
 	int			skipped = 0;
 	char	   *err;
@@ -753,16 +842,12 @@ kw_sync_relist_stage(KwSyncPlans *p, KwRegistration *reg, KwObject *objs,
 
 	if (nobjs == 0)
 		return 0;
-	if (p->stage == NULL)
+	if ((err = stage_batch(p, reg, objs, nobjs, &sqlstate, counts)) == NULL)
 	{
-		Oid			types[3] = {TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
-
-		p->stage = prepare(psprintf("INSERT INTO %s (uid, resource_version, object) "
-									"SELECT u, r, o::jsonb FROM unnest($1::text[], $2::text[], $3::text[]) AS t(u, r, o)",
-									p->stage_table), 3, types);
-	}
-	if ((err = stage_try(p, objs, nobjs, &sqlstate)) == NULL)
+		if (p->relist_direct)
+			kw_events_checkpoint();
 		return 0;
+	}
 
 	/*
 	 * Only data errors (an object jsonb cannot store: class 22, or one over
@@ -776,7 +861,7 @@ kw_sync_relist_stage(KwSyncPlans *p, KwRegistration *reg, KwObject *objs,
 
 	for (int i = 0; i < nobjs; i++)
 	{
-		err = stage_try(p, &objs[i], 1, &sqlstate);
+		err = stage_batch(p, reg, &objs[i], 1, &sqlstate, counts);
 
 		if (err)
 		{
@@ -789,6 +874,8 @@ kw_sync_relist_stage(KwSyncPlans *p, KwRegistration *reg, KwObject *objs,
 							objs[i].uid, reg->plural, reg->server, err)));
 		}
 	}
+	if (p->relist_direct)
+		kw_events_checkpoint();
 	return skipped;
 }
 
@@ -879,6 +966,8 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 				nswept;
 
 	save_checkpoint(p, reg, list_rv);
+	if (p->relist_direct)
+		return;					/* every batch is in the table already */
 
 	/*
 	 * Plans that do not depend on the planner's luck.  The mirror table's

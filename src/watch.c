@@ -93,7 +93,11 @@ struct KwWatch
 	char	   *resume_rv;		/* last RV received; NULL = must list */
 	bool		need_list;
 	bool		list_with_rv;	/* relist NotOlderThan resume_rv (PROTOCOL 22) */
+	bool		list_rv_seen;	/* some LIST answered with a resourceVersion */
+	bool		list_from_cache;	/* the list in progress asked resourceVersion=0 */
+	bool		paginated_result;	/* a resourceVersion=0 LIST came in pages */
 	bool		list_started;	/* staging table prepared */
+	bool		list_direct;	/* the list goes straight into the mirror (sync.c) */
 	bool		list_finish_pending;
 	char	   *list_rv;		/* snapshot RV of the list in progress */
 	char	   *continue_token;
@@ -581,6 +585,50 @@ stop_transfer(KwWatch *w)
 	w->xfer = XFER_NONE;
 }
 
+/*
+ * list_parameters: appends the LIST's limit, continue and resourceVersion
+ * parameters to `url`, as client-go's reflector chooses them
+ * (staging/src/k8s.io/client-go/tools/cache/reflector.go, ListAndWatch;
+ * PROTOCOL 3, 5, 22):
+ *  - a continue request carries the token and the limit, no resourceVersion;
+ *  - the first LIST of a watch that has seen no resourceVersion asks
+ *    resourceVersion=0 (with kwatch.list_from_watch_cache): the API
+ *    server's watch cache answers it whole, ignoring the limit, for a
+ *    fraction of a consistent read's cost (apiserver
+ *    pkg/storage/cacher/cacher.go GetToList); a server without a watch
+ *    cache pages it as usual;
+ *  - a relist from the last resourceVersion (NotOlderThan) sends no limit
+ *    unless that first LIST came in pages, so that the watch cache serves
+ *    it too rather than etcd (it only serves lists without a limit);
+ *  - anything else (a relist after a 410 or 504, kwatch.relist()) is a
+ *    consistent read, paged: no resourceVersion, which etcd answers.
+ * Never resourceVersion=0 once a newer one was seen (PROTOCOL 22).
+ */
+static void
+list_parameters(KwWatch *w, StringInfo url)
+{
+	bool		limit = kw_list_page_size > 0;
+
+	w->list_from_cache = false;
+	if (w->continue_token)
+		kw_url_append_param(url, "continue", w->continue_token);	/* no RV: PROTOCOL 3 */
+	else if (w->list_with_rv && w->resume_rv)
+	{
+		kw_url_append_param(url, "resourceVersion", w->resume_rv);
+		kw_url_append_param(url, "resourceVersionMatch", "NotOlderThan");
+		if (kw_list_from_watch_cache && !w->paginated_result)
+			limit = false;
+	}
+	else if (kw_list_from_watch_cache && !w->first_list_done &&
+			 w->resume_rv == NULL && !w->list_rv_seen)
+	{
+		kw_url_append_param(url, "resourceVersion", "0");
+		w->list_from_cache = true;
+	}
+	if (limit)
+		kw_url_append_param(url, "limit", psprintf("%d", kw_list_page_size));
+}
+
 /* start_list_page: GET one LIST page (PROTOCOL 2-4, 22). */
 static void
 start_list_page(KwWatch *w)
@@ -593,7 +641,10 @@ start_list_page(KwWatch *w)
 
 		MemoryContextReset(w->list_cxt);
 		w->known = NULL;
-		if (!kw_apply_relist_begin(w->plans, &w->reg, w->list_cxt, &w->known, &err))
+		/* only a first sync with no checkpoint may skip staging (sync.c) */
+		if (!kw_apply_relist_begin(w->plans, &w->reg, w->list_cxt,
+								   !w->first_list_done && w->resume_rv == NULL,
+								   &w->known, &w->list_direct, &err))
 		{
 			record_error(w, KW_ERRSRC_DATABASE, err);
 			schedule_retry(w, 0, KW_STATE_BACKOFF);
@@ -610,15 +661,7 @@ start_list_page(KwWatch *w)
 
 	initStringInfo(&url);
 	collection_url(w, &url);
-	if (kw_list_page_size > 0)
-		kw_url_append_param(&url, "limit", psprintf("%d", kw_list_page_size));
-	if (w->continue_token)
-		kw_url_append_param(&url, "continue", w->continue_token);	/* no RV: PROTOCOL 3 */
-	else if (w->list_with_rv && w->resume_rv)
-	{
-		kw_url_append_param(&url, "resourceVersion", w->resume_rv);
-		kw_url_append_param(&url, "resourceVersionMatch", "NotOlderThan");
-	}
+	list_parameters(w, &url);
 	set_state(w, KW_STATE_LISTING);
 	start_transfer(w, XFER_LIST, url.data);
 	COUNT(w, list_calls, 1);
@@ -705,6 +748,9 @@ list_page_done(KwWatch *w, const char *rv, const char *cont)
 {
 	if (w->list_rv == NULL)
 		set_str(w, &w->list_rv, rv);
+	w->list_rv_seen = true;
+	if (cont != NULL && w->list_from_cache)
+		w->paginated_result = true; /* no watch cache: keep paging */
 	set_str(w, &w->continue_token, cont);
 	if (cont == NULL)
 		w->list_finish_pending = true;
@@ -1084,19 +1130,23 @@ kw_watch_flush(KwWatch *w)
 	else if (w->nitems > 0)
 	{
 		if (!kw_apply_relist_stage(w->plans, &w->reg, w->items, w->nitems, &skipped,
-								   &err, &sqlstate))
+								   &counts, &err, &sqlstate))
 			apply_failed(w, err, sqlstate);
-		else if (skipped > 0)
+		else
 		{
-			w->list_items -= skipped;	/* not staged: not in the table */
-			COUNT(w, skipped_objects, skipped);
+			count_apply(w, &counts, false);
+			if (skipped > 0)
+			{
+				w->list_items -= skipped;	/* not staged: not in the table */
+				COUNT(w, skipped_objects, skipped);
+			}
 		}
 	}
 	else if (w->list_finish_pending && w->xfer == XFER_NONE && w->merge == NULL)
 	{
 		/* a large list: merged by a background worker (merge.c) */
 		if (kw_background_merge_objects > 0 && w->list_items >= kw_background_merge_objects &&
-			w->slot != &w->private_slot)
+			w->slot != &w->private_slot && !w->list_direct)
 		{
 			MemoryContext old = MemoryContextSwitchTo(w->cxt);
 

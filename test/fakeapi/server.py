@@ -55,6 +55,9 @@ Stable API (used by other test modules; extend, do not change):
                                       store gets: "error" (ERROR event, code
                                       504), "http" (HTTP 504), "silent" (the
                                       1.20 watch cache: waits for newer RVs)
+    .watch_cache = True               a LIST with resourceVersion=0 is answered
+                                      whole, its limit ignored (the watch
+                                      cache); False: paged like any other
   faults (first matching fault with times left applies, then counts down):
     .inject(kind, on="any", resource=None, times=1, when=None, **params) -> Fault
          on: "list" (any LIST page), "first_page", "continue" (a page with a
@@ -425,6 +428,7 @@ class FakeAPI:
         self.snapshots = {}            # rv -> {resource key: sorted [(key, obj)]}
         self.bookmark_interval = None
         self.too_large_watch = "error"
+        self.watch_cache = True        # False: resourceVersion=0 LISTs are paged too
         self.inconsistent_continue_used = []
         self.faults = []
         self.requests = []
@@ -908,7 +912,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     if match_ == "Exact" and want < fake.floor:
                         return self._status(410, "Expired",
                                             "The resourceVersion for the provided list is too old.")
-                if rv == "0":
+                if rv == "0" and fake.watch_cache:
                     limit = 0          # served from the watch cache: limit ignored (PROTOCOL 5)
                 snap_rv = cur
                 items = _sorted(fake.store[res.key])

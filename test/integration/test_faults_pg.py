@@ -137,7 +137,7 @@ def test_worker_killed_mid_batch(ctx):
 
 def test_postgres_restart_during_relist(ctx, settings):
     pg = conftest.PG
-    settings(list_page_size=5)
+    settings(list_from_watch_cache="off", list_page_size=5)
     ns = ctx.namespace()
     srv = ctx.server()
     cms = ["configmaps", "-n", ns]

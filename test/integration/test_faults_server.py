@@ -53,7 +53,7 @@ def test_5xx_storm_backs_off_exponentially_then_converges(ctx, fake):
 
 
 def test_5xx_storm_on_list_pages(ctx, fake, settings):
-    settings(list_page_size=2)
+    settings(list_from_watch_cache="off", list_page_size=2)
     srv = fake_server(ctx, fake)
     for i in range(7):
         fake.create("pods", pod("p%d" % i))
@@ -93,7 +93,7 @@ def test_html_page_as_list_body(ctx, fake):
 
 
 def test_truncated_list_body(ctx, fake, settings):
-    settings(list_page_size=2)
+    settings(list_from_watch_cache="off", list_page_size=2)
     srv = fake_server(ctx, fake)
     for i in range(5):
         fake.create("pods", pod("p%d" % i, annotations={"pad": "y" * 2000}))
@@ -114,7 +114,7 @@ def test_list_body_cut_at_a_clean_end(ctx, fake):
 
 
 def expired_continue_case(ctx, fake, settings, inconsistent):
-    settings(list_page_size=2)
+    settings(list_from_watch_cache="off", list_page_size=2)
     srv = fake_server(ctx, fake)
     for i in range(7):
         fake.create("pods", pod("p%d" % i))
@@ -226,3 +226,70 @@ def test_objects_move_across_the_label_selector_during_an_outage(ctx, fake):
     fake.set_down(False)
     wait_converged(table, srv, fake, "pods", timeout=40, **sel)
     assert watch_status(srv, "pods")["relists"] == 1
+
+
+def list_requests_after(fake, t):
+    return [r for r in worker_requests(fake, "list") if r.at > t]
+
+
+def relist_after_410(fake, srv, table):
+    """A watch's 410 (too old): the LIST requests of the relist it causes."""
+    f = fake.inject("too_old", on="watch")
+    cut_watch(fake)
+    fake.create("pods", pod("after-410"))
+    wait_converged(table, srv, fake, "pods")
+    assert f.hits
+    return list_requests_after(fake, f.hits[0].at)
+
+
+def test_lists_are_answered_by_the_watch_cache(ctx, fake, settings):
+    """As client-go's reflector (tools/cache/reflector.go ListAndWatch): the
+    first LIST asks resourceVersion=0, which a watch cache answers whole
+    whatever the limit (PROTOCOL 5); a relist from the last resourceVersion
+    then sends no limit, so that the cache answers it too (a 1.20 apiserver
+    sends a LIST with a limit and a resourceVersion other than 0 to etcd)."""
+    settings(list_page_size=2)
+    srv = fake_server(ctx, fake)
+    for i in range(5):
+        fake.create("pods", pod("p%d" % i))
+    table = watch("pods", srv)
+    wait_converged(table, srv, fake, "pods")
+    first = worker_requests(fake, "list")
+    assert [(r.query.get("resourceVersion"), r.query.get("limit")) for r in first] == [("0", "2")], first
+    seen = watch_status(srv, "pods")["resource_version"]
+    relist = relist_after_410(fake, srv, table)
+    assert len(relist) == 1, relist
+    q = relist[0].query
+    assert q.get("resourceVersionMatch") == "NotOlderThan" and "limit" not in q, q
+    assert int(q["resourceVersion"]) >= int(seen), (q, seen)
+    # kwatch.relist() asks for the newest state: a consistent read, paged
+    t = relist[-1].at
+    sql("SELECT kwatch.relist('pods', server => %s, wait => true)", (srv,))
+    forced = list_requests_after(fake, t)
+    assert len(forced) == 3 and "resourceVersion" not in forced[0].query, forced
+    assert forced[0].query.get("limit") == "2", forced
+
+
+def test_lists_stay_paged_without_a_watch_cache(ctx, fake, settings):
+    """A server without a watch cache pages the resourceVersion=0 LIST; the
+    relists keep the limit then (client-go's paginatedResult), and with
+    kwatch.list_from_watch_cache off no LIST asks resourceVersion=0."""
+    fake.watch_cache = False
+    settings(list_page_size=2)
+    srv = fake_server(ctx, fake)
+    for i in range(5):
+        fake.create("pods", pod("p%d" % i))
+    table = watch("pods", srv)
+    wait_converged(table, srv, fake, "pods")
+    first = worker_requests(fake, "list")
+    assert first[0].query.get("resourceVersion") == "0" and len(first) == 3, first
+    relist = relist_after_410(fake, srv, table)
+    assert len(relist) == 3 and relist[0].query.get("limit") == "2", relist
+    assert relist[0].query.get("resourceVersionMatch") == "NotOlderThan", relist
+
+    settings(list_from_watch_cache="off")
+    srv2 = fake_server(ctx, fake, "-etcd")
+    table = watch("pods", srv2)
+    wait_converged(table, srv2, fake, "pods")
+    assert all(r.query.get("resourceVersion") != "0" for r in worker_requests(fake, "list")
+               if r.at > relist[-1].at), fake.requests[-10:]

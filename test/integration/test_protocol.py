@@ -11,7 +11,7 @@ from conftest import (assert_table_matches_server, create_pods, kubectl, server_
 
 
 def test_paged_list_and_small_batches(ctx, settings):
-    settings(list_page_size=3, batch_size=2)
+    settings(list_from_watch_cache="off", list_page_size=3, batch_size=2)
     ns = ctx.namespace()
     srv = ctx.server()
     pods = ["pods", "-n", ns]

@@ -39,9 +39,10 @@ class RowSetReader(Reader):
 
 def test_relist_after_410_removes_objects_deleted_in_the_gap(ctx, settings):
     pg, cluster = conftest.PG, conftest.CLUSTER
-    # small pages and one object per transaction: the relist takes many
-    # requests and transactions, and readers must still see it at once
-    settings(list_page_size=2, batch_size=1)
+    # small pages from etcd and one object per transaction: the relist
+    # takes many requests and transactions, and readers must still see it
+    # at once
+    settings(list_from_watch_cache="off", list_page_size=2, batch_size=1)
     ns = ctx.namespace()
     # A kubeconfig of this test's servers only: made unreadable while
     # PostgreSQL starts, so that the worker cannot relist before our listener
