@@ -117,6 +117,46 @@ hex4(const char *s)
 }
 
 /*
+ * A rewritten copy of a text `s`, made at the first replacement only, so
+ * that a text with nothing to rewrite is never copied.
+ */
+typedef struct Rewrite
+{
+	const char *s;
+	StringInfoData out;
+	bool		found;			/* out holds a copy */
+	int			start;			/* s's bytes from here are not copied yet */
+} Rewrite;
+
+/* replace_at: copies s up to `at`, then `with` instead of its `n` bytes there. */
+static void
+replace_at(Rewrite *rw, int at, int n, const char *with)
+{
+	if (!rw->found)
+	{
+		initStringInfo(&rw->out);
+		rw->found = true;
+	}
+	appendBinaryStringInfo(&rw->out, rw->s + rw->start, at - rw->start);
+	appendStringInfoString(&rw->out, with);
+	rw->start = at + n;
+}
+
+/*
+ * rewrite_result: the rewritten text of `len` bytes of s (palloc'd; its
+ * length in *newlen), or NULL when nothing was replaced.
+ */
+static char *
+rewrite_result(Rewrite *rw, int len, int *newlen)
+{
+	if (!rw->found)
+		return NULL;
+	appendBinaryStringInfo(&rw->out, rw->s + rw->start, len - rw->start);
+	*newlen = rw->out.len;
+	return rw->out.data;
+}
+
+/*
  * escape_nul: rewrites every JSON escape \u0000 in `s` as the six literal
  * characters "\u0000" (the JSON text \\u0000), since jsonb cannot store NUL.
  * Returns a new palloc'd string, or NULL when there was none.
@@ -124,9 +164,7 @@ hex4(const char *s)
 static char *
 escape_nul(const char *s, int len, int *newlen)
 {
-	StringInfoData out;
-	bool		found = false;
-	int			start = 0;
+	Rewrite		rw = {.s = s};
 
 	for (int i = 0; i < len; i++)
 	{
@@ -134,24 +172,13 @@ escape_nul(const char *s, int len, int *newlen)
 			continue;
 		if (i + 5 < len && s[i + 1] == 'u' && memcmp(s + i + 2, "0000", 4) == 0)
 		{
-			if (!found)
-			{
-				initStringInfo(&out);
-				found = true;
-			}
-			appendBinaryStringInfo(&out, s + start, i - start);
-			appendStringInfoString(&out, "\\\\u0000");
+			replace_at(&rw, i, 6, "\\\\u0000");
 			i += 5;
-			start = i + 1;
 		}
 		else
 			i++;				/* skip the escaped character */
 	}
-	if (!found)
-		return NULL;
-	appendBinaryStringInfo(&out, s + start, len - start);
-	*newlen = out.len;
-	return out.data;
+	return rewrite_result(&rw, len, newlen);
 }
 
 /*
@@ -161,10 +188,8 @@ escape_nul(const char *s, int len, int *newlen)
 static char *
 repair_utf8(const char *s, int len, int *newlen)
 {
-	StringInfoData out;
+	Rewrite		rw = {.s = s};
 	int			i = 0;
-	int			start = 0;
-	bool		found = false;
 
 	while (i < len)
 	{
@@ -180,21 +205,10 @@ repair_utf8(const char *s, int len, int *newlen)
 			i += l;
 			continue;
 		}
-		if (!found)
-		{
-			initStringInfo(&out);
-			found = true;
-		}
-		appendBinaryStringInfo(&out, s + start, i - start);
-		appendStringInfoString(&out, "\xEF\xBF\xBD");
+		replace_at(&rw, i, 1, "\xEF\xBF\xBD");
 		i++;
-		start = i;
 	}
-	if (!found)
-		return NULL;
-	appendBinaryStringInfo(&out, s + start, len - start);
-	*newlen = out.len;
-	return out.data;
+	return rewrite_result(&rw, len, newlen);
 }
 
 /*
@@ -206,9 +220,7 @@ repair_utf8(const char *s, int len, int *newlen)
 static char *
 fix_surrogates(const char *s, int len, int *newlen)
 {
-	StringInfoData out;
-	bool		found = false;
-	int			start = 0;
+	Rewrite		rw = {.s = s};
 
 	for (int i = 0; i < len; i++)
 	{
@@ -233,21 +245,10 @@ fix_surrogates(const char *s, int len, int *newlen)
 			i += 5;
 			continue;
 		}
-		if (!found)
-		{
-			initStringInfo(&out);
-			found = true;
-		}
-		appendBinaryStringInfo(&out, s + start, i - start);
-		appendStringInfoString(&out, "\\ufffd");
+		replace_at(&rw, i, 6, "\\ufffd");
 		i += 5;
-		start = i + 1;
 	}
-	if (!found)
-		return NULL;
-	appendBinaryStringInfo(&out, s + start, len - start);
-	*newlen = out.len;
-	return out.data;
+	return rewrite_result(&rw, len, newlen);
 }
 
 /*
