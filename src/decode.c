@@ -117,6 +117,46 @@ hex4(const char *s)
 }
 
 /*
+ * A rewritten copy of a text `s`, made at the first replacement only, so
+ * that a text with nothing to rewrite is never copied.
+ */
+typedef struct Rewrite
+{
+	const char *s;
+	StringInfoData out;
+	bool		found;			/* out holds a copy */
+	int			start;			/* s's bytes from here are not copied yet */
+} Rewrite;
+
+/* replace_at: copies s up to `at`, then `with` instead of its `n` bytes there. */
+static void
+replace_at(Rewrite *rw, int at, int n, const char *with)
+{
+	if (!rw->found)
+	{
+		initStringInfo(&rw->out);
+		rw->found = true;
+	}
+	appendBinaryStringInfo(&rw->out, rw->s + rw->start, at - rw->start);
+	appendStringInfoString(&rw->out, with);
+	rw->start = at + n;
+}
+
+/*
+ * rewrite_result: the rewritten text of `len` bytes of s (palloc'd; its
+ * length in *newlen), or NULL when nothing was replaced.
+ */
+static char *
+rewrite_result(Rewrite *rw, int len, int *newlen)
+{
+	if (!rw->found)
+		return NULL;
+	appendBinaryStringInfo(&rw->out, rw->s + rw->start, len - rw->start);
+	*newlen = rw->out.len;
+	return rw->out.data;
+}
+
+/*
  * escape_nul: rewrites every JSON escape \u0000 in `s` as the six literal
  * characters "\u0000" (the JSON text \\u0000), since jsonb cannot store NUL.
  * Returns a new palloc'd string, or NULL when there was none.
@@ -124,9 +164,7 @@ hex4(const char *s)
 static char *
 escape_nul(const char *s, int len, int *newlen)
 {
-	StringInfoData out;
-	bool		found = false;
-	int			start = 0;
+	Rewrite		rw = {.s = s};
 
 	for (int i = 0; i < len; i++)
 	{
@@ -134,24 +172,13 @@ escape_nul(const char *s, int len, int *newlen)
 			continue;
 		if (i + 5 < len && s[i + 1] == 'u' && memcmp(s + i + 2, "0000", 4) == 0)
 		{
-			if (!found)
-			{
-				initStringInfo(&out);
-				found = true;
-			}
-			appendBinaryStringInfo(&out, s + start, i - start);
-			appendStringInfoString(&out, "\\\\u0000");
+			replace_at(&rw, i, 6, "\\\\u0000");
 			i += 5;
-			start = i + 1;
 		}
 		else
 			i++;				/* skip the escaped character */
 	}
-	if (!found)
-		return NULL;
-	appendBinaryStringInfo(&out, s + start, len - start);
-	*newlen = out.len;
-	return out.data;
+	return rewrite_result(&rw, len, newlen);
 }
 
 /*
@@ -161,10 +188,8 @@ escape_nul(const char *s, int len, int *newlen)
 static char *
 repair_utf8(const char *s, int len, int *newlen)
 {
-	StringInfoData out;
+	Rewrite		rw = {.s = s};
 	int			i = 0;
-	int			start = 0;
-	bool		found = false;
 
 	while (i < len)
 	{
@@ -180,21 +205,10 @@ repair_utf8(const char *s, int len, int *newlen)
 			i += l;
 			continue;
 		}
-		if (!found)
-		{
-			initStringInfo(&out);
-			found = true;
-		}
-		appendBinaryStringInfo(&out, s + start, i - start);
-		appendStringInfoString(&out, "\xEF\xBF\xBD");
+		replace_at(&rw, i, 1, "\xEF\xBF\xBD");
 		i++;
-		start = i;
 	}
-	if (!found)
-		return NULL;
-	appendBinaryStringInfo(&out, s + start, len - start);
-	*newlen = out.len;
-	return out.data;
+	return rewrite_result(&rw, len, newlen);
 }
 
 /*
@@ -206,9 +220,7 @@ repair_utf8(const char *s, int len, int *newlen)
 static char *
 fix_surrogates(const char *s, int len, int *newlen)
 {
-	StringInfoData out;
-	bool		found = false;
-	int			start = 0;
+	Rewrite		rw = {.s = s};
 
 	for (int i = 0; i < len; i++)
 	{
@@ -233,21 +245,10 @@ fix_surrogates(const char *s, int len, int *newlen)
 			i += 5;
 			continue;
 		}
-		if (!found)
-		{
-			initStringInfo(&out);
-			found = true;
-		}
-		appendBinaryStringInfo(&out, s + start, i - start);
-		appendStringInfoString(&out, "\\ufffd");
+		replace_at(&rw, i, 6, "\\ufffd");
 		i += 5;
-		start = i + 1;
 	}
-	if (!found)
-		return NULL;
-	appendBinaryStringInfo(&out, s + start, len - start);
-	*newlen = out.len;
-	return out.data;
+	return rewrite_result(&rw, len, newlen);
 }
 
 /*
@@ -915,6 +916,252 @@ emit_item(KwListDecoder *dec, KwListItemCallback cb, void *arg)
 }
 
 /*
+ * The chunk being fed: its bytes, and the start of those not yet copied.
+ * Bytes are copied into capture (or meta) in runs, not byte by byte: a run
+ * is flushed where the framer's state changes what happens to the bytes
+ * after it, and restarts past bytes that are dropped.
+ */
+typedef struct ListChunk
+{
+	const char *data;
+	size_t		run;			/* start of the bytes not yet copied */
+} ListChunk;
+
+/*
+ * flush_run: copies the run up to `upto` (exclusive) into the item being
+ * captured (unless inside managedFields or a skipped item) or into the
+ * list's metadata, and starts the next run there.
+ */
+static inline void
+flush_run(KwListDecoder *dec, ListChunk *ch, size_t upto)
+{
+	if (dec->capturing && !dec->skipping && !dec->item_skip[0] && upto > ch->run)
+		appendBinaryStringInfo(&dec->capture, ch->data + ch->run, upto - ch->run);
+	else if (dec->capturing_meta && upto > ch->run)
+		appendBinaryStringInfo(&dec->meta, ch->data + ch->run, upto - ch->run);
+	ch->run = upto;
+}
+
+/*
+ * skip_item: the current item cannot be stored; drops what was captured of
+ * it, so that it is handed over with the reason (KwListItem.skip_reason) and
+ * no text, and the list goes on.
+ */
+static void skip_item(KwListDecoder *dec, const char *fmt,...) pg_attribute_printf(2, 3);
+
+static void
+skip_item(KwListDecoder *dec, const char *fmt,...)
+{
+	va_list		ap;
+
+	resetStringInfo(&dec->capture);
+	dec->member_start = 0;
+	va_start(ap, fmt);
+	vsnprintf(dec->item_skip, sizeof(dec->item_skip), fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * string_start: an opening quote at depth d (di: d capped for the arrays).
+ * Keys are collected at depths 1/3/4 and values at 1 and 4.
+ */
+static inline void
+string_start(KwListDecoder *dec, int d, int di)
+{
+	dec->in_string = true;
+	dec->str_is_key = dec->is_obj[di] && dec->expect_key[di];
+	if (d == 1 || (dec->capturing && d == 3 && dec->str_is_key) ||
+		(dec->capturing && d == 4 && strcmp(dec->key3, "metadata") == 0))
+	{
+		dec->str_depth = d;
+		resetStringInfo(&dec->str);
+	}
+}
+
+/*
+ * string_end: the closing quote at i, depth d.  A collected string is filed
+ * (string_done); when it was the key of the item's metadata.managedFields,
+ * the member is cut out of the capture from its start, and the bytes up to
+ * its end are skipped (see member_end and close_container).
+ */
+static void
+string_end(KwListDecoder *dec, ListChunk *ch, size_t i, int d)
+{
+	dec->in_string = false;
+	if (dec->str_depth == 0)
+		return;
+	string_done(dec);
+	dec->str_depth = 0;
+	/* the key of the managedFields member: cut it out */
+	if (dec->str_is_key && d == 4 && dec->capturing &&
+		!dec->item_skip[0] &&
+		strcmp(dec->key3, "metadata") == 0 &&
+		strcmp(dec->key4, "managedFields") == 0)
+	{
+		flush_run(dec, ch, i + 1);
+		dec->capture.len = dec->member_start;
+		dec->capture.data[dec->capture.len] = '\0';
+		dec->skipping = true;
+	}
+}
+
+/*
+ * item_begin: an element of "items" opens at i: its capture starts there,
+ * with the type prefix in place of its opening brace, and its identity is
+ * forgotten.
+ */
+static void
+item_begin(KwListDecoder *dec, ListChunk *ch, size_t i)
+{
+	flush_run(dec, ch, i);
+	dec->capturing = true;
+	dec->item_skip[0] = '\0';
+	resetStringInfo(&dec->capture);
+	/* no kind given: the list's, less "List" (read before "items") */
+	if (dec->api_version && !dec->type_prefix &&
+		dec->kind.len > 4 &&
+		strcmp(dec->kind.data + dec->kind.len - 4, "List") == 0)
+		set_type_prefix(dec, pnstrdup(dec->kind.data, dec->kind.len - 4));
+	if (dec->type_prefix)
+	{
+		/* the prefix replaces the item's opening brace */
+		appendBinaryStringInfo(&dec->capture, dec->type_prefix,
+							   dec->type_prefix_len);
+		ch->run = i + 1;
+	}
+	memset(dec->has_id, 0, sizeof(dec->has_id));
+	dec->key3[0] = '\0';
+}
+
+/*
+ * open_container: '{' or '[' (c) at i, depth d.  Inside an item, one at
+ * KW_MAX_DEPTH makes the item skipped, and below it only depth is counted;
+ * elsewhere the list is too deep.  The list's "items" array, its
+ * "metadata" object (captured for kw_list_decoder_finish) and each item
+ * are noted as they open; so is the first member of an item's metadata.
+ * Returns false with a palloc'd *error when the body is not a JSON object,
+ * an item is an array, or the list itself is too deep.
+ */
+static bool
+open_container(KwListDecoder *dec, ListChunk *ch, size_t i, char c, int d,
+			   char **error)
+{
+	if (d == 0 && c != '{')
+	{
+		*error = pstrdup("list response is not a JSON object");
+		return false;
+	}
+	if (d >= KW_MAX_DEPTH)
+	{
+		if (!dec->capturing)
+		{
+			*error = psprintf("list response nested deeper than %d levels",
+							  KW_MAX_DEPTH);
+			return false;
+		}
+		/* an item too deep to store: skip it, go on with the list */
+		if (!dec->item_skip[0])
+		{
+			flush_run(dec, ch, i);
+			skip_item(dec, "nested deeper than %d levels", KW_MAX_DEPTH);
+		}
+		dec->depth = d + 1;
+		return true;
+	}
+	if (d == 1 && c == '[' && strcmp(dec->key1, "items") == 0)
+		dec->in_items = true;
+	else if (d == 1 && c == '{' && strcmp(dec->key1, "metadata") == 0)
+	{
+		flush_run(dec, ch, i);
+		dec->capturing_meta = true;
+		resetStringInfo(&dec->meta);
+	}
+	else if (d == 2 && dec->in_items)
+	{
+		if (c != '{')
+		{
+			*error = pstrdup("list item is not a JSON object");
+			return false;
+		}
+		item_begin(dec, ch, i);
+	}
+	dec->depth = d + 1;
+	dec->is_obj[d + 1] = (c == '{');
+	dec->expect_key[d + 1] = (c == '{');
+	if (d + 1 == 4 && dec->capturing && strcmp(dec->key3, "metadata") == 0)
+	{
+		/* the item's metadata: its first member starts here */
+		flush_run(dec, ch, i + 1);
+		dec->member_start = dec->capture.len;
+		dec->key4[0] = '\0';
+	}
+	return true;
+}
+
+/*
+ * close_container: '}' or ']' at i, depth d.  An item that closes is handed
+ * to cb (emit_item); the list's metadata and items array are noted as they
+ * close.  Returns false with a palloc'd *error when more containers close
+ * than opened.
+ */
+static bool
+close_container(KwListDecoder *dec, ListChunk *ch, size_t i, int d,
+				KwListItemCallback cb, void *arg, char **error)
+{
+	if (d <= 0)
+	{
+		*error = pstrdup("unbalanced list response");
+		return false;
+	}
+	if (d == 4 && dec->skipping)
+	{
+		/* managedFields was the last member: drop its comma */
+		dec->skipping = false;
+		ch->run = i;
+		if (dec->capture.len > 0 &&
+			dec->capture.data[dec->capture.len - 1] == ',')
+			dec->capture.data[--dec->capture.len] = '\0';
+	}
+	dec->depth = d - 1;
+	if (d == 3 && dec->capturing)
+	{
+		flush_run(dec, ch, i + 1);
+		dec->capturing = false;
+		if (!emit_item(dec, cb, arg))
+			return false;
+	}
+	else if (d == 2 && dec->capturing_meta)
+	{
+		flush_run(dec, ch, i + 1);
+		dec->capturing_meta = false;
+	}
+	else if (d == 2 && dec->in_items)
+		dec->in_items = false;
+	return true;
+}
+
+/*
+ * member_end: a comma at i between the members of an item's metadata: the
+ * end of managedFields (its bytes and this comma are dropped), or of any
+ * other member (the next one starts after the comma).
+ */
+static void
+member_end(KwListDecoder *dec, ListChunk *ch, size_t i)
+{
+	if (dec->skipping)
+	{
+		/* end of managedFields: resume after its comma */
+		dec->skipping = false;
+		ch->run = i + 1;
+	}
+	else
+	{
+		flush_run(dec, ch, i + 1);
+		dec->member_start = dec->capture.len;
+	}
+}
+
+/*
  * kw_list_decoder_feed: scans the next `len` bytes of a LIST body, calling
  * cb(arg, item) for each complete element of "items" (text and identity
  * valid during the call only).  An item deeper than KW_MAX_DEPTH or larger
@@ -922,21 +1169,17 @@ emit_item(KwListDecoder *dec, KwListItemCallback cb, void *arg)
  * Returns false with a palloc'd *error when the body is not a JSON object,
  * an item is an array, or the list itself is too deep; scalar items (never
  * sent by Kubernetes) are ignored.
+ *
+ * The loop is the hot path: inside a string it only follows escapes, up to
+ * the closing quote (string_end); outside, quotes start strings
+ * (string_start), brackets open and close containers (open_container,
+ * close_container), and commas end members (member_end).
  */
 bool
 kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 					 KwListItemCallback cb, void *arg, char **error)
 {
-	size_t		run = 0;		/* start of the bytes not yet copied */
-
-#define FLUSH_RUN(upto) \
-	do { \
-		if (dec->capturing && !dec->skipping && !dec->item_skip[0] && (upto) > run) \
-			appendBinaryStringInfo(&dec->capture, data + run, (upto) - run); \
-		else if (dec->capturing_meta && (upto) > run) \
-			appendBinaryStringInfo(&dec->meta, data + run, (upto) - run); \
-		run = (upto); \
-	} while (0)
+	ListChunk	ch = {.data = data, .run = 0};
 
 	for (size_t i = 0; i < len; i++)
 	{
@@ -953,23 +1196,7 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 				dec->escape = true;
 			else if (c == '"')
 			{
-				dec->in_string = false;
-				if (dec->str_depth)
-				{
-					string_done(dec);
-					dec->str_depth = 0;
-					/* the key of the managedFields member: cut it out */
-					if (dec->str_is_key && d == 4 && dec->capturing &&
-						!dec->item_skip[0] &&
-						strcmp(dec->key3, "metadata") == 0 &&
-						strcmp(dec->key4, "managedFields") == 0)
-					{
-						FLUSH_RUN(i + 1);
-						dec->capture.len = dec->member_start;
-						dec->capture.data[dec->capture.len] = '\0';
-						dec->skipping = true;
-					}
-				}
+				string_end(dec, &ch, i, d);
 				continue;
 			}
 			if (dec->str_depth && dec->str.len < KW_KEY_MAX * 4)
@@ -980,118 +1207,17 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 		switch (c)
 		{
 			case '"':
-				dec->in_string = true;
-				dec->str_is_key = dec->is_obj[di] && dec->expect_key[di];
-				/* collect keys at depths 1/3/4 and values at 1 and 4 */
-				if (d == 1 || (dec->capturing && d == 3 && dec->str_is_key) ||
-					(dec->capturing && d == 4 && strcmp(dec->key3, "metadata") == 0))
-				{
-					dec->str_depth = d;
-					resetStringInfo(&dec->str);
-				}
+				string_start(dec, d, di);
 				break;
 			case '{':
 			case '[':
-				if (d == 0 && c != '{')
-				{
-					*error = pstrdup("list response is not a JSON object");
+				if (!open_container(dec, &ch, i, c, d, error))
 					return false;
-				}
-				if (d >= KW_MAX_DEPTH)
-				{
-					if (!dec->capturing)
-					{
-						*error = psprintf("list response nested deeper than %d levels",
-										  KW_MAX_DEPTH);
-						return false;
-					}
-					/* an item too deep to store: skip it, go on with the list */
-					if (!dec->item_skip[0])
-					{
-						FLUSH_RUN(i);
-						resetStringInfo(&dec->capture);
-						dec->member_start = 0;
-						snprintf(dec->item_skip, sizeof(dec->item_skip),
-								 "nested deeper than %d levels", KW_MAX_DEPTH);
-					}
-					dec->depth = d + 1;
-					break;
-				}
-				if (d == 1 && c == '[' && strcmp(dec->key1, "items") == 0)
-					dec->in_items = true;
-				else if (d == 1 && c == '{' && strcmp(dec->key1, "metadata") == 0)
-				{
-					FLUSH_RUN(i);
-					dec->capturing_meta = true;
-					resetStringInfo(&dec->meta);
-				}
-				else if (d == 2 && dec->in_items)
-				{
-					if (c != '{')
-					{
-						*error = pstrdup("list item is not a JSON object");
-						return false;
-					}
-					FLUSH_RUN(i);
-					dec->capturing = true;
-					dec->item_skip[0] = '\0';
-					resetStringInfo(&dec->capture);
-					/* no kind given: the list's, less "List" (read before "items") */
-					if (dec->api_version && !dec->type_prefix &&
-						dec->kind.len > 4 &&
-						strcmp(dec->kind.data + dec->kind.len - 4, "List") == 0)
-						set_type_prefix(dec, pnstrdup(dec->kind.data, dec->kind.len - 4));
-					if (dec->type_prefix)
-					{
-						/* the prefix replaces the item's opening brace */
-						appendBinaryStringInfo(&dec->capture, dec->type_prefix,
-											   dec->type_prefix_len);
-						run = i + 1;
-					}
-					memset(dec->has_id, 0, sizeof(dec->has_id));
-					dec->key3[0] = '\0';
-				}
-				dec->depth = d + 1;
-				dec->is_obj[d + 1] = (c == '{');
-				dec->expect_key[d + 1] = (c == '{');
-				if (d + 1 == 4 && dec->capturing && strcmp(dec->key3, "metadata") == 0)
-				{
-					FLUSH_RUN(i + 1);
-					dec->member_start = dec->capture.len;
-					dec->key4[0] = '\0';
-				}
 				break;
 			case '}':
 			case ']':
-				if (d <= 0)
-				{
-					*error = pstrdup("unbalanced list response");
+				if (!close_container(dec, &ch, i, d, cb, arg, error))
 					return false;
-				}
-				if (d == 4 && dec->skipping)
-				{
-					/* managedFields was the last member: drop its comma */
-					dec->skipping = false;
-					run = i;
-					if (dec->capture.len > 0 &&
-						dec->capture.data[dec->capture.len - 1] == ',')
-						dec->capture.data[--dec->capture.len] = '\0';
-				}
-				dec->depth = d - 1;
-				if (d == 3 && dec->capturing)
-				{
-					FLUSH_RUN(i + 1);
-					dec->capturing = false;
-					if (!emit_item(dec, cb, arg))
-						return false;
-				}
-				else if (d == 2 && dec->capturing_meta)
-				{
-					FLUSH_RUN(i + 1);
-					dec->capturing_meta = false;
-				}
-				else if (d == 2 && dec->in_items)
-					dec->in_items = false;
 				break;
 			case ':':
 				dec->expect_key[di] = false;
@@ -1100,34 +1226,16 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 				if (dec->is_obj[di])
 					dec->expect_key[di] = true;
 				if (d == 4 && dec->capturing && strcmp(dec->key3, "metadata") == 0)
-				{
-					if (dec->skipping)
-					{
-						/* end of managedFields: resume after its comma */
-						dec->skipping = false;
-						run = i + 1;
-					}
-					else
-					{
-						FLUSH_RUN(i + 1);
-						dec->member_start = dec->capture.len;
-					}
-				}
+					member_end(dec, &ch, i);
 				break;
 			default:
 				break;
 		}
+		/* too large to store: skip the item, go on with the list */
 		if (dec->capturing && dec->capture.len > KW_MAX_OBJECT_BYTES)
-		{
-			/* too large to store: skip the item, go on with the list */
-			resetStringInfo(&dec->capture);
-			dec->member_start = 0;
-			snprintf(dec->item_skip, sizeof(dec->item_skip),
-					 "larger than %d MB", KW_MAX_OBJECT_BYTES / (1024 * 1024));
-		}
+			skip_item(dec, "larger than %d MB", KW_MAX_OBJECT_BYTES / (1024 * 1024));
 	}
-	FLUSH_RUN(len);
-#undef FLUSH_RUN
+	flush_run(dec, &ch, len);
 	return true;
 }
 

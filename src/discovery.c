@@ -40,16 +40,6 @@
 #include "kw_worker.h"
 #include "kw_fdw.h"
 
-typedef struct Resolved
-{
-	char	   *group;
-	char	   *version;
-	char	   *plural;
-	char	   *kind;
-	bool		namespaced;
-	List	   *verbs;			/* char * */
-} Resolved;
-
 /* get_json: GET `path` and parse it; NULL (with a DEBUG1 note) on failure unless must. */
 static json_object *
 get_json(KwClusterConfig *cfg, const char *path, bool must)
@@ -80,7 +70,7 @@ get_json(KwClusterConfig *cfg, const char *path, bool must)
  */
 static bool
 match_resource_list(json_object *list, const char *name, const char *group,
-					const char *version, Resolved *out)
+					const char *version, KwResource *out)
 {
 	json_object *resources;
 	size_t		n;
@@ -120,8 +110,8 @@ match_resource_list(json_object *list, const char *name, const char *group,
 		if (!hit)
 			continue;
 
-		out->group = pstrdup(group);
-		out->version = pstrdup(version);
+		out->api_group = pstrdup(group);
+		out->api_version = pstrdup(version);
 		out->plural = pstrdup(plural);
 		out->kind = pstrdup(kind ? kind : "");
 		out->namespaced = json_object_object_get_ex(r, "namespaced", &ns) &&
@@ -149,7 +139,7 @@ match_resource_list(json_object *list, const char *name, const char *group,
  * even on ERROR.
  */
 static bool
-resolve(KwClusterConfig *cfg, const char *name, Resolved *out)
+resolve(KwClusterConfig *cfg, const char *name, KwResource *out)
 {
 	char	   *res = pstrdup(name);
 	char	   *group = NULL;
@@ -263,7 +253,7 @@ kwatch_discover(PG_FUNCTION_ARGS)
 	char	   *resource = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	char	   *name;
 	KwClusterConfig *cfg;
-	Resolved	r;
+	KwResource	r;
 	Oid			caller;
 	TupleDesc	tupdesc;
 	Datum		values[7];
@@ -293,8 +283,8 @@ kwatch_discover(PG_FUNCTION_ARGS)
 	foreach(lc, r.verbs)
 		verbs[i++] = CStringGetTextDatum((char *) lfirst(lc));
 
-	values[0] = CStringGetTextDatum(r.group);
-	values[1] = CStringGetTextDatum(r.version);
+	values[0] = CStringGetTextDatum(r.api_group);
+	values[1] = CStringGetTextDatum(r.api_version);
 	values[2] = CStringGetTextDatum(r.plural);
 	values[3] = CStringGetTextDatum(r.kind);
 	values[4] = BoolGetDatum(r.namespaced);
@@ -379,16 +369,11 @@ kwatch_probe(PG_FUNCTION_ARGS)
 bool
 kw_discover_resource(KwClusterConfig *cfg, const char *name, KwResource *out)
 {
-	Resolved	r;
+	KwResource	r;
 
 	if (!resolve(cfg, name, &r))
 		return false;
-	out->api_group = r.group;
-	out->api_version = r.version;
-	out->plural = r.plural;
-	out->kind = r.kind;
-	out->namespaced = r.namespaced;
-	out->verbs = r.verbs;
+	*out = r;
 	return true;
 }
 
@@ -422,24 +407,17 @@ add_listable(json_object *list, const char *group, const char *version,
 	{
 		json_object *r = json_object_array_get_idx(resources, i);
 		const char *plural = kw_json_get_string(r, "name");
-		Resolved	one;
+		KwResource	one;
+		KwResource *res;
 
 		if (plural == NULL || strchr(plural, '/') != NULL)
 			continue;
 		if (!match_resource_list(list, plural, group, version, &one) ||
 			!has_verb(one.verbs, "list"))
 			continue;
-		{
-			KwResource *res = palloc0(sizeof(KwResource));
-
-			res->api_group = one.group;
-			res->api_version = one.version;
-			res->plural = one.plural;
-			res->kind = one.kind;
-			res->namespaced = one.namespaced;
-			res->verbs = one.verbs;
-			*out = lappend(*out, res);
-		}
+		res = palloc(sizeof(KwResource));
+		*res = one;
+		*out = lappend(*out, res);
 	}
 }
 

@@ -48,18 +48,25 @@ kw_define_gucs(void)
 {
 	/* PGC_POSTMASTER: only while the postmaster loads us (else FATAL) */
 	if (process_shared_preload_libraries_in_progress)
+	{
 		DefineCustomStringVariable("kwatch.database",
 								   "Database the kwatch worker connects to.",
 								   "Watches are registered with CREATE EXTENSION kwatch in this database.",
 								   &kw_database, "postgres",
 								   PGC_POSTMASTER, 0, NULL, NULL, NULL);
 
-	/* PGC_POSTMASTER: only while the postmaster loads us (else FATAL) */
-	if (process_shared_preload_libraries_in_progress)
 		DefineCustomIntVariable("kwatch.max_watches",
 								"Maximum number of watches (status slots in shared memory).",
 								NULL, &kw_max_watches, 128, 1, 10000,
 								PGC_POSTMASTER, 0, NULL, NULL, NULL);
+
+		/* the event stream's ring (events.c); 1000 bytes of shared memory per slot */
+		DefineCustomIntVariable("kwatch.event_buffer",
+								"Number of recent changes kept for kwatch.events.",
+								"Each costs 1000 bytes of shared memory (x86-64).",
+								&kw_event_buffer, 10000, 16, 1000000,
+								PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	}
 
 	DefineCustomIntVariable("kwatch.list_page_size",
 							"Objects per LIST page (the limit parameter).",
@@ -130,15 +137,6 @@ kw_define_gucs(void)
 							"How often the worker prunes history tables past their retention.",
 							NULL, &kw_history_prune_interval_s, 60, 1, 86400,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
-
-	/* the event stream's ring (events.c); 1000 bytes of shared memory per slot */
-	/* PGC_POSTMASTER: only while the postmaster loads us (else FATAL) */
-	if (process_shared_preload_libraries_in_progress)
-		DefineCustomIntVariable("kwatch.event_buffer",
-								"Number of recent changes kept for kwatch.events.",
-								"Each costs 1000 bytes of shared memory (x86-64).",
-								&kw_event_buffer, 10000, 16, 1000000,
-								PGC_POSTMASTER, 0, NULL, NULL, NULL);
 
 	/* a developer setting for the test suite (watch.c, inject_error) */
 	DefineCustomStringVariable("kwatch.debug_error_on_object",

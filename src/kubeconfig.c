@@ -122,10 +122,13 @@ static void kc_syntax_error(const char *path, yaml_parser_t *parser)
 static void kc_walk_document(const char *path, yaml_document_t *doc,
 							 KcConfig *kc);
 static char *kc_scalar(const char *path, yaml_node_t *node, const char *what);
+static char *kc_pair_key(const char *path, yaml_document_t *doc,
+						 yaml_node_pair_t *pair, yaml_node_t **value);
 static List *kc_collect_entries(const char *path, const char *dir,
 								yaml_document_t *doc, yaml_node_t *seq,
 								const char *listname, const char *innername);
 static List *kc_merge_entries(List *acc, List *add);
+static void *kc_find_named(List *list, size_t name_at, const char *name);
 static KcEntry *kc_find_entry(List *entries, const char *name);
 static char *kc_entry_names(List *entries);
 static KcField *kc_field(KcEntry *e, const char *key);
@@ -136,6 +139,9 @@ static char *kc_base64_pem(KcEntry *e, const char *key, const char *kind);
 static bool kc_bool(KcEntry *e, const char *key, const char *kind);
 static void kc_check_header_safe(KcEntry *e, const char *key,
 								 const char *value, const char *kind);
+static void kc_field_error(KcEntry *e, const char *key, const char *kind,
+						   int sqlerrcode, const char *problem)
+			pg_attribute_noreturn();
 static char *kc_copy(const char *s);
 static KcNode *kc_copy_node(const char *path, yaml_document_t *doc,
 							yaml_node_t *n, int depth);
@@ -754,13 +760,9 @@ kc_walk_document(const char *path, yaml_document_t *doc, KcConfig *kc)
 	for (pair = root->data.mapping.pairs.start;
 		 pair < root->data.mapping.pairs.top; pair++)
 	{
-		yaml_node_t *k = yaml_document_get_node(doc, pair->key);
-		yaml_node_t *v = yaml_document_get_node(doc, pair->value);
-		char	   *key;
+		yaml_node_t *v;
+		char	   *key = kc_pair_key(path, doc, pair, &v);
 
-		if (k == NULL || v == NULL || k->type != YAML_SCALAR_NODE)
-			continue;
-		key = kc_scalar(path, k, "key");
 		if (key == NULL)
 			continue;
 
@@ -830,6 +832,24 @@ kc_scalar(const char *path, yaml_node_t *node, const char *what)
 }
 
 /*
+ * kc_pair_key
+ *		The key of a mapping's pair as text (kc_scalar), with the pair's value
+ *		node in *value; NULL when either node is missing, the key is not a
+ *		scalar or is a YAML null: such a pair is passed over.
+ */
+static char *
+kc_pair_key(const char *path, yaml_document_t *doc, yaml_node_pair_t *pair,
+			yaml_node_t **value)
+{
+	yaml_node_t *k = yaml_document_get_node(doc, pair->key);
+
+	*value = yaml_document_get_node(doc, pair->value);
+	if (k == NULL || *value == NULL || k->type != YAML_SCALAR_NODE)
+		return NULL;
+	return kc_scalar(path, k, "key");
+}
+
+/*
  * kc_collect_entries
  *		Copy one file's clusters[], users[] or contexts[] list.
  *
@@ -879,13 +899,9 @@ kc_collect_entries(const char *path, const char *dir, yaml_document_t *doc,
 		for (pair = n->data.mapping.pairs.start;
 			 pair < n->data.mapping.pairs.top; pair++)
 		{
-			yaml_node_t *k = yaml_document_get_node(doc, pair->key);
-			yaml_node_t *v = yaml_document_get_node(doc, pair->value);
-			char	   *key;
+			yaml_node_t *v;
+			char	   *key = kc_pair_key(path, doc, pair, &v);
 
-			if (k == NULL || v == NULL || k->type != YAML_SCALAR_NODE)
-				continue;
-			key = kc_scalar(path, k, "key");
 			if (key == NULL)
 				continue;
 			if (strcmp(key, "name") == 0)
@@ -948,22 +964,33 @@ kc_merge_entries(List *acc, List *add)
 }
 
 /*
+ * kc_find_named
+ *		The first element of a List of structs whose string member at
+ *		offset name_at (an entry's name, a field's key) is name, or NULL.
+ */
+static void *
+kc_find_named(List *list, size_t name_at, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, list)
+	{
+		char	   *elem = (char *) lfirst(lc);
+
+		if (strcmp(*(char **) (elem + name_at), name) == 0)
+			return elem;
+	}
+	return NULL;
+}
+
+/*
  * kc_find_entry
  *		The entry called name, or NULL.
  */
 static KcEntry *
 kc_find_entry(List *entries, const char *name)
 {
-	ListCell   *lc;
-
-	foreach(lc, entries)
-	{
-		KcEntry    *e = (KcEntry *) lfirst(lc);
-
-		if (strcmp(e->name, name) == 0)
-			return e;
-	}
-	return NULL;
+	return (KcEntry *) kc_find_named(entries, offsetof(KcEntry, name), name);
 }
 
 /*
@@ -1003,16 +1030,7 @@ kc_field(KcEntry *e, const char *key)
 static KcField *
 kc_find_field(List *fields, const char *key)
 {
-	ListCell   *lc;
-
-	foreach(lc, fields)
-	{
-		KcField    *f = (KcField *) lfirst(lc);
-
-		if (strcmp(f->key, key) == 0)
-			return f;
-	}
-	return NULL;
+	return (KcField *) kc_find_named(fields, offsetof(KcField, key), key);
 }
 
 /*
@@ -1093,16 +1111,12 @@ kc_base64_pem(KcEntry *e, const char *key, const char *kind)
 	out = palloc(pg_b64_dec_len(len) + 1);
 	outlen = pg_b64_decode(clean, len, out, pg_b64_dec_len(len));
 	if (outlen < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("field \"%s\" of %s \"%s\" in kubeconfig file \"%s\" is not valid base64",
-						key, kind, e->name, e->file)));
+		kc_field_error(e, key, kind, ERRCODE_INVALID_PARAMETER_VALUE,
+					   "is not valid base64");
 	out[outlen] = '\0';
 	if (outlen == 0 || strlen(out) != (size_t) outlen)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("field \"%s\" of %s \"%s\" in kubeconfig file \"%s\" does not decode to PEM text",
-						key, kind, e->name, e->file)));
+		kc_field_error(e, key, kind, ERRCODE_INVALID_PARAMETER_VALUE,
+					   "does not decode to PEM text");
 	return out;
 }
 
@@ -1123,10 +1137,8 @@ kc_bool(KcEntry *e, const char *key, const char *kind)
 	if (v == NULL)
 		return false;
 	if (!parse_bool(v, &result))
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("field \"%s\" of %s \"%s\" in kubeconfig file \"%s\" must be true or false",
-						key, kind, e->name, e->file)));
+		kc_field_error(e, key, kind, ERRCODE_CONFIG_FILE_ERROR,
+					   "must be true or false");
 	return result;
 }
 
@@ -1145,10 +1157,23 @@ kc_check_header_safe(KcEntry *e, const char *key, const char *value,
 
 	for (p = (const unsigned char *) value; *p; p++)
 		if (*p <= ' ' || *p == 0x7f)
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIG_FILE_ERROR),
-					 errmsg("field \"%s\" of %s \"%s\" in kubeconfig file \"%s\" contains whitespace or control characters",
-							key, kind, e->name, e->file)));
+			kc_field_error(e, key, kind, ERRCODE_CONFIG_FILE_ERROR,
+						   "contains whitespace or control characters");
+}
+
+/*
+ * kc_field_error
+ *		Raises sqlerrcode: field "key" of kind "name" in kubeconfig file
+ *		"file", then the problem; the value itself is never shown.
+ */
+static void
+kc_field_error(KcEntry *e, const char *key, const char *kind, int sqlerrcode,
+			   const char *problem)
+{
+	ereport(ERROR,
+			(errcode(sqlerrcode),
+			 errmsg("field \"%s\" of %s \"%s\" in kubeconfig file \"%s\" %s",
+					key, kind, e->name, e->file, problem)));
 }
 
 /*
@@ -1194,16 +1219,14 @@ kc_copy_node(const char *path, yaml_document_t *doc, yaml_node_t *n, int depth)
 		for (yaml_node_pair_t *pr = n->data.mapping.pairs.start;
 			 pr < n->data.mapping.pairs.top; pr++)
 		{
-			yaml_node_t *k = yaml_document_get_node(doc, pr->key);
-			yaml_node_t *v = yaml_document_get_node(doc, pr->value);
+			yaml_node_t *v;
+			char	   *key = kc_pair_key(path, doc, pr, &v);
 			KcField    *f;
 
-			if (k == NULL || v == NULL || k->type != YAML_SCALAR_NODE)
+			if (key == NULL)
 				continue;
 			f = palloc0(sizeof(KcField));
-			f->key = kc_scalar(path, k, "key");
-			if (f->key == NULL)
-				continue;
+			f->key = key;
 			if (v->type == YAML_SCALAR_NODE)
 			{
 				f->value = kc_scalar(path, v, f->key);

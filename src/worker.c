@@ -11,13 +11,15 @@
  * sets the latch at COMMIT) are acted on at once, however idle the watches
  * are (PostgreSQL's src/test/modules/worker_spi is the skeleton).
  *
- * Each pass: react to signals and registration changes -> let libcurl run
- * due timers -> start due requests (so a server prepares the next LIST page
- * while we write the last one) -> apply pending batches (one short
- * transaction per watch) -> wait.  An ERROR while applying one watch's batch is
- * caught in sync.c and handled by that watch alone.  If the worker itself
- * dies, the postmaster restarts it after 5 seconds and every watch resumes
- * from its checkpoint.
+ * Each pass: react to signals and registration changes (reload_if_changed)
+ * -> prune history tables when due (prune_if_due) -> let libcurl run due
+ * timers (run_curl_timer) -> drive exec credential plugins -> start due
+ * requests (start_due_requests, so a server prepares the next LIST page
+ * while we write the last one) -> apply pending batches (apply_batches, one
+ * short transaction per watch) -> wait (wait_for_events).  An ERROR while
+ * applying one watch's batch is caught in sync.c and handled by that watch
+ * alone.  If the worker itself dies, the postmaster restarts it after 5
+ * seconds and every watch resumes from its checkpoint.
  *
  *-------------------------------------------------------------------------
  */
@@ -68,6 +70,7 @@ static List *watches = NIL;		/* KwWatch * */
 static SockEntry *socks = NULL;
 static int	nsocks = 0;
 static int	maxsocks = 0;
+static WaitEventSet *wes = NULL;	/* rebuilt when wes_dirty */
 static bool wes_dirty = true;
 static TimestampTz curl_deadline = 0;	/* 0 = no timer */
 
@@ -275,22 +278,9 @@ reload_watches(void)
 }
 
 /* ---------------------------------------------------------------------
- * main loop
+ * the wait set and the heap
  * ---------------------------------------------------------------------
  */
-
-static void
-worker_shutdown(int code, Datum arg)
-{
-	if (kw_shared == NULL)
-		return;
-	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
-	kw_shared->worker_pid = 0;
-	kw_shared->worker_latch = NULL;
-	for (int i = 0; i < kw_shared->nslots; i++)
-		kw_shared->slots[i].watch_id = 0;
-	LWLockRelease(kw_shared->lock);
-}
 
 /* Pipes of running exec credential plugins watched at most (credential.c). */
 #define KW_MAX_PLUGIN_FDS 64
@@ -355,6 +345,36 @@ release_free_heap(void)
 #endif
 }
 
+/* ---------------------------------------------------------------------
+ * startup and shutdown
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * publish_worker: records this process (pid, latch) as the worker in shared
+ * memory, or with 0 and NULL that there is none, and frees every watch's
+ * status slot: the watches of a new worker life claim theirs afresh.
+ */
+static void
+publish_worker(pid_t pid, Latch *latch)
+{
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	kw_shared->worker_pid = pid;
+	kw_shared->worker_latch = latch;
+	for (int i = 0; i < kw_shared->nslots; i++)
+		kw_shared->slots[i].watch_id = 0;
+	LWLockRelease(kw_shared->lock);
+}
+
+/* worker_shutdown: on exit (before_shmem_exit), no worker any more. */
+static void
+worker_shutdown(int code, Datum arg)
+{
+	if (kw_shared == NULL)
+		return;
+	publish_worker(0, NULL);
+}
+
 static void
 fence_merges_body(void *arg)
 {
@@ -381,23 +401,13 @@ fence_merges(void)
 }
 
 /*
- * kwatch_worker_main: the worker's entry point (bgw_function_name).
- * Connects to kwatch.database as the bootstrap superuser and runs the loop
- * until SIGTERM or postmaster death.
+ * worker_connect: signal handlers, the database connection, the worker's
+ * memory contexts and the session settings every statement of the worker
+ * runs under.
  */
-void
-kwatch_worker_main(Datum main_arg)
+static void
+worker_connect(void)
 {
-	WaitEventSet *wes = NULL;
-	WaitEvent	events[KW_MAX_WAIT_EVENTS];
-	uint64		seen_generation = 0;
-	TimestampTz next_reload = 0;
-	TimestampTz last_prune = 0;
-	bool		prune_behind = false;
-	TimestampTz next_prune;
-	TimestampTz polled_at = 0;
-	TimestampTz next_trim = 0;
-
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
@@ -426,17 +436,15 @@ kwatch_worker_main(Datum main_arg)
 	 * would: a function's own SET clause still applies inside it.)
 	 */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_SESSION);
+}
 
-	kw_events_writer_init();
-	before_shmem_exit(worker_shutdown, (Datum) 0);
-	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
-	kw_shared->worker_pid = MyProcPid;
-	kw_shared->worker_latch = MyLatch;
-	for (int i = 0; i < kw_shared->nslots; i++)
-		kw_shared->slots[i].watch_id = 0;
-	LWLockRelease(kw_shared->lock);
-
-	fence_merges();
+/*
+ * multi_init: libcurl's multi handle, which drives every transfer through
+ * socket_cb and timer_cb; ERROR when it cannot be created.
+ */
+static void
+multi_init(void)
+{
 	kw_http_global_init();
 	/* exec credential plugins run beside the loop, never blocking it */
 	kw_credential_set_nonblocking(true);
@@ -448,16 +456,202 @@ kwatch_worker_main(Datum main_arg)
 	curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, timer_cb);
 	/* PROTOCOL 36: share connections; HTTP/2 multiplexes watches */
 	curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long) CURLPIPE_MULTIPLEX);
+}
+
+/* ---------------------------------------------------------------------
+ * the steps of one pass
+ * ---------------------------------------------------------------------
+ */
+
+/* The loop's schedule, kept across passes. */
+static uint64 seen_generation = 0;	/* of kw_shared->generation */
+static TimestampTz next_reload = 0;
+static TimestampTz last_prune = 0;
+static bool prune_behind = false;	/* the last round filled a batch */
+static TimestampTz polled_at = 0;	/* when the last wait returned */
+static TimestampTz next_trim = 0;
+
+/* ms_until: milliseconds from now until t, 0 when t has passed. */
+static long
+ms_until(TimestampTz t, TimestampTz now)
+{
+	return Max(0, (long) ((t - now) / 1000));
+}
+
+/*
+ * reload_if_changed: reloads the registrations when they changed
+ * (kw_shared->generation moved) or the reload interval has passed.
+ */
+static void
+reload_if_changed(TimestampTz now)
+{
+	uint64		gen = pg_atomic_read_u64(&kw_shared->generation);
+
+	if (gen != seen_generation || now >= next_reload)
+	{
+		seen_generation = gen;
+		next_reload = TimestampTzPlusMilliseconds(now, KW_RELOAD_INTERVAL_MS);
+		reload_watches();
+	}
+}
+
+/* prune_after: when the next pruning round is due after one at `from`. */
+static TimestampTz
+prune_after(TimestampTz from)
+{
+	return TimestampTzPlusMilliseconds(from, prune_behind ? 1000 :
+									   (int64) kw_history_prune_interval_s * 1000);
+}
+
+/*
+ * prune_if_due: prunes history tables past their retention (history.c)
+ * when due; sooner while behind; the interval as it is set now (a SIGHUP
+ * may change it).  Returns when the next round is due.
+ */
+static TimestampTz
+prune_if_due(TimestampTz now)
+{
+	TimestampTz next_prune = prune_after(last_prune);
+
+	if (now >= next_prune)
+	{
+		prune_behind = kw_history_prune();
+		last_prune = now;
+		next_prune = prune_after(now);
+	}
+	return next_prune;
+}
+
+/* run_curl_timer: lets libcurl act on its timer when it has expired. */
+static void
+run_curl_timer(void)
+{
+	if (curl_deadline != 0 && GetCurrentTimestamp() >= curl_deadline)
+	{
+		curl_deadline = 0;
+		socket_action(CURL_SOCKET_TIMEOUT, 0);
+	}
+}
+
+/*
+ * start_due_requests: lets every watch start what is due (kw_watch_tick);
+ * returns `timeout` lowered to the nearest watch deadline.
+ */
+static long
+start_due_requests(long timeout)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	ListCell   *lc;
+
+	foreach(lc, watches)
+		timeout = Min(timeout, kw_watch_tick((KwWatch *) lfirst(lc), now, polled_at));
+	return timeout;
+}
+
+/*
+ * apply_batches: applies what the streams delivered, one transaction per
+ * watch; returns 0 when anything was applied (what comes next may be due
+ * now), else `timeout`.
+ */
+static long
+apply_batches(long timeout)
+{
+	ListCell   *lc;
+
+	foreach(lc, watches)
+	{
+		KwWatch    *w = (KwWatch *) lfirst(lc);
+
+		if (kw_watch_has_pending(w))
+		{
+			kw_watch_flush(w);
+			timeout = 0;
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+	return timeout;
+}
+
+/* plugin_fds_changed: whether plugins' pipes came or went since build_wait_set. */
+static bool
+plugin_fds_changed(void)
+{
+	int			dummy[1];
+	uint64		g;
+
+	(void) kw_credential_wait_fds(dummy, 0, &g);
+	return g != plugin_fd_generation;
+}
+
+/*
+ * wait_for_events: sleeps up to `timeout` ms on the wait set (rebuilt in
+ * worker_cxt when libcurl's sockets or the plugins' pipes changed), then
+ * hands each ready socket to libcurl.  The latch only wakes the loop; a
+ * plugin's pipe is read on the next pass.
+ */
+static void
+wait_for_events(long timeout)
+{
+	WaitEvent	events[KW_MAX_WAIT_EVENTS];
+	int			n;
+
+	if (plugin_fds_changed())
+		wes_dirty = true;
+	if (wes == NULL || wes_dirty)
+	{
+		MemoryContextSwitchTo(worker_cxt);
+		wes = build_wait_set(wes);
+		MemoryContextSwitchTo(loop_cxt);
+	}
+	n = WaitEventSetWait(wes, timeout, events, KW_MAX_WAIT_EVENTS, PG_WAIT_EXTENSION);
+	polled_at = GetCurrentTimestamp();
+	for (int i = 0; i < n; i++)
+	{
+		WaitEvent  *ev = &events[i];
+
+		if (ev->events & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			continue;
+		}
+		if (ev->user_data == (void *) &plugin_fd_generation)
+			continue;			/* a plugin's pipe: kw_credential_drive reads it */
+		if (ev->events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
+		{
+			int			flags = 0;
+
+			if (ev->events & WL_SOCKET_READABLE)
+				flags |= CURL_CSELECT_IN;
+			if (ev->events & WL_SOCKET_WRITEABLE)
+				flags |= CURL_CSELECT_OUT;
+			socket_action(ev->fd, flags);
+		}
+	}
+}
+
+/*
+ * kwatch_worker_main: the worker's entry point (bgw_function_name).
+ * Connects to kwatch.database as the bootstrap superuser and runs the loop
+ * (the passes the file's header lists) until SIGTERM or postmaster death;
+ * worker_shutdown runs on the way out.
+ */
+void
+kwatch_worker_main(Datum main_arg)
+{
+	worker_connect();
+	kw_events_writer_init();
+	before_shmem_exit(worker_shutdown, (Datum) 0);
+	publish_worker(MyProcPid, MyLatch);
+	fence_merges();
+	multi_init();
 
 	ereport(LOG, (errmsg("kwatch worker started in database \"%s\"", kw_database)));
 
 	for (;;)
 	{
 		TimestampTz now;
+		TimestampTz next_prune;
 		long		timeout = KW_RELOAD_INTERVAL_MS;
-		uint64		gen;
-		int			n;
-		ListCell   *lc;
 
 		/* everything transient of one pass lives in loop_cxt */
 		MemoryContextReset(loop_cxt);
@@ -470,58 +664,22 @@ kwatch_worker_main(Datum main_arg)
 		}
 
 		now = GetCurrentTimestamp();
-		gen = pg_atomic_read_u64(&kw_shared->generation);
-		if (gen != seen_generation || now >= next_reload)
-		{
-			seen_generation = gen;
-			next_reload = TimestampTzPlusMilliseconds(now, KW_RELOAD_INTERVAL_MS);
-			reload_watches();
-		}
-		/*
-		 * history tables past their retention (history.c); sooner while
-		 * behind; the interval as it is set now (a SIGHUP may change it)
-		 */
-		next_prune = TimestampTzPlusMilliseconds(last_prune, prune_behind ? 1000 :
-												 (int64) kw_history_prune_interval_s * 1000);
-		if (now >= next_prune)
-		{
-			prune_behind = kw_history_prune();
-			last_prune = now;
-			next_prune = TimestampTzPlusMilliseconds(now, prune_behind ? 1000 :
-													 (int64) kw_history_prune_interval_s * 1000);
-		}
-
-		if (curl_deadline != 0 && GetCurrentTimestamp() >= curl_deadline)
-		{
-			curl_deadline = 0;
-			socket_action(CURL_SOCKET_TIMEOUT, 0);
-		}
+		reload_if_changed(now);
+		next_prune = prune_if_due(now);
+		run_curl_timer();
 
 		/* exec credential plugins: read their pipes, reap, refresh ahead */
 		(void) kw_credential_drive(&timeout);
 
 		/* start due requests first, so servers work while we write */
-		now = GetCurrentTimestamp();
-		foreach(lc, watches)
-			timeout = Min(timeout, kw_watch_tick((KwWatch *) lfirst(lc), now, polled_at));
+		timeout = start_due_requests(timeout);
+		timeout = apply_batches(timeout);
 
-		/* apply what the streams delivered, one transaction per watch */
-		foreach(lc, watches)
-		{
-			KwWatch    *w = (KwWatch *) lfirst(lc);
-
-			if (kw_watch_has_pending(w))
-			{
-				kw_watch_flush(w);
-				timeout = 0;	/* what comes next may be due now */
-			}
-			CHECK_FOR_INTERRUPTS();
-		}
 		now = GetCurrentTimestamp();
 		if (curl_deadline != 0)
-			timeout = Min(timeout, Max(0, (long) ((curl_deadline - now) / 1000)));
-		timeout = Min(timeout, Max(0, (long) ((next_reload - now) / 1000)));
-		timeout = Min(timeout, Max(0, (long) ((next_prune - now) / 1000)));
+			timeout = Min(timeout, ms_until(curl_deadline, now));
+		timeout = Min(timeout, ms_until(next_reload, now));
+		timeout = Min(timeout, ms_until(next_prune, now));
 
 		/* about to sleep: give back what the last batches freed */
 		if (timeout > 0 && now >= next_trim)
@@ -530,43 +688,6 @@ kwatch_worker_main(Datum main_arg)
 			next_trim = TimestampTzPlusMilliseconds(now, KW_TRIM_INTERVAL_MS);
 		}
 
-		{
-			int			dummy[1];
-			uint64		g;
-
-			(void) kw_credential_wait_fds(dummy, 0, &g);
-			if (g != plugin_fd_generation)
-				wes_dirty = true;
-		}
-		if (wes == NULL || wes_dirty)
-		{
-			MemoryContextSwitchTo(worker_cxt);
-			wes = build_wait_set(wes);
-			MemoryContextSwitchTo(loop_cxt);
-		}
-		n = WaitEventSetWait(wes, timeout, events, KW_MAX_WAIT_EVENTS, PG_WAIT_EXTENSION);
-		polled_at = GetCurrentTimestamp();
-		for (int i = 0; i < n; i++)
-		{
-			WaitEvent  *ev = &events[i];
-
-			if (ev->events & WL_LATCH_SET)
-			{
-				ResetLatch(MyLatch);
-				continue;
-			}
-			if (ev->user_data == (void *) &plugin_fd_generation)
-				continue;		/* a plugin's pipe: kw_credential_drive reads it */
-			if (ev->events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
-			{
-				int			flags = 0;
-
-				if (ev->events & WL_SOCKET_READABLE)
-					flags |= CURL_CSELECT_IN;
-				if (ev->events & WL_SOCKET_WRITEABLE)
-					flags |= CURL_CSELECT_OUT;
-				socket_action(ev->fd, flags);
-			}
-		}
+		wait_for_events(timeout);
 	}
 }

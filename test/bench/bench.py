@@ -190,28 +190,14 @@ def main():
 
     import anchors
     import costs
+    import db
     import queries
 
     created = create_pods(a.pods)
     n, bytes_one = count_pods()
-    conn = psycopg2.connect("")
-    conn.autocommit = True
+    conn = db.connect()
     cur = conn.cursor()
-    cur.execute("CREATE EXTENSION IF NOT EXISTS kwatch")
-    cur.execute("SELECT kwatch.unwatch(resource, server => server, drop_table => true)"
-                " FROM kwatch.registrations WHERE server = 'bench'")
-    cur.execute("DROP SERVER IF EXISTS bench CASCADE")
-    cur.execute("CREATE SERVER bench FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig %s)",
-                (os.environ["KUBECONFIG"],))
-    # pg.sh creates the database after the postmaster started: the worker's
-    # first attempt may have failed, and the postmaster retries after 5 s
-    pid, t0 = None, time.time()
-    while pid is None and time.time() - t0 < 30:
-        cur.execute("SELECT kwatch.worker_pid()")
-        pid = cur.fetchone()[0] or time.sleep(0.2)
-    cur.execute("SELECT pg_postmaster_start_time(), current_setting('data_directory')")
-    with open(os.path.join(cur.fetchone()[1], "postmaster.pid")) as f:
-        postmaster = int(f.readline())
+    _, postmaster = db.fresh_server(cur, "bench", 30)
     api_pid = anchors.apiserver_pid()
     anchors.setup(bench_dir)
     informer_bin = None if "informer" in skip else anchors.build_informer(bench_dir)

@@ -15,7 +15,7 @@ import argparse
 import statistics
 import time
 
-import psycopg2
+import db
 
 
 def sync_once(cur, n, history=False):
@@ -51,11 +51,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--reads", type=int, default=200)
     a = ap.parse_args()
-    conn = psycopg2.connect("")
-    conn.autocommit = True
-    cur = conn.cursor()
-    cur.execute("SELECT count(*) FROM k8s.pods WHERE cluster = 'bench'")
-    n = cur.fetchone()[0]
+    cur, n = db.bench_pods()
     syncs = [sync_once(cur, n) for _ in range(a.repeat)]
 
     print()

@@ -18,9 +18,8 @@ import os
 import statistics
 import sys
 
-import psycopg2
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import db  # noqa: E402
 import events  # noqa: E402  (sync_once)
 
 
@@ -39,11 +38,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
-    conn = psycopg2.connect("")
-    conn.autocommit = True
-    cur = conn.cursor()
-    cur.execute("SELECT count(*) FROM k8s.pods WHERE cluster = 'bench'")
-    n = cur.fetchone()[0]
+    cur, n = db.bench_pods()
     runs = {False: [], True: []}
     for _ in range(a.repeat):
         for history in (False, True):

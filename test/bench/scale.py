@@ -35,9 +35,8 @@ import subprocess
 import sys
 import time
 
-import psycopg2
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import db  # noqa: E402
 import measure  # noqa: E402
 from anchors import KwatchPids, apiserver_pid  # noqa: E402
 from bench import api, machine  # noqa: E402
@@ -175,26 +174,12 @@ def main():
     plurals, crd_s = ensure_crds(a.crds)
     ensure_objects(plurals, a.objects)
 
-    conn = psycopg2.connect("")
-    conn.autocommit = True
+    conn = db.connect()
     if ensure_max_watches(conn.cursor(), a.crds + 32):
         conn.close()
-        conn = psycopg2.connect("")
-        conn.autocommit = True
+        conn = db.connect()
     cur = conn.cursor()
-    cur.execute("CREATE EXTENSION IF NOT EXISTS kwatch")
-    cur.execute("SELECT kwatch.unwatch(resource, server => server, drop_table => true)"
-                " FROM kwatch.registrations WHERE server = %s", (SERVER,))
-    cur.execute("DROP SERVER IF EXISTS %s CASCADE" % SERVER)
-    cur.execute("CREATE SERVER %s FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig %%s)" % SERVER,
-                (os.environ["KUBECONFIG"],))
-    worker, t0 = None, time.time()
-    while worker is None and time.time() - t0 < 60:
-        cur.execute("SELECT kwatch.worker_pid()")
-        worker = cur.fetchone()[0] or time.sleep(0.2)
-    cur.execute("SELECT current_setting('data_directory')")
-    with open(os.path.join(cur.fetchone()[0], "postmaster.pid")) as f:
-        postmaster = int(f.readline())
+    worker, postmaster = db.fresh_server(cur, SERVER, 60)
     api_pid = apiserver_pid()
     api_port = int(os.environ["KWATCH_K8S_SERVER"].rsplit(":", 1)[1])
 

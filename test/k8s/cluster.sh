@@ -140,6 +140,19 @@ halt() {
     rm -f "$D/$name.pid"
 }
 
+# await_start NAME WHAT NOT-READY SECONDS INTERVAL CHECK...: polls CHECK every INTERVAL s
+# until it succeeds; dies with NAME's log tail when NAME exits or after SECONDS s
+# ("WHAT NOT-READY after SECONDS s").
+await_start() {
+    local name=$1 what=$2 not_ready=$3 limit=$4 interval=$5; shift 5
+    local t0=$SECONDS
+    until "$@"; do
+        running_pid "$name" >/dev/null || { log_tail "$name"; die "$what exited during startup"; }
+        [ $((SECONDS - t0)) -lt "$limit" ] || { log_tail "$name"; die "$what $not_ready after $limit s"; }
+        sleep "$interval"
+    done
+}
+
 log_tail() {
     echo "[k8s] --- last lines of $D/$1.log ---" >&2
     tail -n "${2:-30}" "$D/$1.log" >&2 2>/dev/null || true
@@ -319,12 +332,7 @@ start_etcd() {
         --initial-cluster "kwatch=http://127.0.0.1:$ETCD_PEER_PORT" \
         --initial-cluster-state new \
         --logger zap --log-outputs stderr
-    local t0=$SECONDS
-    until etcd_healthy; do
-        running_pid etcd >/dev/null || { log_tail etcd; die "etcd exited during startup"; }
-        [ $((SECONDS - t0)) -lt 30 ] || { log_tail etcd; die "etcd not healthy after 30 s"; }
-        sleep 0.2
-    done
+    await_start etcd etcd "not healthy" 30 0.2 etcd_healthy
 }
 
 apiserver_args() {
@@ -404,12 +412,7 @@ start_webhook() {
         --cert "$PKI/apiserver.crt" --key "$PKI/apiserver.key" \
         --secret-file "$PKI/webhook.secret" \
         --review-log "$D/webhook-reviews.jsonl"
-    local t0=$SECONDS
-    until webhook_ready; do
-        running_pid webhook >/dev/null || { log_tail webhook; die "the authn webhook exited during startup"; }
-        [ $((SECONDS - t0)) -lt 20 ] || { log_tail webhook; die "the authn webhook not answering after 20 s"; }
-        sleep 0.1
-    done
+    await_start webhook "the authn webhook" "not answering" 20 0.1 webhook_ready
 }
 
 start_cm() {
