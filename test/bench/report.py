@@ -4,11 +4,13 @@ README's "Performance" table from one or more such reports.
 
 usage: report.py REPORT.json                     print the full Markdown report
        report.py --readme README.md A.json [B.json ...] [scale-200.json]
+                 [servers-20.json] [evstream.json]
                  replace the text between the README's markers
                  <!-- make bench: begin --> and <!-- make bench: end -->
                  with the side-by-side table of these runs (one column
-                 group per run, e.g. 10,000 and 50,000 pods) and a
-                 sentence for scale.py's report
+                 group per run, e.g. 10,000 and 50,000 pods), a sentence
+                 for scale.py's and servers.py's reports and evstream.py's
+                 table of rates (each kind recognized by its keys)
 
 Targets checked (issue 10, item 6), from the figures of one run:
   initial sync <= 1.2 x max(LIST floor, COPY floor), the LIST floor being
@@ -230,19 +232,121 @@ def scale_line(s):
                r["worker_rss_after_mb"], r["idle_worker_cpu_pct"], r["change_to_row_ms"]))
 
 
+def _rate(r):
+    return "unlimited" if not r["offered_per_s"] else "{:,}".format(int(r["offered_per_s"]))
+
+
+def evstream_table(rows):
+    L = ["| offered events/s | sent | sent/s | applied with NOTIFY/s | worker CPU | PostgreSQL CPU | "
+         "worker µs/event | lag p50 | lag p99 | lag max | kept up |",
+         "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        L.append("| %s | %s | %s | %s | %.0f%% | %.0f%% | %s | %s ms | %s ms | %s ms | %s |" % (
+            _rate(r), "{:,}".format(r["sent"]), fnum(r["sent_per_s"], 0), fnum(r["applied_per_s"], 0),
+            r["worker_cpu_pct"], r["pg_cpu_pct"], fnum(r["worker_cpu_us_per_event"], 0),
+            fnum(r["lag_p50_ms"], 1), fnum(r["lag_p99_ms"], 1), fnum(r["lag_max_ms"], 1),
+            "-" if not r["offered_per_s"] else ("yes" if r["kept_up"] else "**no**")))
+    return L
+
+
+def evstream_summary(rep):
+    """(highest offered rate kept up with, the unlimited row's applied/s)."""
+    rows = rep["evstream"]
+    kept = [r["offered_per_s"] for r in rows if r["offered_per_s"] and r["kept_up"]]
+    ceiling = max([r["applied_per_s"] or 0 for r in rows] or [0])
+    return (max(kept) if kept else None), ceiling
+
+
+def evstream_markdown(rep):
+    """evstream.py's report as Markdown."""
+    m, rows = rep["meta"], rep["evstream"]
+    kept, ceiling = evstream_summary(rep)
+    L = ["", "## Watch events applied per second (synthetic event source, `evstream.py`)", "",
+         "%s, %s; one watch on %d ConfigMaps, MODIFIED events of %s bytes each (as framed on the wire), "
+         "kwatch.batch_size %d; %s s per rate. Lag: send time stamped by the streamer -> notification "
+         "received on a LISTENing connection. CPU in %% of one core over the phase."
+         % (m["date"], m["machine"], m["objects"], "{:,}".format(m["event_bytes"]), m["batch_size"],
+            fnum(m["seconds_per_rate"], 0)), ""]
+    L += evstream_table(rows)
+    L += ["", "Highest offered rate kept up with: %s events/s; most applied with NOTIFY: %s events/s. "
+          "Target (issue 10): >= 20,000 events/s applied with NOTIFY on 2 cores: %s."
+          % ("{:,}".format(int(kept)) if kept else "none", fnum(ceiling, 0),
+             "met" if ceiling >= 20000 else "**not met**")]
+    odd = [r for r in rows if r["relists"] or r["notifications_received"] != r["sent"]]
+    for r in odd:
+        L.append("At %s events/s: %d relists, %d of %d notifications received." % (
+            _rate(r), r["relists"], r["notifications_received"], r["sent"]))
+    for r in rows:
+        if r.get("perf_top"):
+            L += ["", "Where the worker spends CPU at %s events/s (`perf record`, self time):" % _rate(r), "",
+                  "| % | object | symbol |", "|---|---|---|"]
+            for x in r["perf_top"][:15]:
+                L.append("| %.1f | %s | `%s` |" % (x["pct"], x["dso"], x["symbol"]))
+    return "\n".join(L) + "\n"
+
+
+def evstream_line(rep):
+    m = rep["meta"]
+    kept, ceiling = evstream_summary(rep)
+    return ("Watch events applied with NOTIFY (%s, `evstream.py`: a C streamer replaying pre-encoded "
+            "MODIFIED events of %s bytes on %d ConfigMaps, one watch; lag from send to notification "
+            "received; CPU in %% of one core):"
+            % (m["date"], "{:,}".format(m["event_bytes"]), m["objects"]))
+
+
+def servers_markdown(rep):
+    """servers.py's report as Markdown."""
+    r, m = rep["servers"], rep["meta"]
+    L = ["", "## %d API servers at once, one watch each (`servers.py`)" % r["servers"], "",
+         "%s, %s; %d ConfigMaps on each fake API server (test/fakeapi, %s), %d in all."
+         % (m["date"], m["machine"], m["objects_per_server"], m["fake_processes_note"], r["objects"]), "",
+         "| | |", "|---|---|",
+         "| `watch()` calls | %.1f s for %d |" % (r["register_s"], r["servers"]),
+         "| time to all synced (from the first call) | %.1f s |" % r["all_synced_s"],
+         "| kwatch processes | %d |" % r["kwatch_processes"],
+         "| worker TCP connections to the API servers | %d (%d servers with one) |"
+         % (r["tcp_connections"], r["servers_connected"]),
+         "| worker RssAnon before / peak / after | %.0f / %.0f / %.0f MB |"
+         % (r["worker_rss_before_mb"], r["worker_rss_peak_mb"], r["worker_rss_after_mb"]),
+         "| worker CPU while syncing | %.2f s |" % r["sync_worker_cpu_s"],
+         "| worker CPU idle, all watches open | %.2f%% of a core over %.0f s |"
+         % (r["idle_worker_cpu_pct"], r["idle_seconds"]),
+         "| WATCH / LIST requests, relists, unhealthy after the idle period | %d / %d, %d, %d |"
+         % (r["watch_calls"], r["list_calls"], r["relists"], r["unhealthy_after_idle"]),
+         "| a change on the last server -> its NOTIFY | %.1f ms |" % r["change_to_notify_ms"]]
+    return "\n".join(L) + "\n"
+
+
+def servers_line(s):
+    r, m = s["servers"], s["meta"]
+    return ("%d API servers at once, one watch each (%d ConfigMaps each; %s, `servers.py`, fake API "
+            "servers): all synced %.1f s after the first `watch()` call; %d kwatch process, %d TCP "
+            "connections (one per server); worker RssAnon %.0f MB before, %.0f MB peak, %.0f MB after; "
+            "worker CPU idle %.2f%% of a core; a change on the last server reached its NOTIFY in %.0f ms."
+            % (r["servers"], m["objects_per_server"], m["date"], r["all_synced_s"], r["kwatch_processes"],
+               r["tcp_connections"], r["worker_rss_before_mb"], r["worker_rss_peak_mb"],
+               r["worker_rss_after_mb"], r["idle_worker_cpu_pct"], r["change_to_notify_ms"]))
+
+
 def readme_section(reps):
     """The README's table: the anchors of each run side by side; scale.py's
-    reports (recognized by their "result") become one sentence each."""
+    reports (recognized by their "result") and servers.py's ("servers")
+    become one sentence each, evstream.py's ("evstream") a sentence and its
+    table of rates."""
     scales = [r for r in reps if "result" in r]
+    evs = [r for r in reps if "evstream" in r]
+    multi = [r for r in reps if "servers" in r]
     reps = [r for r in reps if "anchors" in r]
     names = []
     for rep in reps:
         for a in rep["anchors"]:
             if a["name"] not in names:
                 names.append(a["name"])
+    L = []
     head = "| |" + "".join(" %s pods: s | obj/s | RSS MB | CPU s |" % "{:,}".format(r["meta"]["objects"])
                            for r in reps)
-    L = [head, "|---|" + "---|---|---|---|" * len(reps)]
+    if reps:
+        L += [head, "|---|" + "---|---|---|---|" * len(reps)]
     for n in names:
         cells = ""
         for rep in reps:
@@ -250,7 +354,8 @@ def readme_section(reps):
             cells += (" %s | %s | %s | %s |" % (fnum(a["seconds"]), fnum(a["objects_per_s"], 0),
                                                  fnum(a["rss_mb"], 0), fnum(a["cpu_s"]))) if a else " | | | |"
         L.append("| %s |%s" % (n, cells))
-    L.append("")
+    if reps:
+        L.append("")
     for rep in reps:
         m, r = rep["meta"], ratios(rep)
         rel, ev = rep.get("relist") or {}, rep.get("wal_per_event") or {}
@@ -277,6 +382,10 @@ def readme_section(reps):
         L.append("")
     for s in scales:
         L += [scale_line(s), ""]
+    for s in multi:
+        L += [servers_line(s), ""]
+    for e in evs:
+        L += [evstream_line(e), ""] + evstream_table(e["evstream"]) + [""]
     return "\n".join(L).rstrip() + "\n"
 
 
@@ -292,7 +401,8 @@ def main():
         open(args[1], "w").write(new)
     elif len(args) == 1:
         rep = json.load(open(args[0]))
-        sys.stdout.write(scale_markdown(rep) if "result" in rep else markdown(rep))
+        sys.stdout.write(scale_markdown(rep) if "result" in rep else evstream_markdown(rep) if "evstream" in rep
+                         else servers_markdown(rep) if "servers" in rep else markdown(rep))
     else:
         sys.exit(__doc__)
 
