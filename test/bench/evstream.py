@@ -23,7 +23,9 @@ usage: evstream.py [--objects 1000] [--bytes 2048] [--seconds 5]
    NOTIFY per second (events / first send -> last notification received),
    the watch's MODIFIED and notification counters, CPU of the worker, of the
    whole PostgreSQL instance and of the streamer (% of a core over the
-   phase, and worker microseconds per event), and the lag send -> NOTIFY
+   phase, and worker microseconds per event), the time the worker was
+   runnable but waited for a CPU (/proc/<pid>/schedstat: what other work
+   on a shared machine took from it), and the lag send -> NOTIFY
    received (p50, p99, max; matched by resourceVersion, same host clock).
    kwatch "keeps up" at a rate when it applied >= 95% of the offered rate
    and the p99 lag stayed under 1 s; rate 0 shows its ceiling;
@@ -136,14 +138,23 @@ def perf_top(pid, seconds, out_dir):
     return rec, data
 
 
-def perf_report(data, top=25):
-    r = subprocess.run(["perf", "report", "-i", data, "--no-children", "--stdio", "--sort", "dso,symbol",
-                        "-g", "none", "--percent-limit", "0.5"], capture_output=True, text=True)
+def perf_report(data, children=False, top=25):
+    """perf report's symbols (self time, or with children the time under
+    each function), those with a name, highest first."""
+    r = subprocess.run(["perf", "report", "-i", data, "--children" if children else "--no-children",
+                        "--stdio", "--sort", "dso,symbol", "-g", "none", "--percent-limit", "1"],
+                       capture_output=True, text=True)
     rows = []
     for line in r.stdout.splitlines():
-        m = re.match(r"\s+([\d.]+)%\s+(\S+)\s+\[.\]\s+(.*)", line)
-        if m:
-            rows.append({"pct": float(m.group(1)), "dso": m.group(2), "symbol": m.group(3).strip()})
+        m = re.match(r"\s+([\d.]+)%\s+(?:([\d.]+)%\s+)?(.+?)\s+\[(.)\]\s+(.*)", line)
+        if not m:
+            continue
+        sym = re.sub(r"(\s+-)+\s*$", "", m.group(5)).strip()
+        if sym.startswith("0x") or sym in ("main", "__libc_start_call_main", "PostmasterMain",
+                                           "StartBackgroundWorker"):
+            continue
+        rows.append({"pct": float(m.group(1)), "dso": m.group(3).replace("(deleted)", "").strip(),
+                     "symbol": sym})
     return rows[:top]
 
 
@@ -152,8 +163,8 @@ def phase(cur, streamer, listener, rate, count, worker, postmaster, scratch, per
     path = os.path.join(scratch, "evstream-sent.bin")
     before = counters(cur)
     listener.take()
-    w0, pg0, s0, t0 = (measure.cpu_s(worker), measure.pg_cpu_s(postmaster), measure.cpu_s(streamer.p.pid),
-                       time.monotonic())
+    w0, pg0, s0, q0, t0 = (measure.cpu_s(worker), measure.pg_cpu_s(postmaster), measure.cpu_s(streamer.p.pid),
+                           measure.schedstat(worker)[1], time.monotonic())
     prof = perf_top(worker, max(2, count / rate if rate else 3), scratch) if perf else None
     sent, send_s = streamer.run(rate, count, path)
     # wait until the watch counted every event and the notifications arrived
@@ -165,12 +176,14 @@ def phase(cur, streamer, listener, rate, count, worker, postmaster, scratch, per
         time.sleep(0.02)
     time.sleep(0.2)
     wall = time.monotonic() - t0
-    w1, pg1, s1 = measure.cpu_s(worker), measure.pg_cpu_s(postmaster), measure.cpu_s(streamer.p.pid)
+    w1, pg1, s1, q1 = (measure.cpu_s(worker), measure.pg_cpu_s(postmaster), measure.cpu_s(streamer.p.pid),
+                       measure.schedstat(worker)[1])
     after = counters(cur)
     top = None
     if prof:
         prof[0].wait()
         top = perf_report(prof[1])
+        under = perf_report(prof[1], children=True)
     a = array.array("q")
     with open(path, "rb") as f:
         a.frombytes(f.read())
@@ -196,6 +209,7 @@ def phase(cur, streamer, listener, rate, count, worker, postmaster, scratch, per
         "applied_per_s": len(lags) / applied_s if applied_s else None,
         "worker_cpu_pct": (w1 - w0) / wall * 100, "pg_cpu_pct": (pg1 - pg0) / wall * 100,
         "streamer_cpu_pct": (s1 - s0) / wall * 100, "phase_wall_s": wall,
+        "worker_runqueue_pct": (q1 - q0) / wall * 100,
         "worker_cpu_us_per_event": (w1 - w0) / sent * 1e6 if sent else None,
         "pg_cpu_us_per_event": (pg1 - pg0) / sent * 1e6 if sent else None,
         "lag_p50_ms": statistics.median(lags) if lags else None,
@@ -205,7 +219,7 @@ def phase(cur, streamer, listener, rate, count, worker, postmaster, scratch, per
     row["kept_up"] = bool(rate and lags and len(lags) == sent and row["applied_per_s"] >= 0.95 * rate
                           and row["lag_p99_ms"] < 1000)
     if top is not None:
-        row["perf_top"] = top
+        row["perf_top"], row["perf_inclusive"] = top, under
     return row
 
 

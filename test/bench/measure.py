@@ -42,6 +42,18 @@ def cpu_s(pid):
     return (int(f[11]) + int(f[12])) / TICK
 
 
+def schedstat(pid):
+    """(seconds on a CPU, seconds runnable but waiting for one) of a process
+    (/proc/<pid>/schedstat; (0, 0) if it is gone): on a shared machine the
+    second says how much of a phase a process lost to others."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            run, wait = f.read().split()[:2]
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0, 0.0
+    return int(run) / 1e9, int(wait) / 1e9
+
+
 def children(ppid):
     """Pids whose parent is ppid (the kernel's /proc/<pid>/task/<pid>/children;
     the postmaster is single-threaded)."""

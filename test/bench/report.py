@@ -237,13 +237,14 @@ def _rate(r):
 
 
 def evstream_table(rows):
-    L = ["| offered events/s | sent | sent/s | applied with NOTIFY/s | worker CPU | PostgreSQL CPU | "
-         "worker µs/event | lag p50 | lag p99 | lag max | kept up |",
-         "|---|---|---|---|---|---|---|---|---|---|---|"]
+    L = ["| offered events/s | sent | sent/s | applied with NOTIFY/s | worker CPU | worker waiting for a CPU | "
+         "PostgreSQL CPU | worker µs/event | lag p50 | lag p99 | lag max | kept up |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        L.append("| %s | %s | %s | %s | %.0f%% | %.0f%% | %s | %s ms | %s ms | %s ms | %s |" % (
+        L.append("| %s | %s | %s | %s | %.0f%% | %s | %.0f%% | %s | %s ms | %s ms | %s ms | %s |" % (
             _rate(r), "{:,}".format(r["sent"]), fnum(r["sent_per_s"], 0), fnum(r["applied_per_s"], 0),
-            r["worker_cpu_pct"], r["pg_cpu_pct"], fnum(r["worker_cpu_us_per_event"], 0),
+            r["worker_cpu_pct"], "%.0f%%" % r["worker_runqueue_pct"] if "worker_runqueue_pct" in r else "-",
+            r["pg_cpu_pct"], fnum(r["worker_cpu_us_per_event"], 0),
             fnum(r["lag_p50_ms"], 1), fnum(r["lag_p99_ms"], 1), fnum(r["lag_max_ms"], 1),
             "-" if not r["offered_per_s"] else ("yes" if r["kept_up"] else "**no**")))
     return L
@@ -282,6 +283,11 @@ def evstream_markdown(rep):
                   "| % | object | symbol |", "|---|---|---|"]
             for x in r["perf_top"][:15]:
                 L.append("| %.1f | %s | `%s` |" % (x["pct"], x["dso"], x["symbol"]))
+            if r.get("perf_inclusive"):
+                L += ["", "Time under each function (`perf report --children`; kwatch.so's own frames "
+                      "need its symbols):", "", "| % | object | function |", "|---|---|---|"]
+                for x in r["perf_inclusive"][:20]:
+                    L.append("| %.1f | %s | `%s` |" % (x["pct"], x["dso"], x["symbol"]))
     return "\n".join(L) + "\n"
 
 
