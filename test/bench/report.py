@@ -4,13 +4,14 @@ README's "Performance" table from one or more such reports.
 
 usage: report.py REPORT.json                     print the full Markdown report
        report.py --readme README.md A.json [B.json ...] [scale-200.json]
-                 [servers-20.json] [evstream.json]
+                 [servers-20.json] [evstream.json] [evreal.json]
                  replace the text between the README's markers
                  <!-- make bench: begin --> and <!-- make bench: end -->
                  with the side-by-side table of these runs (one column
                  group per run, e.g. 10,000 and 50,000 pods), a sentence
-                 for scale.py's and servers.py's reports and evstream.py's
-                 table of rates (each kind recognized by its keys)
+                 for scale.py's and servers.py's reports, evstream.py's
+                 table of rates and evreal.py's lags (each kind recognized
+                 by its keys)
 
 Targets checked (issue 10, item 6), from the figures of one run:
   initial sync <= 1.2 x max(LIST floor, COPY floor), the LIST floor being
@@ -304,8 +305,8 @@ def servers_markdown(rep):
     """servers.py's report as Markdown."""
     r, m = rep["servers"], rep["meta"]
     L = ["", "## %d API servers at once, one watch each (`servers.py`)" % r["servers"], "",
-         "%s, %s; %d ConfigMaps on each fake API server (test/fakeapi, %s), %d in all."
-         % (m["date"], m["machine"], m["objects_per_server"], m["fake_processes_note"], r["objects"]), "",
+         "%s, %s; %d ConfigMaps on each fake API server (test/fakeapi, %s), %s in all."
+         % (m["date"], m["machine"], m["objects_per_server"], m["fake_processes_note"], "{:,}".format(r["objects"])), "",
          "| | |", "|---|---|",
          "| `watch()` calls | %.1f s for %d |" % (r["register_s"], r["servers"]),
          "| time to all synced (from the first call) | %.1f s |" % r["all_synced_s"],
@@ -334,6 +335,46 @@ def servers_line(s):
                r["worker_rss_after_mb"], r["idle_worker_cpu_pct"], r["change_to_notify_ms"]))
 
 
+def evreal_table(rows):
+    L = ["| phase | PATCHes | PATCHes/s | kwatch lag p50 / p99 / max | client-go lag p50 / p99 / max | "
+         "kwatch p50 - client-go p50 | worker CPU | informer CPU | apiserver CPU |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        k, c = r["kwatch"], r["client_go"]
+
+        def lag(x):
+            if not x.get("received"):
+                return "none received"
+            miss = "" if x["received"] == x["events"] else " (%d of %d)" % (x["received"], x["events"])
+            return "%s / %s / %s ms%s" % (fnum(x["p50_ms"], 1), fnum(x["p99_ms"], 1), fnum(x["max_ms"], 1), miss)
+        L.append("| %s | %s | %s | %s | %s | %+.1f ms | %.0f%% | %.0f%% | %.0f%% |" % (
+            r["phase"], "{:,}".format(r["events"]), fnum(r["patches_per_s"], 0), lag(k), lag(c),
+            r["p50_diff_ms"], r["worker_cpu_pct"], r["informer_cpu_pct"], r["apiserver_cpu_pct"]))
+    return L
+
+
+def evreal_markdown(rep):
+    """evreal.py's report as Markdown."""
+    m, rows = rep["meta"], rep["evreal"]
+    L = ["", "## Lag from the real API server: kwatch beside client-go (`evreal.py`)", "",
+         "%s, %s; %d ConfigMaps; paced: one PATCH at a time; ceiling: %d client processes PATCHing as fast "
+         "as the API server answers for %s s. Lag: just before the PATCH -> notification received "
+         "(kwatch) / UpdateFunc called (client-go informer). CPU in %% of one core."
+         % (m["date"], m["machine"], m["objects"], m["clients"], fnum(m["seconds"], 0)), ""]
+    L += evreal_table(rows)
+    worst = max((r["p50_diff_ms"] for r in rows), default=float("nan"))
+    L += ["", "Target (issue 10): kwatch's lag p50 within 5 ms of client-go's: %s (largest difference "
+          "%+.1f ms)." % ("met" if worst <= 5 else "**not met**", worst)]
+    return "\n".join(L) + "\n"
+
+
+def evreal_line(rep):
+    m = rep["meta"]
+    return ("Lag from the real API server (%s, `evreal.py`, %d ConfigMaps; ceiling: %d PATCH clients): "
+            "kwatch's notification beside a client-go informer's UpdateFunc, from just before the PATCH:"
+            % (m["date"], m["objects"], m["clients"]))
+
+
 def readme_section(reps):
     """The README's table: the anchors of each run side by side; scale.py's
     reports (recognized by their "result") and servers.py's ("servers")
@@ -342,6 +383,7 @@ def readme_section(reps):
     scales = [r for r in reps if "result" in r]
     evs = [r for r in reps if "evstream" in r]
     multi = [r for r in reps if "servers" in r]
+    real = [r for r in reps if "evreal" in r]
     reps = [r for r in reps if "anchors" in r]
     names = []
     for rep in reps:
@@ -392,6 +434,8 @@ def readme_section(reps):
         L += [servers_line(s), ""]
     for e in evs:
         L += [evstream_line(e), ""] + evstream_table(e["evstream"]) + [""]
+    for e in real:
+        L += [evreal_line(e), ""] + evreal_table(e["evreal"]) + [""]
     return "\n".join(L).rstrip() + "\n"
 
 
@@ -408,7 +452,8 @@ def main():
     elif len(args) == 1:
         rep = json.load(open(args[0]))
         sys.stdout.write(scale_markdown(rep) if "result" in rep else evstream_markdown(rep) if "evstream" in rep
-                         else servers_markdown(rep) if "servers" in rep else markdown(rep))
+                         else servers_markdown(rep) if "servers" in rep
+                         else evreal_markdown(rep) if "evreal" in rep else markdown(rep))
     else:
         sys.exit(__doc__)
 
