@@ -29,8 +29,13 @@ usage: evstream.py [--objects 1000] [--bytes 2048] [--seconds 5]
    received (p50, p99, max; matched by resourceVersion, same host clock).
    kwatch "keeps up" at a rate when it applied >= 95% of the offered rate
    and the p99 lag stayed under 1 s; rate 0 shows its ceiling;
-4. with --perf RATE, the phase at that rate also runs `perf record` on the
-   worker and keeps the top symbols (self time) in the report;
+   Also the worker's transactions (COMMIT records in the phase's WAL, with
+   pg_walinspect when it can be created), so events per transaction, and
+   WAL bytes per event.  The whole sweep runs --repeat times; per rate the
+   round of median applied events/s is reported (every round in the JSON);
+4. with --perf RATE, the first round's phase at that rate also runs `perf
+   record -g` on the worker (a few % of overhead on that phase) and keeps
+   the top symbols by self time and by time under them in the report;
 5. unwatches (dropping the table) and drops the server.
 """
 import argparse
@@ -124,6 +129,21 @@ def counters(cur):
     return cur.fetchone()
 
 
+def wal_commits(cur, start):
+    """(WAL bytes since `start`, COMMIT records among them or None): the
+    transactions the worker committed in a phase (nothing else writes then),
+    read with pg_walinspect up to the flush LSN; None when it is missing or
+    a checkpoint already recycled the segments."""
+    cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), %s)::bigint", (start,))
+    total = cur.fetchone()[0]
+    try:
+        cur.execute("SELECT coalesce(sum(count), 0)::bigint FROM pg_get_wal_stats(%s, pg_current_wal_flush_lsn(), true)"
+                    " WHERE \"resource_manager/record_type\" = 'Transaction/COMMIT'", (start,))
+        return total, cur.fetchone()[0]
+    except psycopg2.Error:
+        return total, None
+
+
 def pct(xs, p):
     return xs[min(len(xs) - 1, max(0, int(round(len(xs) * p)) - 1))]
 
@@ -162,6 +182,8 @@ def phase(cur, streamer, listener, rate, count, worker, postmaster, scratch, per
     """One offered rate; returns its row."""
     path = os.path.join(scratch, "evstream-sent.bin")
     before = counters(cur)
+    cur.execute("SELECT pg_current_wal_insert_lsn()")
+    lsn0 = cur.fetchone()[0]
     listener.take()
     w0, pg0, s0, q0, t0 = (measure.cpu_s(worker), measure.pg_cpu_s(postmaster), measure.cpu_s(streamer.p.pid),
                            measure.schedstat(worker)[1], time.monotonic())
@@ -179,6 +201,7 @@ def phase(cur, streamer, listener, rate, count, worker, postmaster, scratch, per
     w1, pg1, s1, q1 = (measure.cpu_s(worker), measure.pg_cpu_s(postmaster), measure.cpu_s(streamer.p.pid),
                        measure.schedstat(worker)[1])
     after = counters(cur)
+    wal, commits = wal_commits(cur, lsn0)
     top = None
     if prof:
         prof[0].wait()
@@ -215,6 +238,8 @@ def phase(cur, streamer, listener, rate, count, worker, postmaster, scratch, per
         "lag_p50_ms": statistics.median(lags) if lags else None,
         "lag_p99_ms": pct(lags, 0.99) if lags else None,
         "lag_max_ms": lags[-1] if lags else None,
+        "wal_bytes_per_event": wal / sent if sent else None, "transactions": commits,
+        "events_per_transaction": sent / commits if commits else None,
     }
     row["kept_up"] = bool(rate and lags and len(lags) == sent and row["applied_per_s"] >= 0.95 * rate
                           and row["lag_p99_ms"] < 1000)
@@ -230,6 +255,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--rates", default="1000,5000,10000,20000,40000,0")
     ap.add_argument("--max-events", type=int, default=200000)
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of the whole sweep; medians reported")
     ap.add_argument("--perf", type=float, default=None, help="profile the worker at this offered rate")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
@@ -244,6 +270,10 @@ def main():
     conn.autocommit = True
     cur = conn.cursor()
     cur.execute("CREATE EXTENSION IF NOT EXISTS kwatch")
+    try:
+        cur.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+    except psycopg2.Error:
+        pass
     cur.execute("SELECT kwatch.unwatch(resource, server => server, drop_table => true)"
                 " FROM kwatch.registrations WHERE server = %s", (SERVER,))
     cur.execute("DROP SERVER IF EXISTS %s CASCADE" % SERVER)
@@ -270,27 +300,44 @@ def main():
 
     listener = Listener(channel)
     listener.start()
-    rows = []
+    rates = [float(x) for x in a.rates.split(",")]
+    runs = {r: [] for r in rates}
     try:
-        for r in [float(x) for x in a.rates.split(",")]:
-            count = min(a.max_events, int(r * a.seconds)) if r else a.max_events
-            time.sleep(1)
-            print("offered %s events/s: %d events..." % (int(r) or "unlimited", count), flush=True)
-            row = phase(cur, streamer, listener, r, count, worker, postmaster, scratch,
-                        perf=a.perf is not None and r == a.perf)
-            rows.append(row)
-            if not row["healthy"]:
-                print("  the watch is not healthy after this rate", flush=True)
+        for rnd in range(a.repeat):
+            for r in rates:
+                count = min(a.max_events, int(r * a.seconds)) if r else a.max_events
+                time.sleep(1)
+                print("round %d, offered %s events/s: %d events..." % (rnd + 1, int(r) or "unlimited", count),
+                      flush=True)
+                row = phase(cur, streamer, listener, r, count, worker, postmaster, scratch,
+                            perf=a.perf is not None and r == a.perf and rnd == 0)
+                runs[r].append(row)
+                print("  applied %s/s, lag p50 %s ms" % (row["applied_per_s"] and int(row["applied_per_s"]),
+                                                         row["lag_p50_ms"] and round(row["lag_p50_ms"], 1)),
+                      flush=True)
+                if not row["healthy"]:
+                    print("  the watch is not healthy after this rate", flush=True)
     finally:
         listener.stop()
         cur.execute("SELECT kwatch.unwatch('configmaps', server => %s, drop_table => true)", (SERVER,))
         cur.execute("DROP SERVER %s CASCADE" % SERVER)
         streamer.stop()
 
+    rows = []
+    for r in rates:
+        done = sorted(runs[r], key=lambda x: x["applied_per_s"] or 0)
+        if not done:
+            continue
+        med = dict(done[(len(done) - 1) // 2])
+        med["rounds_kept_up"] = sum(1 for x in done if x["kept_up"])
+        med["perf_top"] = next((x["perf_top"] for x in done if x.get("perf_top")), None)
+        med["perf_inclusive"] = next((x["perf_inclusive"] for x in done if x.get("perf_inclusive")), None)
+        med["runs"] = [{k: v for k, v in x.items() if not k.startswith("perf_")} for x in done]
+        rows.append(med)
     rep = {"evstream": rows, "meta": {
         "date": datetime.date.today().isoformat(), "machine": measure.machine(), "objects": a.objects,
         "event_bytes": streamer.event_bytes, "seconds_per_rate": a.seconds, "batch_size": int(batch),
-        "initial_sync_s": sync_s}}
+        "initial_sync_s": sync_s, "rounds": a.repeat}}
     with open(out_json, "w") as f:
         json.dump(rep, f, indent=1)
     sys.stdout.write(evstream_markdown(rep))
