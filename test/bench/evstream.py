@@ -185,8 +185,9 @@ def phase(cur, streamer, listener, rate, count, worker, postmaster, scratch, per
     cur.execute("SELECT pg_current_wal_insert_lsn()")
     lsn0 = cur.fetchone()[0]
     listener.take()
-    w0, pg0, s0, q0, t0 = (measure.cpu_s(worker), measure.pg_cpu_s(postmaster), measure.cpu_s(streamer.p.pid),
-                           measure.schedstat(worker)[1], time.monotonic())
+    w0, pg0, s0, q0, h0, t0 = (measure.cpu_s(worker), measure.pg_cpu_s(postmaster),
+                               measure.cpu_s(streamer.p.pid), measure.schedstat(worker)[1],
+                               measure.cpu_s(os.getpid()), time.monotonic())
     prof = perf_top(worker, max(2, count / rate if rate else 3), scratch) if perf else None
     sent, send_s = streamer.run(rate, count, path)
     # wait until the watch counted every event and the notifications arrived
@@ -198,8 +199,8 @@ def phase(cur, streamer, listener, rate, count, worker, postmaster, scratch, per
         time.sleep(0.02)
     time.sleep(0.2)
     wall = time.monotonic() - t0
-    w1, pg1, s1, q1 = (measure.cpu_s(worker), measure.pg_cpu_s(postmaster), measure.cpu_s(streamer.p.pid),
-                       measure.schedstat(worker)[1])
+    w1, pg1, s1, q1, h1 = (measure.cpu_s(worker), measure.pg_cpu_s(postmaster), measure.cpu_s(streamer.p.pid),
+                           measure.schedstat(worker)[1], measure.cpu_s(os.getpid()))
     after = counters(cur)
     wal, commits = wal_commits(cur, lsn0)
     top = None
@@ -233,6 +234,8 @@ def phase(cur, streamer, listener, rate, count, worker, postmaster, scratch, per
         "worker_cpu_pct": (w1 - w0) / wall * 100, "pg_cpu_pct": (pg1 - pg0) / wall * 100,
         "streamer_cpu_pct": (s1 - s0) / wall * 100, "phase_wall_s": wall,
         "worker_runqueue_pct": (q1 - q0) / wall * 100,
+        # this process: mostly the LISTENing thread (were it saturated, the lag would be its own)
+        "harness_cpu_pct": (h1 - h0) / wall * 100,
         "worker_cpu_us_per_event": (w1 - w0) / sent * 1e6 if sent else None,
         "pg_cpu_us_per_event": (pg1 - pg0) / sent * 1e6 if sent else None,
         "lag_p50_ms": statistics.median(lags) if lags else None,
@@ -309,8 +312,13 @@ def main():
                 time.sleep(1)
                 print("round %d, offered %s events/s: %d events..." % (rnd + 1, int(r) or "unlimited", count),
                       flush=True)
-                row = phase(cur, streamer, listener, r, count, worker, postmaster, scratch,
-                            perf=a.perf is not None and r == a.perf and rnd == 0)
+                try:
+                    row = phase(cur, streamer, listener, r, count, worker, postmaster, scratch,
+                                perf=a.perf is not None and r == a.perf and rnd == 0)
+                except RuntimeError as e:
+                    # e.g. kwatch reconnected mid-phase (the streamer writes to the watch it had)
+                    print("  failed: %s" % e, flush=True)
+                    continue
                 runs[r].append(row)
                 print("  applied %s/s, lag p50 %s ms" % (row["applied_per_s"] and int(row["applied_per_s"]),
                                                          row["lag_p50_ms"] and round(row["lag_p50_ms"], 1)),
