@@ -149,7 +149,7 @@ def pct(xs, p):
 
 
 def perf_top(pid, seconds, out_dir):
-    """`perf record` of pid for `seconds`; the top symbols by self time."""
+    """Starts `perf record -g` of pid for `seconds`; (the process, its data file) or None without perf."""
     if not shutil.which("perf"):
         return None
     data = os.path.join(out_dir, "evstream-perf.data")
