@@ -26,7 +26,6 @@ notify.
 """
 import argparse
 import datetime
-import platform
 import concurrent.futures
 import json
 import os
@@ -41,6 +40,7 @@ import psycopg2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from measure import machine  # noqa: E402,F401  (scale.py imports it from here)
 SERVER = os.environ["KWATCH_K8S_SERVER"]
 TOKEN = os.environ["KWATCH_K8S_TOKEN"]
 CTX = ssl.create_default_context(cafile=os.environ["KWATCH_K8S_CA"])
@@ -143,19 +143,6 @@ def notify_delay(events):
         return None
     return {"events": len(delays), "p50_ms": statistics.median(delays),
             "p95_ms": delays[max(0, int(len(delays) * 0.95) - 1)], "max_ms": delays[-1]}
-
-
-def machine():
-    cpu = "?"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    with open("/proc/meminfo") as f:
-        mem = int(f.readline().split()[1]) / 1024 / 1024
-    return "%d cores (%s), %.0f GB, Linux %s" % (os.cpu_count(), cpu, mem,
-                                                     platform.release())
 
 
 def mem_available_mb():

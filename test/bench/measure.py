@@ -19,6 +19,7 @@ PostgreSQL worker and the API server are measured the same way:
 import hashlib
 import json
 import os
+import platform
 import subprocess
 import threading
 import time
@@ -39,6 +40,18 @@ def cpu_s(pid):
     except (FileNotFoundError, ProcessLookupError):
         return 0.0
     return (int(f[11]) + int(f[12])) / TICK
+
+
+def schedstat(pid):
+    """(seconds on a CPU, seconds runnable but waiting for one) of a process
+    (/proc/<pid>/schedstat; (0, 0) if it is gone): on a shared machine the
+    second says how much of a phase a process lost to others."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            run, wait = f.read().split()[:2]
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0, 0.0
+    return int(run) / 1e9, int(wait) / 1e9
 
 
 def children(ppid):
@@ -110,14 +123,20 @@ class Sampler(threading.Thread):
 
 def build_launcher(bench_dir):
     """Compiles rusage.c into bench_dir/bin/rusage unless it is current."""
-    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rusage.c")
-    out = os.path.join(bench_dir, "bin", "rusage")
-    key = hashlib.sha256(open(src, "rb").read()).hexdigest()
+    return build_c(bench_dir, "rusage")
+
+
+def build_c(bench_dir, name, flags=()):
+    """Compiles test/bench/NAME.c into bench_dir/bin/NAME unless it is
+    current (same source and flags); returns the binary's path."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".c")
+    out = os.path.join(bench_dir, "bin", name)
+    key = hashlib.sha256(open(src, "rb").read() + repr(list(flags)).encode()).hexdigest()
     stamp = out + ".stamp"
     if os.path.exists(out) and os.path.exists(stamp) and open(stamp).read() == key:
         return out
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    subprocess.run(["cc", "-O2", "-Wall", "-o", out, src], check=True)
+    subprocess.run(["cc", "-O2", "-Wall", "-o", out, src] + list(flags), check=True)
     with open(stamp, "w") as f:
         f.write(key)
     return out
@@ -135,3 +154,17 @@ def run_child(launcher, argv, stdout=subprocess.DEVNULL, timeout=3600):
         raise RuntimeError("%s failed (%s): %s" % (argv[0], res and res["status"], "\n".join(lines[-10:])))
     return res["wall_s"], res["maxrss_kb"], res["user_s"] + res["sys_s"], \
         p.stdout if stdout == subprocess.PIPE else None
+
+
+def machine():
+    """"N cores (model), M GB, Linux release" for the reports."""
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem = int(f.readline().split()[1]) / 1024 / 1024
+    return "%d cores (%s), %.0f GB, Linux %s" % (os.cpu_count(), cpu, mem,
+                                                     platform.release())

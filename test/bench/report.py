@@ -4,11 +4,14 @@ README's "Performance" table from one or more such reports.
 
 usage: report.py REPORT.json                     print the full Markdown report
        report.py --readme README.md A.json [B.json ...] [scale-200.json]
+                 [servers-20.json] [evstream.json] [evreal.json]
                  replace the text between the README's markers
                  <!-- make bench: begin --> and <!-- make bench: end -->
                  with the side-by-side table of these runs (one column
-                 group per run, e.g. 10,000 and 50,000 pods) and a
-                 sentence for scale.py's report
+                 group per run, e.g. 10,000 and 50,000 pods), a sentence
+                 for scale.py's and servers.py's reports, evstream.py's
+                 table of rates and evreal.py's lags (each kind recognized
+                 by its keys)
 
 Targets checked (issue 10, item 6), from the figures of one run:
   initial sync <= 1.2 x max(LIST floor, COPY floor), the LIST floor being
@@ -230,19 +233,201 @@ def scale_line(s):
                r["worker_rss_after_mb"], r["idle_worker_cpu_pct"], r["change_to_row_ms"]))
 
 
+def inum(x):
+    """An integer figure with thousands separators ("-" for None)."""
+    return "-" if x is None else "{:,.0f}".format(x)
+
+
+def _rate(r):
+    return "unlimited" if not r["offered_per_s"] else "{:,}".format(int(r["offered_per_s"]))
+
+
+def evstream_table(rows, compact=False):
+    """The rates as Markdown; compact (the README's): fewer columns."""
+    if compact:
+        L = ["| offered events/s | applied with NOTIFY/s | worker CPU (waiting for a CPU) | worker µs/event | "
+             "events/transaction | lag p50 / p99 | kept up |", "|---|---|---|---|---|---|---|"]
+    else:
+        L = ["| offered events/s | sent | sent/s | applied with NOTIFY/s | worker CPU | worker waiting for a CPU | "
+             "PostgreSQL CPU | worker µs/event | events/transaction | lag p50 | lag p99 | lag max | kept up |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        runs = r.get("runs") or []
+        kept = ("yes" if r["kept_up"] else "**no**") if not runs or len(runs) < 2 else \
+            "%s (%d of %d rounds)" % ("yes" if r["kept_up"] else "**no**", r["rounds_kept_up"], len(runs))
+        kept = "-" if not r["offered_per_s"] else kept
+        wait = "%.0f%%" % r["worker_runqueue_pct"] if "worker_runqueue_pct" in r else "-"
+        if compact:
+            L.append("| %s | %s | %.0f%% (%s) | %s | %s | %s / %s ms | %s |" % (
+                _rate(r), inum(r["applied_per_s"]), r["worker_cpu_pct"], wait,
+                fnum(r["worker_cpu_us_per_event"], 0), fnum(r.get("events_per_transaction"), 1),
+                fnum(r["lag_p50_ms"], 1), fnum(r["lag_p99_ms"], 1), kept))
+            continue
+        L.append("| %s | %s | %s | %s | %.0f%% | %s | %.0f%% | %s | %s | %s ms | %s ms | %s ms | %s |" % (
+            _rate(r), "{:,}".format(r["sent"]), inum(r["sent_per_s"]), inum(r["applied_per_s"]),
+            r["worker_cpu_pct"], wait, r["pg_cpu_pct"], fnum(r["worker_cpu_us_per_event"], 0),
+            fnum(r.get("events_per_transaction"), 1),
+            fnum(r["lag_p50_ms"], 1), fnum(r["lag_p99_ms"], 1), fnum(r["lag_max_ms"], 1), kept))
+    return L
+
+
+def evstream_summary(rep):
+    """(highest offered rate kept up with, the unlimited row's applied/s)."""
+    rows = rep["evstream"]
+    kept = [r["offered_per_s"] for r in rows if r["offered_per_s"] and r["kept_up"]]
+    ceiling = max([r["applied_per_s"] or 0 for r in rows] or [0])
+    return (max(kept) if kept else None), ceiling
+
+
+def evstream_markdown(rep):
+    """evstream.py's report as Markdown."""
+    m, rows = rep["meta"], rep["evstream"]
+    kept, ceiling = evstream_summary(rep)
+    L = ["", "## Watch events applied per second (synthetic event source, `evstream.py`)", "",
+         "%s, %s; one watch on %s ConfigMaps, MODIFIED events of %s bytes each (as framed on the wire), "
+         "kwatch.batch_size %d; %s s per rate; %s. Lag: send time stamped by the streamer -> notification "
+         "received on a LISTENing connection. CPU in %% of one core over the phase; \"waiting for a CPU\": "
+         "runnable but not running (other work on the machine)."
+         % (m["date"], m["machine"], "{:,}".format(m["objects"]), "{:,}".format(m["event_bytes"]), m["batch_size"],
+            fnum(m["seconds_per_rate"], 0),
+            "the round of median applied events/s of %d" % m["rounds"] if m.get("rounds", 1) > 1
+            else "one round"), ""]
+    L += evstream_table(rows)
+    L += ["", "Highest offered rate kept up with: %s; most applied with NOTIFY: %s events/s. "
+          "Target (issue 10): >= 20,000 events/s applied with NOTIFY on 2 cores: %s."
+          % ("{:,} events/s".format(int(kept)) if kept else "none", inum(ceiling),
+             "met" if ceiling >= 20000 else "**not met**")]
+    busy = [r for r in rows if r.get("harness_cpu_pct", 0) > 80]
+    if busy:
+        L.append("The LISTENing harness used over 80%% of a core at %s events/s: the lag there is partly its own."
+                 % ", ".join(_rate(r) for r in busy))
+    odd = [r for r in rows if r["relists"] or r["notifications_received"] != r["sent"]]
+    for r in odd:
+        L.append("At %s events/s: %d relists, %d of %d notifications received." % (
+            _rate(r), r["relists"], r["notifications_received"], r["sent"]))
+    for r in rows:
+        if r.get("perf_top"):
+            L += ["", "Where the worker spends CPU at %s events/s (`perf record`, self time):" % _rate(r), "",
+                  "| % | object | symbol |", "|---|---|---|"]
+            for x in r["perf_top"][:15]:
+                L.append("| %.1f | %s | `%s` |" % (x["pct"], x["dso"], x["symbol"]))
+            if r.get("perf_inclusive"):
+                L += ["", "Time under each function (`perf report --children`; kwatch.so's own frames "
+                      "need its symbols):", "", "| % | object | function |", "|---|---|---|"]
+                for x in r["perf_inclusive"][:20]:
+                    L.append("| %.1f | %s | `%s` |" % (x["pct"], x["dso"], x["symbol"]))
+    return "\n".join(L) + "\n"
+
+
+def evstream_line(rep):
+    m = rep["meta"]
+    kept, ceiling = evstream_summary(rep)
+    return ("Watch events applied with NOTIFY (%s, `evstream.py`: a C streamer replaying pre-encoded "
+            "MODIFIED events of %s bytes on %s ConfigMaps to one watch, %s; lag from send to notification "
+            "received; CPU in %% of one core): kept up with up to %s events/s, at most %s events/s applied "
+            "(issue 10's target, >= 20,000 events/s on 2 cores: %s)."
+            % (m["date"], "{:,}".format(m["event_bytes"]), "{:,}".format(m["objects"]),
+               "median round of %d" % m["rounds"] if m.get("rounds", 1) > 1 else "one round",
+               "{:,}".format(int(kept)) if kept else "none", inum(ceiling),
+               "met" if ceiling >= 20000 else "not met"))
+
+
+def servers_markdown(rep):
+    """servers.py's report as Markdown."""
+    r, m = rep["servers"], rep["meta"]
+    L = ["", "## %d API servers at once, one watch each (`servers.py`)" % r["servers"], "",
+         "%s, %s; %d ConfigMaps on each fake API server (test/fakeapi, %s), %s in all."
+         % (m["date"], m["machine"], m["objects_per_server"], m["fake_processes_note"], "{:,}".format(r["objects"])), "",
+         "| | |", "|---|---|",
+         "| `watch()` calls | %.1f s for %d |" % (r["register_s"], r["servers"]),
+         "| time to all synced (from the first call) | %.1f s |" % r["all_synced_s"],
+         "| kwatch processes | %d |" % r["kwatch_processes"],
+         "| worker TCP connections to the API servers | %d (%d servers with one) |"
+         % (r["tcp_connections"], r["servers_connected"]),
+         "| worker RssAnon before / peak / after | %.0f / %.0f / %.0f MB |"
+         % (r["worker_rss_before_mb"], r["worker_rss_peak_mb"], r["worker_rss_after_mb"]),
+         "| worker CPU while syncing | %.2f s |" % r["sync_worker_cpu_s"],
+         "| worker CPU idle, all watches open | %.2f%% of a core over %.0f s |"
+         % (r["idle_worker_cpu_pct"], r["idle_seconds"]),
+         "| WATCH / LIST requests, relists, unhealthy after the idle period | %d / %d, %d, %d |"
+         % (r["watch_calls"], r["list_calls"], r["relists"], r["unhealthy_after_idle"]),
+         "| a change on the last server -> its NOTIFY | %.1f ms |" % r["change_to_notify_ms"]]
+    return "\n".join(L) + "\n"
+
+
+def servers_line(s):
+    r, m = s["servers"], s["meta"]
+    return ("%d API servers at once, one watch each (%d ConfigMaps each; %s, `servers.py`, fake API "
+            "servers): all synced %.1f s after the first `watch()` call; %d kwatch process, %d TCP "
+            "connections (one per server); worker RssAnon %.0f MB before, %.0f MB peak, %.0f MB after; "
+            "worker CPU idle %.2f%% of a core; a change on the last server reached its NOTIFY in %.0f ms."
+            % (r["servers"], m["objects_per_server"], m["date"], r["all_synced_s"], r["kwatch_processes"],
+               r["tcp_connections"], r["worker_rss_before_mb"], r["worker_rss_peak_mb"],
+               r["worker_rss_after_mb"], r["idle_worker_cpu_pct"], r["change_to_notify_ms"]))
+
+
+def evreal_table(rows):
+    L = ["| phase | PATCHes | PATCHes/s | kwatch lag p50 / p99 / max | client-go lag p50 / p99 / max | "
+         "kwatch p50 - client-go p50 | worker CPU | informer CPU | apiserver CPU |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        k, c = r["kwatch"], r["client_go"]
+
+        def lag(x):
+            if not x.get("received"):
+                return "none received"
+            miss = "" if x["received"] == x["events"] else " (%d of %d)" % (x["received"], x["events"])
+            return "%s / %s / %s ms%s" % (fnum(x["p50_ms"], 1), fnum(x["p99_ms"], 1), fnum(x["max_ms"], 1), miss)
+        L.append("| %s | %s | %s | %s | %s | %+.1f ms | %.0f%% | %.0f%% | %.0f%% |" % (
+            r["phase"], "{:,}".format(r["events"]), inum(r["patches_per_s"]), lag(k), lag(c),
+            r["p50_diff_ms"], r["worker_cpu_pct"], r["informer_cpu_pct"], r["apiserver_cpu_pct"]))
+    return L
+
+
+def evreal_markdown(rep):
+    """evreal.py's report as Markdown."""
+    m, rows = rep["meta"], rep["evreal"]
+    L = ["", "## Lag from the real API server: kwatch beside client-go (`evreal.py`)", "",
+         "%s, %s; %d ConfigMaps; paced: one PATCH at a time; ceiling: %d client processes PATCHing as fast "
+         "as the API server answers for %s s. Lag: just before the PATCH -> notification received "
+         "(kwatch) / UpdateFunc called (client-go informer). CPU in %% of one core."
+         % (m["date"], m["machine"], m["objects"], m["clients"], fnum(m["seconds"], 0)), ""]
+    L += evreal_table(rows)
+    worst = max((r["p50_diff_ms"] for r in rows), default=float("nan"))
+    L += ["", "Target (issue 10): kwatch's lag p50 within 5 ms of client-go's: %s (largest difference "
+          "%+.1f ms)." % ("met" if worst <= 5 else "**not met**", worst)]
+    return "\n".join(L) + "\n"
+
+
+def evreal_line(rep):
+    m = rep["meta"]
+    worst = max((r["p50_diff_ms"] for r in rep["evreal"]), default=float("nan"))
+    return ("Lag from the real API server (%s, `evreal.py`, %d ConfigMaps; ceiling: %d PATCH clients): "
+            "kwatch's notification beside a client-go informer's UpdateFunc, from just before the PATCH "
+            "(issue 10's target, p50 within 5 ms of client-go's: %s, %+.1f ms at most):"
+            % (m["date"], m["objects"], m["clients"], "met" if worst <= 5 else "not met", worst))
+
+
 def readme_section(reps):
     """The README's table: the anchors of each run side by side; scale.py's
-    reports (recognized by their "result") become one sentence each."""
+    reports (recognized by their "result") and servers.py's ("servers")
+    become one sentence each, evstream.py's ("evstream") a sentence and its
+    table of rates."""
     scales = [r for r in reps if "result" in r]
+    evs = [r for r in reps if "evstream" in r]
+    multi = [r for r in reps if "servers" in r]
+    real = [r for r in reps if "evreal" in r]
     reps = [r for r in reps if "anchors" in r]
     names = []
     for rep in reps:
         for a in rep["anchors"]:
             if a["name"] not in names:
                 names.append(a["name"])
+    L = []
     head = "| |" + "".join(" %s pods: s | obj/s | RSS MB | CPU s |" % "{:,}".format(r["meta"]["objects"])
                            for r in reps)
-    L = [head, "|---|" + "---|---|---|---|" * len(reps)]
+    if reps:
+        L += [head, "|---|" + "---|---|---|---|" * len(reps)]
     for n in names:
         cells = ""
         for rep in reps:
@@ -250,7 +435,8 @@ def readme_section(reps):
             cells += (" %s | %s | %s | %s |" % (fnum(a["seconds"]), fnum(a["objects_per_s"], 0),
                                                  fnum(a["rss_mb"], 0), fnum(a["cpu_s"]))) if a else " | | | |"
         L.append("| %s |%s" % (n, cells))
-    L.append("")
+    if reps:
+        L.append("")
     for rep in reps:
         m, r = rep["meta"], ratios(rep)
         rel, ev = rep.get("relist") or {}, rep.get("wal_per_event") or {}
@@ -277,6 +463,12 @@ def readme_section(reps):
         L.append("")
     for s in scales:
         L += [scale_line(s), ""]
+    for s in multi:
+        L += [servers_line(s), ""]
+    for e in evs:
+        L += [evstream_line(e), ""] + evstream_table(e["evstream"], compact=True) + [""]
+    for e in real:
+        L += [evreal_line(e), ""] + evreal_table(e["evreal"]) + [""]
     return "\n".join(L).rstrip() + "\n"
 
 
@@ -292,7 +484,9 @@ def main():
         open(args[1], "w").write(new)
     elif len(args) == 1:
         rep = json.load(open(args[0]))
-        sys.stdout.write(scale_markdown(rep) if "result" in rep else markdown(rep))
+        sys.stdout.write(scale_markdown(rep) if "result" in rep else evstream_markdown(rep) if "evstream" in rep
+                         else servers_markdown(rep) if "servers" in rep
+                         else evreal_markdown(rep) if "evreal" in rep else markdown(rep))
     else:
         sys.exit(__doc__)
 

@@ -4,8 +4,10 @@
 # beside the client-go informer, kubectl, the LIST and COPY floors, relist
 # and WAL costs, queries, NOTIFY delay: Markdown on stdout, JSON in
 # $KWATCH_BENCH_DIR/bench-$PODS.json), then events.py, history.py,
-# relist.py and, last (its CRDs keep a 1.20 apiserver busy for minutes),
-# scale.py with SCALE_CRDS (default 200; 0 skips it); stops both servers
+# relist.py, evreal.py (lag from the apiserver beside client-go),
+# evstream.py (events/s from a synthetic source), servers.py (20 API
+# servers at once) and, last (its CRDs keep a 1.20 apiserver busy for
+# minutes), scale.py with SCALE_CRDS (default 200; 0 skips it); stops both servers
 # (unless KWATCH_KEEP=1).  KWATCH_BENCH_NO_BUILD=1 skips building and
 # installing kwatch (when the installed one is current).
 set -euo pipefail
@@ -25,9 +27,13 @@ export PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres
 # history.py syncs the pods bench.py left in k8s.pods; relist.py drops that table
 /usr/bin/python3 test/bench/history.py
 /usr/bin/python3 test/bench/relist.py
+/usr/bin/python3 test/bench/evreal.py --json "$dir/evreal.json"
+# these two bring API servers of their own (a C streamer, fake API servers)
+/usr/bin/python3 test/bench/evstream.py --perf 20000 --json "$dir/evstream.json"
+/usr/bin/python3 test/bench/servers.py --servers 20 --json "$dir/servers-20.json"
 if [ "$crds" -gt 0 ]; then
   /usr/bin/python3 test/bench/scale.py --crds "$crds" --json "$dir/scale-$crds.json"
 fi
 echo
-echo "JSON reports: $dir/bench-$pods.json$([ "$crds" -gt 0 ] && echo " $dir/scale-$crds.json")"
-echo "README table: python3 test/bench/report.py --readme README.md $dir/bench-10000.json [$dir/bench-50000.json] $dir/scale-200.json"
+echo "JSON reports: $dir/bench-$pods.json$([ "$crds" -gt 0 ] && echo " $dir/scale-$crds.json") $dir/evreal.json $dir/evstream.json $dir/servers-20.json"
+echo "README table: python3 test/bench/report.py --readme README.md $dir/bench-10000.json [$dir/bench-50000.json] $dir/scale-200.json $dir/servers-20.json $dir/evstream.json $dir/evreal.json"
