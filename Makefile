@@ -12,6 +12,7 @@ OBJS = \
 	src/credential.o \
 	src/decode.o \
 	src/redact.o \
+	src/column_functions.o \
 	src/watch.o \
 	src/sync.o \
 	src/history.o \

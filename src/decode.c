@@ -1127,6 +1127,9 @@ close_container(KwListDecoder *dec, ListChunk *ch, size_t i, int d,
 	{
 		flush_run(dec, ch, i + 1);
 		dec->capturing = false;
+		/* grown past the limit by its last run (a string member at its end) */
+		if (!dec->item_skip[0] && dec->capture.len > KW_MAX_OBJECT_BYTES)
+			skip_item(dec, "larger than %d MB", KW_MAX_OBJECT_BYTES / (1024 * 1024));
 		if (!emit_item(dec, cb, arg))
 			return false;
 	}

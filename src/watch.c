@@ -985,10 +985,9 @@ apply_events_singly(KwWatch *w, KwApplyCounts *counts, char **err, int *sqlstate
 }
 
 /*
- * kw_watch_has_pending: whether kw_watch_flush has work: decoded events or
- * list items, or a completed LIST to merge.
+ * pending_work: whether anything decoded waits to be applied: events, list
+ * items, or a completed LIST to merge.
  */
-/* pending_work: whether anything decoded waits to be applied. */
 static bool
 pending_work(KwWatch *w)
 {
@@ -996,6 +995,11 @@ pending_work(KwWatch *w)
 		(w->list_finish_pending && w->xfer == XFER_NONE && w->merge == NULL);
 }
 
+/*
+ * kw_watch_has_pending: whether kw_watch_flush has work now (pending_work),
+ * false while a batch kept after a lock timeout waits for its retry time.
+ * Called by the worker loop (worker.c) on every pass.
+ */
 bool
 kw_watch_has_pending(KwWatch *w)
 {

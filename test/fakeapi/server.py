@@ -549,7 +549,10 @@ class FakeAPI:
         """An outage: cut every open connection; while down, close new ones at once."""
         with self.cond:
             self.down = down
-            self.epoch += 1
+            if down:
+                # only going down cuts watches: coming back up must not cut
+                # one that started in between (it would end with no event)
+                self.epoch += 1
             self.cond.notify_all()
         if down:
             self._cut_all()

@@ -250,6 +250,16 @@ def test_100k_deep_object_in_watch_is_skipped(ctx, fake):
     wait_until(lambda: later["metadata"]["uid"] in rows(), 30, "the watch to go on")
 
 
+def test_object_over_64mb_in_list_is_skipped(ctx, fake):
+    """An item larger than the decoder's limit (64 MB, src/decode.c) whose
+    last member is the string that makes it so: the item ends right after
+    the string, and is skipped all the same, the others stored."""
+    huge = pod("huge")
+    huge["zzNote"] = "x" * (65 << 20)
+    _, _, st, _, log = run_case(ctx, fake, huge, "list", "skipped")
+    assert "larger than 64 MB" in log, log[-2000:]
+
+
 def test_object_without_uid_is_skipped(ctx, fake):
     srv = fake_server(ctx, fake)
     mark = log_mark()

@@ -189,6 +189,51 @@ SELECT column_name, column_type, expression FROM kwatch.live_columns('stable.exa
 SELECT cardinality(kwatch.typed_columns('', 'pods'));
 DELETE FROM kwatch.printer_columns;
 
+-- Extension update 0.3.0 -> 0.4.0: the generated columns' functions in C,
+-- same OIDs (the columns that call them are untouched), same values
+SELECT p.oid AS restart_count_oid FROM pg_proc p WHERE p.oid = 'kwatch.pod_restart_count'::regproc \gset
+ALTER EXTENSION kwatch UPDATE TO '0.4.0';
+SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
+SELECT proname, l.lanname, p.provolatile, p.proisstrict, p.proconfig
+  FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+ WHERE p.pronamespace = 'kwatch'::regnamespace
+   AND proname IN ('k8s_timestamp', 'pod_restart_count', 'condition_true', 'jsonb_integer',
+                   'jsonb_number', 'jsonb_boolean', 'jsonb_timestamp') ORDER BY 1;
+SELECT 'kwatch.pod_restart_count'::regproc::oid = :restart_count_oid AS same_oid;
+SELECT kwatch.jsonb_integer('3'), kwatch.jsonb_integer('3.7'), kwatch.jsonb_integer('"3"'),
+       kwatch.jsonb_integer('1e30'), kwatch.jsonb_integer(NULL), kwatch.jsonb_integer('-3.7'),
+       kwatch.jsonb_integer('9223372036854775807'), kwatch.jsonb_integer('9223372036854775808');
+SELECT kwatch.jsonb_number('0.25'), kwatch.jsonb_number('true'), kwatch.jsonb_number('1e400'),
+       kwatch.jsonb_number('{"a": 1}');
+SELECT kwatch.jsonb_boolean('true'), kwatch.jsonb_boolean('"true"'), kwatch.jsonb_boolean('null');
+SELECT kwatch.jsonb_timestamp('"2024-05-01T10:00:00Z"') AT TIME ZONE 'UTC' AS utc,
+       kwatch.jsonb_timestamp('"2024-02-31T10:00:00Z"') AS feb31,
+       kwatch.jsonb_timestamp('"now"') AS now, kwatch.jsonb_timestamp('17') AS number,
+       kwatch.jsonb_timestamp('"2024-05-01t10:00:00.123456+02:00"') AT TIME ZONE 'UTC' AS offset,
+       kwatch.jsonb_timestamp('"2024-05-01T10:00:00+02"') AS short_offset;
+SELECT kwatch.k8s_timestamp('2024-05-01T10:00:00Z') AT TIME ZONE 'UTC' AS ts,
+       kwatch.k8s_timestamp('2024-13-01T10:00:00Z') AS month13,
+       kwatch.k8s_timestamp('2024-05-01 10:00:00 Mars/Olympus') AS zone,
+       kwatch.k8s_timestamp('') AS empty, kwatch.k8s_timestamp(NULL) AS null;
+SELECT kwatch.pod_restart_count('{"status":{"containerStatuses":[{"restartCount":2},{"restartCount":"3"},
+         {"restartCount":1.5},{"restartCount":true},{"name":"x"},7,null]}}') AS sum,
+       kwatch.pod_restart_count('{"status":{"containerStatuses":{"restartCount":2}}}') AS object,
+       kwatch.pod_restart_count('{"status":null}') AS null_status, kwatch.pod_restart_count(NULL) AS null,
+       kwatch.pod_restart_count('{"status":{"containerStatuses":[{"restartCount":2147483647},{"restartCount":1}]}}') AS overflow;
+SELECT kwatch.condition_true('{"status":{"conditions":[{"type":"PodScheduled","status":"True"},
+         {"type":"Ready","status":"True"}]}}', 'Ready') AS ready,
+       kwatch.condition_true('{"status":{"conditions":[{"type":"Ready","status":"true"}]}}', 'Ready') AS lower,
+       kwatch.condition_true('{"status":{"conditions":"Ready"}}', 'Ready') AS scalar,
+       kwatch.condition_true('{}', 'Ready') AS none, kwatch.condition_true(NULL, 'Ready') AS null,
+       kwatch.condition_true('{"status":{"conditions":[{"type":"Ready","status":"True"}]}}', NULL) AS null_type;
+-- a row whose values 0.3.0 rejected (a bad timestamp, a bad count) is stored
+INSERT INTO k8s.upgrade_pods (cluster, uid, resource_version, object)
+VALUES ('prod', 'u-odd', '9', '{"metadata": {"name": "odd", "namespace": "ns", "uid": "u-odd",
+        "creationTimestamp": "yesterday"},
+        "status": {"containerStatuses": [{"restartCount": "many"}, {"restartCount": 4}],
+                   "conditions": [{"type": "Ready", "status": "True"}]}}');
+SELECT name, created_at, restart_count, ready FROM k8s.upgrade_pods WHERE uid = 'u-odd';
+
 DELETE FROM kwatch.registrations;
 DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets;
 DROP OWNED BY kw_upgrade_owner;
