@@ -168,8 +168,11 @@ escape_nul(const char *s, int len, int *newlen)
 
 	for (int i = 0; i < len; i++)
 	{
-		if (s[i] != '\\')
-			continue;
+		const char *bs = memchr(s + i, '\\', len - i);
+
+		if (bs == NULL)
+			break;
+		i = bs - s;
 		if (i + 5 < len && s[i + 1] == 'u' && memcmp(s + i + 2, "0000", 4) == 0)
 		{
 			replace_at(&rw, i, 6, "\\\\u0000");
@@ -193,13 +196,20 @@ repair_utf8(const char *s, int len, int *newlen)
 
 	while (i < len)
 	{
-		int			l = pg_utf_mblen((const unsigned char *) s + i);
+		int			l;
+		uint64		w;
 
+		/* ASCII, the usual text, eight bytes at a time */
+		while (i + 8 <= len && (memcpy(&w, s + i, 8), (w & UINT64CONST(0x8080808080808080)) == 0))
+			i += 8;
+		if (i >= len)
+			break;
 		if ((unsigned char) s[i] < 0x80)
 		{
 			i++;
 			continue;
 		}
+		l = pg_utf_mblen((const unsigned char *) s + i);
 		if (i + l <= len && pg_utf8_islegal((const unsigned char *) s + i, l))
 		{
 			i += l;
@@ -225,9 +235,11 @@ fix_surrogates(const char *s, int len, int *newlen)
 	for (int i = 0; i < len; i++)
 	{
 		unsigned int v;
+		const char *bs = memchr(s + i, '\\', len - i);
 
-		if (s[i] != '\\')
-			continue;
+		if (bs == NULL)
+			break;
+		i = bs - s;
 		if (!(i + 5 < len && s[i + 1] == 'u'))
 		{
 			i++;				/* skip the escaped character */
