@@ -73,6 +73,7 @@ struct KwSyncPlans
 	SPIPlanPtr	merge;			/* ($1 cluster) */
 	SPIPlanPtr	sweep;			/* ($1 cluster) */
 	SPIPlanPtr	insert;			/* ($1 uid[], $2 rv[], $3 json[], $4 cluster) */
+	SPIPlanPtr	lock;			/* ($1 id) */
 	bool		relist_direct;	/* this list goes straight into the mirror */
 	char	   *stage_table;	/* kwatch_stage.relist_stage_<id>, qualified */
 	char	   *qualified;		/* k8s."table" */
@@ -384,7 +385,7 @@ kw_sync_plans_create(KwRegistration *reg, MemoryContext cxt)
 void
 kw_sync_plans_free(KwSyncPlans *p)
 {
-	SPIPlanPtr *all[7];
+	SPIPlanPtr *all[8];
 
 	if (p == NULL)
 		return;
@@ -395,6 +396,7 @@ kw_sync_plans_free(KwSyncPlans *p)
 	all[4] = &p->merge;
 	all[5] = &p->sweep;
 	all[6] = &p->insert;
+	all[7] = &p->lock;
 	for (int i = 0; i < lengthof(all); i++)
 		if (*all[i])
 		{
@@ -427,6 +429,37 @@ save_checkpoint(KwSyncPlans *p, KwRegistration *reg, const char *rv)
 	rc = SPI_execute_plan(p->checkpoint, values, NULL, false, 0);
 	if (rc != SPI_OK_UPDATE)
 		elog(ERROR, "checkpoint update failed: %s", SPI_result_code_string(rc));
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("watch %d of %s was removed", reg->id, reg->plural)));
+}
+
+/*
+ * lock_registration: locks the watch's registration row, as
+ * save_checkpoint does, for a transaction that writes the mirror table
+ * without moving the checkpoint (a batch of a list going straight into
+ * the table): kwatch.unwatch(), which deletes the row, and the batch
+ * serialize, and a watch removed meanwhile rolls the batch back instead of
+ * leaving rows nobody owns.  ERRORs (ERRCODE_UNDEFINED_OBJECT) when the
+ * registration is gone.
+ */
+static void
+lock_registration(KwSyncPlans *p, KwRegistration *reg)
+{
+	Datum		id = Int32GetDatum(reg->id);
+	int			rc;
+
+	if (p->lock == NULL)
+	{
+		Oid			type = INT4OID;
+
+		p->lock = prepare("SELECT 1 FROM kwatch.registrations WHERE id = $1 FOR UPDATE",
+						  1, &type);
+	}
+	rc = SPI_execute_plan(p->lock, &id, NULL, false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "registration lock failed: %s", SPI_result_code_string(rc));
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -519,9 +552,12 @@ uid_set(const char *name, int n)
 
 /*
  * apply_segment: applies events[0..n), whose uids are all different, with
- * at most two statements (their upserts, their deletes: on different uids
- * they commute), then reports each row written, in the events' order, to
- * the event stream and NOTIFY.  Runs as the table's owner (the caller's).
+ * at most two statements, their deletes then their upserts (on different
+ * uids they commute for the table; deletes first, a name deleted and
+ * created again under a new uid is never held by two rows at once, for a
+ * unique index or a history reader), then reports each row written, in
+ * the events' order, to the event stream and NOTIFY.  Runs as the table's
+ * owner (the caller's).
  */
 static void
 apply_segment(KwSyncPlans *p, KwRegistration *reg, Datum cluster, KwEvent **events,
@@ -541,6 +577,15 @@ apply_segment(KwSyncPlans *p, KwRegistration *reg, Datum cluster, KwEvent **even
 		else
 			ups[nups++] = events[i]->obj;
 	}
+	if (ndels > 0)
+	{
+		Datum		values[2] = {cluster, text_array(dels, ndels, 0)};
+
+		rc = SPI_execute_plan(p->delete, values, NULL, false, 0);
+		if (rc != SPI_OK_DELETE_RETURNING)
+			elog(ERROR, "delete failed: %s", SPI_result_code_string(rc));
+		record_applied(applied, false);
+	}
 	if (nups > 0)
 	{
 		Datum		values[4] = {text_array(ups, nups, 0), text_array(ups, nups, 1),
@@ -550,15 +595,6 @@ apply_segment(KwSyncPlans *p, KwRegistration *reg, Datum cluster, KwEvent **even
 		if (rc != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "upsert failed: %s", SPI_result_code_string(rc));
 		record_applied(applied, true);
-	}
-	if (ndels > 0)
-	{
-		Datum		values[2] = {cluster, text_array(dels, ndels, 0)};
-
-		rc = SPI_execute_plan(p->delete, values, NULL, false, 0);
-		if (rc != SPI_OK_DELETE_RETURNING)
-			elog(ERROR, "delete failed: %s", SPI_result_code_string(rc));
-		record_applied(applied, false);
 	}
 
 	for (int i = 0; i < n; i++)
@@ -916,13 +952,14 @@ static char *
 stage_batch(KwSyncPlans *p, KwRegistration *reg, KwObject *objs, int n,
 			int *sqlstate, KwApplyCounts *counts)
 {
-	SPIPlanPtr	plan = insert_plan(p);
+	SPIPlanPtr	plan;
 	KwAsOwner	as_owner = {0};
 	char	   *err;
 
 	if (!p->relist_direct)
-		return stage_try(plan, CStringGetTextDatum(reg->server), objs, n, sqlstate);
-	kw_as_owner_begin(table_owner(reg), &as_owner);
+		return stage_try(insert_plan(p), CStringGetTextDatum(reg->server), objs, n, sqlstate);
+	kw_as_owner_begin(table_owner(reg), &as_owner);	/* planning included */
+	plan = insert_plan(p);
 	err = stage_try(plan, CStringGetTextDatum(reg->server), objs, n, sqlstate);
 	kw_as_owner_end(&as_owner);
 	if (err == NULL)
@@ -953,6 +990,8 @@ kw_sync_relist_stage(KwSyncPlans *p, KwRegistration *reg, KwObject *objs,
 
 	if (nobjs == 0)
 		return 0;
+	if (p->relist_direct)
+		lock_registration(p, reg);
 	if ((err = stage_batch(p, reg, objs, nobjs, &sqlstate, counts)) == NULL)
 	{
 		if (p->relist_direct)

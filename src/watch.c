@@ -93,7 +93,8 @@ struct KwWatch
 	char	   *resume_rv;		/* last RV received; NULL = must list */
 	bool		need_list;
 	bool		list_with_rv;	/* relist NotOlderThan resume_rv (PROTOCOL 22) */
-	bool		list_rv_seen;	/* some LIST answered with a resourceVersion */
+	bool		list_rv_seen;	/* some LIST answered with a resourceVersion, or
+								 * kwatch.relist() asked for the newest state */
 	bool		list_from_cache;	/* the list in progress asked resourceVersion=0 */
 	bool		paginated_result;	/* a resourceVersion=0 LIST came in pages */
 	bool		list_started;	/* staging table prepared */
@@ -591,7 +592,9 @@ stop_transfer(KwWatch *w)
  * (staging/src/k8s.io/client-go/tools/cache/reflector.go, ListAndWatch;
  * PROTOCOL 3, 5, 22):
  *  - a continue request carries the token and the limit, no resourceVersion;
- *  - the first LIST of a watch that has seen no resourceVersion asks
+ *  - the first LIST of a watch that has seen no resourceVersion, into a
+ *    table without its rows (a LIST cut short may have written some: one
+ *    of them may be newer than what another server's cache holds), asks
  *    resourceVersion=0 (with kwatch.list_from_watch_cache): the API
  *    server's watch cache answers it whole, ignoring the limit, for a
  *    fraction of a consistent read's cost (apiserver
@@ -620,7 +623,7 @@ list_parameters(KwWatch *w, StringInfo url)
 			limit = false;
 	}
 	else if (kw_list_from_watch_cache && !w->first_list_done &&
-			 w->resume_rv == NULL && !w->list_rv_seen)
+			 w->resume_rv == NULL && !w->list_rv_seen && w->list_direct)
 	{
 		kw_url_append_param(url, "resourceVersion", "0");
 		w->list_from_cache = true;
@@ -1292,6 +1295,7 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 		w->list_request = w->relist_requests_seen;
 		stop_transfer(w);
 		restart_list(w, false);
+		w->list_rv_seen = true; /* never resourceVersion=0 */
 		retry_now(w);
 	}
 

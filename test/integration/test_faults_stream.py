@@ -2,7 +2,7 @@
 malformed and instantly closed watches against the fake API server
 (test/fakeapi).  Every test ends with the mirror equal to the fake's store,
 object by object, and checks what the client asked for next."""
-from conftest import sql, watch, watch_status, settings  # noqa: F401
+from conftest import sql, wait_until, watch, watch_status, settings  # noqa: F401
 from faults_support import (cut_watch, watched_pods, recovers,
                             fake, fake_server, pod, wait_converged, wait_status,  # noqa: F401
                             worker_requests, not_probe)
@@ -97,6 +97,36 @@ def test_many_events_packed_into_one_chunk(ctx, fake):
     wait_converged(table, srv, fake, "pods")
     assert f.hits and f.hits[0].events == 6, f.hits
     assert watch_status(srv, "pods")["decode_errors"] == 0
+
+
+def test_one_batch_deletes_and_recreates_a_name(ctx, fake):
+    """One chunk, one batch: p1 deleted and created again under a new uid,
+    p0 modified twice.  The batch is applied a segment per statement
+    (src/sync.c): deletes before upserts, so an owner's unique index on the
+    name never sees two rows of it; both MODIFIEDs are notified, in order,
+    each with the resourceVersion it replaced."""
+    srv, table = watched_pods(ctx, fake)
+    sql("CREATE UNIQUE INDEX ON %s (cluster, namespace, name)" % table)
+    lst = ctx.listener("kwatch_pods", table)
+    f = fake.inject("pack", on="watch", events=4)
+    cut_watch(fake)
+    v0 = fake.objects("pods")
+    rv0 = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in v0}
+    fake.delete("pods", "default", "p1")
+    new = fake.create("pods", pod("p1"))
+    m1 = fake.update("pods", "default", "p0", lambda o: o["metadata"]["labels"].update(v="1"))
+    m2 = fake.update("pods", "default", "p0", lambda o: o["metadata"]["labels"].update(v="2"))
+    wait_converged(table, srv, fake, "pods")
+    assert f.hits and f.hits[0].events == 4, f.hits
+    st = watch_status(srv, "pods")
+    assert st["relists"] == 0 and st["database_errors"] == 0, st
+    wait_until(lambda: len(lst.payloads(cluster=srv)) >= 4, 20, "4 notifications")
+    got = [(p["type"], p["name"], p["resource_version"], p.get("previous_resource_version"))
+           for p in lst.payloads(cluster=srv)]
+    assert got == [("DELETED", "p1", got[0][2], None),
+                   ("ADDED", "p1", new["metadata"]["resourceVersion"], None),
+                   ("MODIFIED", "p0", m1["metadata"]["resourceVersion"], rv0["p0"]),
+                   ("MODIFIED", "p0", m2["metadata"]["resourceVersion"], m1["metadata"]["resourceVersion"])], got
 
 
 def malformed_case(ctx, fake, data, what):
