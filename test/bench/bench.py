@@ -239,8 +239,9 @@ def main():
         "(wait4)",
         "CPU s: for kwatch and COPY the whole PostgreSQL instance (worker, merge, WAL writer, ...); for "
         "the others the process (user + system); the apiserver's CPU serving it apart",
-        "LIST floor rv=0: one response from the watch cache (what an informer asks); paged: limit=500 "
-        "pages from etcd (what kwatch asks), one keep-alive connection; both bodies discarded",
+        "LIST floor rv=0: one response from the watch cache (what an informer's and kwatch's first "
+        "LIST ask); paged: limit=500 pages from etcd (a consistent read: kwatch.relist()), one "
+        "keep-alive connection; both bodies discarded",
         "COPY floor: the rows kwatch wrote, as COPY text, loaded by a server-side COPY FROM file into a "
         "table LIKE k8s.pods INCLUDING ALL (generated columns, indexes, lz4)",
         "client-go asks for gzip by default (Accept-Encoding); kwatch does not "
