@@ -406,6 +406,20 @@ kw_sync_plans_free(KwSyncPlans *p)
 }
 
 /*
+ * registration_found: ERRORs (ERRCODE_UNDEFINED_OBJECT) unless the last
+ * statement on the watch's registration row found it: the watch was
+ * removed, and the whole apply rolls back.
+ */
+static void
+registration_found(KwRegistration *reg)
+{
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("watch %d of %s was removed", reg->id, reg->plural)));
+}
+
+/*
  * save_checkpoint: stores `rv` as the watch's resume point.  ERRORs
  * (ERRCODE_UNDEFINED_OBJECT) when the registration is gone, which rolls the
  * whole apply back.
@@ -429,10 +443,7 @@ save_checkpoint(KwSyncPlans *p, KwRegistration *reg, const char *rv)
 	rc = SPI_execute_plan(p->checkpoint, values, NULL, false, 0);
 	if (rc != SPI_OK_UPDATE)
 		elog(ERROR, "checkpoint update failed: %s", SPI_result_code_string(rc));
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("watch %d of %s was removed", reg->id, reg->plural)));
+	registration_found(reg);
 }
 
 /*
@@ -460,10 +471,7 @@ lock_registration(KwSyncPlans *p, KwRegistration *reg)
 	rc = SPI_execute_plan(p->lock, &id, NULL, false, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "registration lock failed: %s", SPI_result_code_string(rc));
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("watch %d of %s was removed", reg->id, reg->plural)));
+	registration_found(reg);
 }
 
 /*
@@ -1179,13 +1187,13 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 	/*
 	 * Both statements first, their changes reported after: the first
 	 * report takes the event stream's writer lock until commit (events.c),
-	 * which must not wait on the owner's triggers the statements fire.
+	 * which must not wait on the owner's triggers the statements fire.  The
+	 * sweep before the merge (on different uids they commute): an object
+	 * deleted and created again under its name while the watch was away is
+	 * never held by two rows at once, which an owner's unique index on the
+	 * name would refuse (and a history reader would see); notified in the
+	 * same order.
 	 */
-	rc = SPI_execute_plan(p->merge, &cluster, NULL, false, 0);
-	if (rc != SPI_OK_INSERT_RETURNING)
-		elog(ERROR, "relist merge failed: %s", SPI_result_code_string(rc));
-	merged = SPI_tuptable;
-	nmerged = SPI_processed;
 	kw_change_origin_set(KW_ORIGIN_RELIST); /* for history: history.c */
 	rc = SPI_execute_plan(p->sweep, &cluster, NULL, false, 0);
 	if (rc != SPI_OK_DELETE_RETURNING)
@@ -1193,12 +1201,17 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 	kw_change_origin_set(KW_ORIGIN_WATCH);
 	swept = SPI_tuptable;
 	nswept = SPI_processed;
+	rc = SPI_execute_plan(p->merge, &cluster, NULL, false, 0);
+	if (rc != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "relist merge failed: %s", SPI_result_code_string(rc));
+	merged = SPI_tuptable;
+	nmerged = SPI_processed;
 	kw_as_owner_end(&as_owner);
 
-	notify_rows(reg, merged, nmerged, KW_EV_ADDED, true, known, counts);
-	SPI_freetuptable(merged);
 	notify_rows(reg, swept, nswept, KW_EV_DELETED, false, known, counts);
 	SPI_freetuptable(swept);
+	notify_rows(reg, merged, nmerged, KW_EV_ADDED, true, known, counts);
+	SPI_freetuptable(merged);
 	kw_events_checkpoint();
 
 	if (SPI_execute(psprintf("TRUNCATE %s", stage), false, 0) != SPI_OK_UTILITY)

@@ -46,9 +46,10 @@ import psycopg2
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import anchors  # noqa: E402
+import db  # noqa: E402
 import measure  # noqa: E402
 from evstream import RV_RE, Listener, pct  # noqa: E402
-from report import evreal_markdown  # noqa: E402
+from report import emit, json_path, evreal_markdown  # noqa: E402
 
 NS = "kwatch-evreal"
 SERVER = "evreal"
@@ -147,7 +148,7 @@ def main():
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     bench_dir = os.environ.get("KWATCH_BENCH_DIR", "/var/tmp/kwatch-bench")
-    out_json = a.json or os.path.join(bench_dir, "evreal.json")
+    out_json = json_path(a.json, "evreal.json")
 
     ensure_objects(a.objects, a.bytes)
     informer_bin = anchors.build_informer(bench_dir)
@@ -156,12 +157,7 @@ def main():
     conn = psycopg2.connect("")
     conn.autocommit = True
     cur = conn.cursor()
-    cur.execute("CREATE EXTENSION IF NOT EXISTS kwatch")
-    cur.execute("SELECT kwatch.unwatch(resource, server => server, drop_table => true)"
-                " FROM kwatch.registrations WHERE server = %s", (SERVER,))
-    cur.execute("DROP SERVER IF EXISTS %s CASCADE" % SERVER)
-    cur.execute("CREATE SERVER %s FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig %%s)" % SERVER,
-                (os.environ["KUBECONFIG"],))
+    db.fresh_server(cur, SERVER, 30)
     cur.execute("SELECT kwatch.watch('configmaps', server => %s, namespace => %s, table_name => %s)",
                 (SERVER, NS, TABLE))
     cur.execute("SELECT kwatch.wait_synced('configmaps', server => %s, timeout => '120 s')", (SERVER,))
@@ -230,10 +226,7 @@ def main():
                      "notifications_counted": ph["notifications_counted"]})
     rep = {"evreal": rows, "meta": {"date": datetime.date.today().isoformat(), "machine": measure.machine(),
                                     "objects": a.objects, "clients": a.clients, "seconds": a.seconds}}
-    with open(out_json, "w") as f:
-        json.dump(rep, f, indent=1)
-    sys.stdout.write(evreal_markdown(rep))
-    print("\n(JSON: %s)" % out_json)
+    emit(rep, out_json, evreal_markdown)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,6 @@ usage: evstream.py [--objects 1000] [--bytes 2048] [--seconds 5]
 import argparse
 import array
 import datetime
-import json
 import os
 import re
 import select
@@ -57,7 +56,7 @@ import psycopg2
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import measure  # noqa: E402
-from report import evstream_markdown  # noqa: E402
+from report import emit, json_path, evstream_markdown  # noqa: E402
 
 SERVER = "evstream"
 FIXTURES = os.path.join(HERE, "..", "fixtures", "kube-apiserver-1.20")
@@ -263,7 +262,7 @@ def main():
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     bench_dir = os.environ.get("KWATCH_BENCH_DIR", "/var/tmp/kwatch-bench")
-    out_json = a.json or os.path.join(bench_dir, "evstream.json")
+    out_json = json_path(a.json, "evstream.json")
     scratch = os.path.join(bench_dir, "evstream")
     os.makedirs(scratch, exist_ok=True)
     binary = measure.build_c(bench_dir, "evstream", ["-pthread"])
@@ -346,10 +345,7 @@ def main():
         "date": datetime.date.today().isoformat(), "machine": measure.machine(), "objects": a.objects,
         "event_bytes": streamer.event_bytes, "seconds_per_rate": a.seconds, "batch_size": int(batch),
         "initial_sync_s": sync_s, "rounds": a.repeat}}
-    with open(out_json, "w") as f:
-        json.dump(rep, f, indent=1)
-    sys.stdout.write(evstream_markdown(rep))
-    print("\n(JSON: %s)" % out_json)
+    emit(rep, out_json, evstream_markdown)
 
 
 if __name__ == "__main__":

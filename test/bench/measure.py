@@ -168,3 +168,26 @@ def machine():
         mem = int(f.readline().split()[1]) / 1024 / 1024
     return "%d cores (%s), %.0f GB, Linux %s" % (os.cpu_count(), cpu, mem,
                                                      platform.release())
+
+
+def tcp_connections_by_port(pid, ports):
+    """ESTABLISHED TCP connections of pid, counted by remote port (those in
+    `ports` only)."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    by = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            next(f)
+            for line in f:
+                x = line.split()
+                port = int(x[2].rsplit(":", 1)[1], 16)
+                if x[3] == "01" and x[9] in inodes and port in ports:
+                    by[port] = by.get(port, 0) + 1
+    return by

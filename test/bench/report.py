@@ -20,12 +20,28 @@ Targets checked (issue 10, item 6), from the figures of one run:
   and 0 notifications on an unchanged relist.
 """
 import json
+import os
 import re
 import sys
 
 NAN = float("nan")
 BEGIN, END = "<!-- make bench: begin -->", "<!-- make bench: end -->"
 
+
+
+def json_path(given, name):
+    """Where a bench script writes its JSON: `given` (its --json), else
+    `name` in $KWATCH_BENCH_DIR (default /var/tmp/kwatch-bench)."""
+    return given or os.path.join(os.environ.get("KWATCH_BENCH_DIR", "/var/tmp/kwatch-bench"), name)
+
+
+def emit(rep, path, markdown):
+    """Writes the report `rep` as JSON to `path`, then prints markdown(rep)
+    and where the JSON is."""
+    with open(path, "w") as f:
+        json.dump(rep, f, indent=1)
+    sys.stdout.write(markdown(rep))
+    print("\n(JSON: %s)" % path)
 
 def fnum(x, digits=2):
     if x is None:

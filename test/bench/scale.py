@@ -40,7 +40,7 @@ import db  # noqa: E402
 import measure  # noqa: E402
 from anchors import KwatchPids, apiserver_pid  # noqa: E402
 from bench import api, machine  # noqa: E402
-from report import scale_markdown  # noqa: E402
+from report import emit, json_path, scale_markdown  # noqa: E402
 
 GROUP = "scale.kwatch.io"
 NS = "kwatch-scale"
@@ -119,28 +119,6 @@ def wait_apiserver_quiet(api_pid, below=0.3, window=5, limit=600):
     return time.monotonic() - t0
 
 
-def tcp_connections(pid, port):
-    """ESTABLISHED TCP connections of pid to remote `port` (its socket
-    inodes matched against /proc/net/tcp and tcp6)."""
-    inodes = set()
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        try:
-            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
-    n = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            next(f)
-            for line in f:
-                x = line.split()
-                if x[3] == "01" and x[9] in inodes and int(x[2].rsplit(":", 1)[1], 16) == port:
-                    n += 1
-    return n
-
-
 def ensure_max_watches(cur, need):
     """Raises kwatch.max_watches (a postmaster setting) and restarts the
     server in $PGHOST if it is below `need`; returns a new cursor or None."""
@@ -168,8 +146,7 @@ def main():
     ap.add_argument("--idle", type=int, default=30)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
-    bench_dir = os.environ.get("KWATCH_BENCH_DIR", "/var/tmp/kwatch-bench")
-    out_json = a.json or os.path.join(bench_dir, "scale-%d.json" % a.crds)
+    out_json = json_path(a.json, "scale-%d.json" % a.crds)
 
     plurals, crd_s = ensure_crds(a.crds)
     ensure_objects(plurals, a.objects)
@@ -210,7 +187,7 @@ def main():
     peak = sampler.stop()
     sync_cpu, sync_api = measure.cpu_s(worker) - cpu_w0, measure.cpu_s(api_pid) - api0
     kw_procs = [p for p in measure.children(postmaster) if "kwatch" in measure.cmdline(p)]
-    conns = tcp_connections(worker, api_port)
+    conns = measure.tcp_connections_by_port(worker, [api_port]).get(api_port, 0)
 
     time.sleep(5)   # let the last commits and any retries settle
     cpu1, api1, w1 = measure.cpu_s(worker), measure.cpu_s(api_pid), time.monotonic()
@@ -256,10 +233,7 @@ def main():
         cur.execute("SELECT kwatch.unwatch(%s, server => %s, drop_table => true)", ("%s.%s" % (p, GROUP), SERVER))
     cur.execute("DROP SERVER %s CASCADE" % SERVER)
 
-    with open(out_json, "w") as f:
-        json.dump(rep, f, indent=1)
-    sys.stdout.write(scale_markdown(rep))
-    print("\n(JSON: %s)" % out_json)
+    emit(rep, out_json, scale_markdown)
 
 
 if __name__ == "__main__":

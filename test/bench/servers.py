@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 import measure  # noqa: E402
 from anchors import KwatchPids  # noqa: E402
 from fakeapi.server import FakeAPI  # noqa: E402
-from report import servers_markdown  # noqa: E402
+from report import emit, json_path, servers_markdown  # noqa: E402
 
 NS = "kwatch-servers"
 TABLE = "servers_configmaps"   # in schema k8s
@@ -53,29 +53,6 @@ def server_name(i):
 def configmap(i, j):
     return {"metadata": {"name": "cm-%04d" % j, "namespace": NS, "labels": {"app": "servers", "shard": str(j % 8)}},
             "data": {"server": str(i), "index": str(j), "payload": "x" * 256}}
-
-
-def tcp_connections_by_port(pid, ports):
-    """ESTABLISHED TCP connections of pid, counted by remote port (those in
-    `ports` only)."""
-    inodes = set()
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        try:
-            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
-    by = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            next(f)
-            for line in f:
-                x = line.split()
-                port = int(x[2].rsplit(":", 1)[1], 16)
-                if x[3] == "01" and x[9] in inodes and port in ports:
-                    by[port] = by.get(port, 0) + 1
-    return by
 
 
 def drop_all(cur, n):
@@ -92,8 +69,7 @@ def main():
     ap.add_argument("--idle", type=int, default=30)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
-    bench_dir = os.environ.get("KWATCH_BENCH_DIR", "/var/tmp/kwatch-bench")
-    out_json = a.json or os.path.join(bench_dir, "servers-%d.json" % a.servers)
+    out_json = json_path(a.json, "servers-%d.json" % a.servers)
 
     fakes = []
     for i in range(a.servers):
@@ -144,7 +120,7 @@ def main():
     cur.execute("SELECT count(*) FROM k8s." + TABLE)
     rows = cur.fetchone()[0]
     kw_procs = [p for p in measure.children(postmaster) if "kwatch" in measure.cmdline(p)]
-    conns = tcp_connections_by_port(worker, ports)
+    conns = measure.tcp_connections_by_port(worker, ports)
 
     time.sleep(5)   # let the last commits settle
     cpu1, w1 = measure.cpu_s(worker), time.monotonic()
@@ -192,10 +168,7 @@ def main():
                "watch_calls": watch_calls, "list_calls": list_calls, "relists": relists,
                "unhealthy_after_idle": unhealthy,
                "change_to_notify_ms": change_ms if change_ms is not None else float("nan")}}
-    with open(out_json, "w") as fh:
-        json.dump(rep, fh, indent=1)
-    sys.stdout.write(servers_markdown(rep))
-    print("\n(JSON: %s)" % out_json)
+    emit(rep, out_json, servers_markdown)
 
 
 if __name__ == "__main__":

@@ -242,19 +242,25 @@ def relist_after_410(fake, srv, table):
     return list_requests_after(fake, f.hits[0].at)
 
 
-def test_lists_are_answered_by_the_watch_cache(ctx, fake, settings):
-    """As client-go's reflector (tools/cache/reflector.go ListAndWatch): the
-    first LIST asks resourceVersion=0, which a watch cache answers whole
-    whatever the limit (PROTOCOL 5); a relist from the last resourceVersion
-    then sends no limit, so that the cache answers it too (a 1.20 apiserver
-    sends a LIST with a limit and a resourceVersion other than 0 to etcd)."""
+def five_pods_watched(ctx, fake, settings):
+    """Five pods on the fake, LIST pages of 2, a watch synced: (server,
+    table, the worker's LIST requests so far)."""
     settings(list_page_size=2)
     srv = fake_server(ctx, fake)
     for i in range(5):
         fake.create("pods", pod("p%d" % i))
     table = watch("pods", srv)
     wait_converged(table, srv, fake, "pods")
-    first = worker_requests(fake, "list")
+    return srv, table, worker_requests(fake, "list")
+
+
+def test_lists_are_answered_by_the_watch_cache(ctx, fake, settings):
+    """As client-go's reflector (tools/cache/reflector.go ListAndWatch): the
+    first LIST asks resourceVersion=0, which a watch cache answers whole
+    whatever the limit (PROTOCOL 5); a relist from the last resourceVersion
+    then sends no limit, so that the cache answers it too (a 1.20 apiserver
+    sends a LIST with a limit and a resourceVersion other than 0 to etcd)."""
+    srv, table, first = five_pods_watched(ctx, fake, settings)
     assert [(r.query.get("resourceVersion"), r.query.get("limit")) for r in first] == [("0", "2")], first
     seen = watch_status(srv, "pods")["resource_version"]
     relist = relist_after_410(fake, srv, table)
@@ -275,13 +281,7 @@ def test_lists_stay_paged_without_a_watch_cache(ctx, fake, settings):
     relists keep the limit then (client-go's paginatedResult), and with
     kwatch.list_from_watch_cache off no LIST asks resourceVersion=0."""
     fake.watch_cache = False
-    settings(list_page_size=2)
-    srv = fake_server(ctx, fake)
-    for i in range(5):
-        fake.create("pods", pod("p%d" % i))
-    table = watch("pods", srv)
-    wait_converged(table, srv, fake, "pods")
-    first = worker_requests(fake, "list")
+    srv, table, first = five_pods_watched(ctx, fake, settings)
     assert first[0].query.get("resourceVersion") == "0" and len(first) == 3, first
     relist = relist_after_410(fake, srv, table)
     assert len(relist) == 3 and relist[0].query.get("limit") == "2", relist

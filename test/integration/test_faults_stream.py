@@ -104,29 +104,48 @@ def test_one_batch_deletes_and_recreates_a_name(ctx, fake):
     p0 modified twice.  The batch is applied a segment per statement
     (src/sync.c): deletes before upserts, so an owner's unique index on the
     name never sees two rows of it; both MODIFIEDs are notified, in order,
-    each with the resourceVersion it replaced."""
+    each with the resourceVersion it replaced.  Then the same for a relist
+    (after a 410): its sweep runs before its merge."""
     srv, table = watched_pods(ctx, fake)
-    sql("CREATE UNIQUE INDEX ON %s (cluster, namespace, name)" % table)
-    lst = ctx.listener("kwatch_pods", table)
-    f = fake.inject("pack", on="watch", events=4)
-    cut_watch(fake)
-    v0 = fake.objects("pods")
-    rv0 = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in v0}
-    fake.delete("pods", "default", "p1")
-    new = fake.create("pods", pod("p1"))
-    m1 = fake.update("pods", "default", "p0", lambda o: o["metadata"]["labels"].update(v="1"))
-    m2 = fake.update("pods", "default", "p0", lambda o: o["metadata"]["labels"].update(v="2"))
-    wait_converged(table, srv, fake, "pods")
-    assert f.hits and f.hits[0].events == 4, f.hits
-    st = watch_status(srv, "pods")
-    assert st["relists"] == 0 and st["database_errors"] == 0, st
-    wait_until(lambda: len(lst.payloads(cluster=srv)) >= 4, 20, "4 notifications")
-    got = [(p["type"], p["name"], p["resource_version"], p.get("previous_resource_version"))
-           for p in lst.payloads(cluster=srv)]
-    assert got == [("DELETED", "p1", got[0][2], None),
-                   ("ADDED", "p1", new["metadata"]["resourceVersion"], None),
-                   ("MODIFIED", "p0", m1["metadata"]["resourceVersion"], rv0["p0"]),
-                   ("MODIFIED", "p0", m2["metadata"]["resourceVersion"], m1["metadata"]["resourceVersion"])], got
+    index = ("uniq_" + ctx.base)[:63].replace("-", "_")
+    sql("CREATE UNIQUE INDEX %s ON %s (cluster, namespace, name)" % (index, table))
+    try:
+        lst = ctx.listener("kwatch_pods", table)
+        f = fake.inject("pack", on="watch", events=4)
+        cut_watch(fake)
+        rv0 = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in fake.objects("pods")}
+        fake.delete("pods", "default", "p1")
+        new = fake.create("pods", pod("p1"))
+        m1 = fake.update("pods", "default", "p0", lambda o: o["metadata"]["labels"].update(v="1"))
+        m2 = fake.update("pods", "default", "p0", lambda o: o["metadata"]["labels"].update(v="2"))
+        wait_converged(table, srv, fake, "pods")
+        assert f.hits and f.hits[0].events == 4, f.hits
+        st = watch_status(srv, "pods")
+        assert st["relists"] == 0 and st["database_errors"] == 0, st
+        wait_until(lambda: len(lst.payloads(cluster=srv)) >= 4, 20, "4 notifications")
+        got = [(p["type"], p["name"], p["resource_version"], p.get("previous_resource_version"))
+               for p in lst.payloads(cluster=srv)]
+        assert got == [("DELETED", "p1", got[0][2], None),
+                       ("ADDED", "p1", new["metadata"]["resourceVersion"], None),
+                       ("MODIFIED", "p0", m1["metadata"]["resourceVersion"], rv0["p0"]),
+                       ("MODIFIED", "p0", m2["metadata"]["resourceVersion"],
+                        m1["metadata"]["resourceVersion"])], got
+
+        # a relist finds p2 created again under a new uid
+        old_p2 = [o for o in fake.objects("pods") if o["metadata"]["name"] == "p2"][0]
+        fake.inject("too_old", on="watch")
+        fake.set_down(True)     # the change lands in the gap the 410 closes
+        fake.delete("pods", "default", "p2")
+        new_p2 = fake.create("pods", pod("p2"))
+        fake.set_down(False)
+        wait_converged(table, srv, fake, "pods")
+        st = wait_status(srv, "pods", lambda s: s["relists"] == 1 and s["state"] == "watching")
+        assert st["database_errors"] == 0, st
+        p = lst.wait_for(type="ADDED", cluster=srv, uid=new_p2["metadata"]["uid"])
+        d = lst.wait_for(type="DELETED", cluster=srv, uid=old_p2["metadata"]["uid"])
+        assert p["preexisting"] and d["final_state_unknown"], (p, d)
+    finally:
+        sql("DROP INDEX IF EXISTS k8s.%s" % index)
 
 
 def malformed_case(ctx, fake, data, what):
