@@ -960,22 +960,56 @@ static char *
 stage_batch(KwSyncPlans *p, KwRegistration *reg, KwObject *objs, int n,
 			int *sqlstate, KwApplyCounts *counts)
 {
-	SPIPlanPtr	plan;
 	KwAsOwner	as_owner = {0};
 	char	   *err;
 
-	if (!p->relist_direct)
-		return stage_try(insert_plan(p), CStringGetTextDatum(reg->server), objs, n, sqlstate);
-	kw_as_owner_begin(table_owner(reg), &as_owner);	/* planning included */
-	plan = insert_plan(p);
-	err = stage_try(plan, CStringGetTextDatum(reg->server), objs, n, sqlstate);
-	kw_as_owner_end(&as_owner);
-	if (err == NULL)
+	if (p->relist_direct)
+		kw_as_owner_begin(table_owner(reg), &as_owner);	/* planning included */
+	err = stage_try(insert_plan(p), CStringGetTextDatum(reg->server), objs, n, sqlstate);
+	kw_as_owner_end(&as_owner);	/* nothing when not begun */
+	if (err == NULL && p->relist_direct)
 	{
 		notify_rows(reg, SPI_tuptable, SPI_processed, KW_EV_ADDED, true, NULL, counts);
 		SPI_freetuptable(SPI_tuptable);
 	}
 	return err;
+}
+
+/*
+ * stage_singly: after the batch objs[0..nobjs) failed with `err`
+ * (`sqlstate`), stages its objects one by one, skipping (and logging) the
+ * ones PostgreSQL rejects.  Only data errors (an object jsonb cannot store:
+ * class 22, or one over a limit: class 54) are the objects' fault; anything
+ * else (disk full, out of memory) is raised, so the relist is retried
+ * rather than committed without these objects.  Returns the number
+ * skipped.
+ */
+static int
+stage_singly(KwSyncPlans *p, KwRegistration *reg, KwObject *objs, int nobjs,
+			 char *err, int sqlstate, KwApplyCounts *counts)
+{
+	int			skipped = 0;
+
+	if (ERRCODE_TO_CATEGORY(sqlstate) != ERRCODE_DATA_EXCEPTION &&
+		ERRCODE_TO_CATEGORY(sqlstate) != ERRCODE_PROGRAM_LIMIT_EXCEEDED)
+		ereport(ERROR, (errcode(sqlstate), errmsg("%s", err)));
+
+	for (int i = 0; i < nobjs; i++)
+	{
+		err = stage_batch(p, reg, &objs[i], 1, &sqlstate, counts);
+
+		if (err)
+		{
+			skipped++;
+			ereport(WARNING,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("kwatch: skipped object %s%s%s (uid %s) of %s from server \"%s\": %s",
+							objs[i].namespace ? objs[i].namespace : "",
+							objs[i].namespace ? "/" : "", objs[i].name,
+							objs[i].uid, reg->plural, reg->server, err)));
+		}
+	}
+	return skipped;
 }
 
 /*
@@ -1000,38 +1034,8 @@ kw_sync_relist_stage(KwSyncPlans *p, KwRegistration *reg, KwObject *objs,
 		return 0;
 	if (p->relist_direct)
 		lock_registration(p, reg);
-	if ((err = stage_batch(p, reg, objs, nobjs, &sqlstate, counts)) == NULL)
-	{
-		if (p->relist_direct)
-			kw_events_checkpoint();
-		return 0;
-	}
-
-	/*
-	 * Only data errors (an object jsonb cannot store: class 22, or one over
-	 * a limit: class 54) are the objects' fault.  Anything else (disk full,
-	 * out of memory) fails the batch, so the relist is retried rather than
-	 * committed without these objects.
-	 */
-	if (ERRCODE_TO_CATEGORY(sqlstate) != ERRCODE_DATA_EXCEPTION &&
-		ERRCODE_TO_CATEGORY(sqlstate) != ERRCODE_PROGRAM_LIMIT_EXCEEDED)
-		ereport(ERROR, (errcode(sqlstate), errmsg("%s", err)));
-
-	for (int i = 0; i < nobjs; i++)
-	{
-		err = stage_batch(p, reg, &objs[i], 1, &sqlstate, counts);
-
-		if (err)
-		{
-			skipped++;
-			ereport(WARNING,
-					(errcode(ERRCODE_DATA_EXCEPTION),
-					 errmsg("kwatch: skipped object %s%s%s (uid %s) of %s from server \"%s\": %s",
-							objs[i].namespace ? objs[i].namespace : "",
-							objs[i].namespace ? "/" : "", objs[i].name,
-							objs[i].uid, reg->plural, reg->server, err)));
-		}
-	}
+	if ((err = stage_batch(p, reg, objs, nobjs, &sqlstate, counts)) != NULL)
+		skipped = stage_singly(p, reg, objs, nobjs, err, sqlstate, counts);
 	if (p->relist_direct)
 		kw_events_checkpoint();
 	return skipped;
