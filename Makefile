@@ -16,7 +16,10 @@ OBJS = \
 	src/watch.o \
 	src/sync.o \
 	src/history.o \
-	src/merge.o \
+	src/apply_message.o \
+	src/apply_execute.o \
+	src/apply_pool.o \
+	src/apply_worker.o \
 	src/notify.o \
 	src/catalog.o \
 	src/sync_wait.o \

@@ -5,19 +5,22 @@
  *		change the worker applied, numbered by a sequence that only grows.
  *		kwatch.events (events_fdw.c) reads it.
  *
- * Writers: the worker, and the background merges it starts for large
- * relists (merge.c), one transaction at a time.  A transaction that
- * appends holds SHARE ROW EXCLUSIVE on kwatch.event_state (a mode that
- * conflicts with itself only among the writers' modes, not with readers of
- * the table) from its first append until it ends: seqs are then handed out
- * in commit order, which readers rely on (a scan ends at the first event
- * not committed).  Each applied ADDED/MODIFIED/DELETED (watch events and
- * relist merges and sweeps alike, sync.c) takes the next seq and is written
- * straight into slot seq % kwatch.event_buffer, stamped with the applying
- * transaction's xid; its NOTIFY carries the same seq.  Nothing is
- * WAL-logged here; only the last seq of each applying transaction is
- * stored, in kwatch.event_state, in that same transaction
- * (kw_events_checkpoint).
+ * Writers: the apply workers (apply_worker.c), any number at once, each
+ * one transaction at a time.  While a transaction applies, each
+ * ADDED/MODIFIED/DELETED it makes (watch events and relist merges and
+ * sweeps alike, sync.c) is only queued in that transaction's memory
+ * (kw_events_add).  At its end, after the table owner's code has run
+ * (deferred triggers included, sync.c), kw_events_checkpoint takes SHARE
+ * ROW EXCLUSIVE on kwatch.event_state (a mode that conflicts with itself
+ * only among the writers' modes, not with readers of the table) and holds
+ * it until the transaction ends: it numbers the queued changes, writes
+ * each into slot seq % kwatch.event_buffer stamped with the transaction's
+ * xid, queues its NOTIFY carrying the same seq, and stores the last seq in
+ * kwatch.event_state, all in that transaction.  Seqs are so handed out in
+ * commit order, which readers rely on (a scan ends at the first event not
+ * committed), and the lock is held across the commit only, never across
+ * an owner's trigger: a slow table delays no other watch's events.
+ * Nothing is WAL-logged here.
  *
  * Visibility: `published` is the last seq of a committed transaction, set by
  * the worker's XACT_EVENT_COMMIT callback.  That callback runs after
@@ -68,6 +71,8 @@
 
 #include "kw_common.h"
 #include "kw_events.h"
+#include "kw_worker.h"
+#include "utils/memutils.h"
 
 typedef struct KwEventSlot
 {
@@ -91,9 +96,16 @@ static KwEventRing *ring = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 
-/* worker only: seqs appended by the current transaction */
-static int64 xact_last_seq = 0;
-static int64 xact_saved_seq = 0;	/* written to kwatch.event_state */
+/* writers only: the current transaction's changes, queued until its end */
+typedef struct PendingChange
+{
+	KwRegistration *reg;		/* outlives the transaction (the caller's) */
+	KwChange	c;				/* strings copied */
+	bool		notify;
+} PendingChange;
+
+static List *xact_pending = NIL;	/* PendingChange *, TopTransactionContext */
+static int64 xact_last_seq = 0;		/* numbered by kw_events_checkpoint */
 static SPIPlanPtr checkpoint_plan = NULL;
 
 /* event_state_relid: kwatch.event_state's oid; ERRORs when it is missing. */
@@ -168,22 +180,24 @@ kw_events_shmem_request(void)
 static void
 events_xact_callback(XactEvent event, void *arg)
 {
+	if (event == XACT_EVENT_PRE_COMMIT && xact_pending != NIL)
+	{
+		/*
+		 * Changes never numbered nor saved in event_state would be lost
+		 * from the stream, or let a restart reuse their numbers: refuse
+		 * (rolls back).
+		 */
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("kwatch: %d changes were not written to the event stream",
+						list_length(xact_pending))));
+	}
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT)
+		xact_pending = NIL;		/* its memory goes with the transaction */
 	if (ring == NULL || xact_last_seq == 0)
 		return;
 	switch (event)
 	{
-		case XACT_EVENT_PRE_COMMIT:
-
-			/*
-			 * Committing events whose last seq is not in event_state would
-			 * let a restart reuse their numbers: refuse (rolls back).
-			 */
-			if (xact_saved_seq != xact_last_seq)
-				ereport(ERROR,
-						(errcode(ERRCODE_INTERNAL_ERROR),
-						 errmsg("kwatch: events up to seq " INT64_FORMAT " were not saved in kwatch.event_state",
-								xact_last_seq)));
-			return;
 		case XACT_EVENT_COMMIT:
 			pg_write_barrier();
 			pg_atomic_write_u64(&ring->published, (uint64) xact_last_seq);
@@ -196,7 +210,7 @@ events_xact_callback(XactEvent event, void *arg)
 		default:
 			return;
 	}
-	xact_last_seq = xact_saved_seq = 0;
+	xact_last_seq = 0;
 }
 
 /*
@@ -274,41 +288,46 @@ copy_field(char *dst, size_t size, const char *src)
 }
 
 /*
- * kw_events_append: appends change `c` of watch `reg` (its identity and
- * flags, KwChange) to the ring and returns its seq (> 0), or 0 when there
- * is no ring (kwatch not preloaded).  Must run inside the applying
- * transaction, after the row change (the slot carries its xid; the event is
- * published at COMMIT and its seq reused on abort).  c->namespace and
- * c->previous_resource_version may be NULL; text
- * longer than a slot field (never for valid Kubernetes objects) is cut on
- * a character boundary and the row marked truncated.  Worker only.
+ * kw_events_add: queues change `c` of watch `reg` (its identity and flags,
+ * KwChange; strings are copied, `reg` must outlive the transaction) for
+ * the event stream and, when `notify`, for a NOTIFY on the watch's channel
+ * (notify.c), both numbered and written by kw_events_checkpoint at the end
+ * of the applying transaction.  Must run inside that transaction, after
+ * the row change.  Takes no lock.
  */
-int64
-kw_events_append(KwRegistration *reg, const KwChange *c)
+void
+kw_events_add(KwRegistration *reg, const KwChange *c, bool notify)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	PendingChange *p = palloc(sizeof(PendingChange));
+
+	p->reg = reg;
+	p->notify = notify;
+	p->c = *c;
+	p->c.namespace = c->namespace ? pstrdup(c->namespace) : NULL;
+	p->c.name = c->name ? pstrdup(c->name) : NULL;
+	p->c.uid = c->uid ? pstrdup(c->uid) : NULL;
+	p->c.resource_version = c->resource_version ? pstrdup(c->resource_version) : NULL;
+	p->c.previous_resource_version = c->previous_resource_version ?
+		pstrdup(c->previous_resource_version) : NULL;
+	xact_pending = lappend(xact_pending, p);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * write_slot: writes change `c` of watch `reg` into the ring as the next
+ * seq and returns it.  The caller holds the writers' lock.  Text longer
+ * than a slot field (never for valid Kubernetes objects) is cut on a
+ * character boundary and the row marked truncated.
+ */
+static int64
+write_slot(KwRegistration *reg, const KwChange *c)
 {
 	KwEventSlot *slot;
 	KwEventRecord *r;
 	uint64		seq;
 	char		resource[KW_EV_RESOURCE_LEN + 64];
 	bool		cut = false;
-
-	if (ring == NULL)
-		return 0;
-	if (pg_atomic_read_u32(&ring->ready) == 0)
-		elog(ERROR, "kwatch event ring used before its sequence was restored");
-	if (xact_last_seq == 0)
-	{
-		/*
-		 * The first append of this transaction: become the only writer
-		 * until it ends (released with the transaction's locks, after the
-		 * COMMIT/ABORT callback below).  As the only writer, anything
-		 * written but not published is an aborted transaction's: reuse
-		 * those seqs (its ABORT callback did the same, but a writer that
-		 * died uncleanly took the server down with it anyway).
-		 */
-		LockRelationOid(event_state_relid(), ShareRowExclusiveLock);
-		pg_atomic_write_u64(&ring->written, pg_atomic_read_u64(&ring->published));
-	}
 
 	if (reg->api_group && reg->api_group[0])
 		snprintf(resource, sizeof(resource), "%s.%s", reg->plural, reg->api_group);
@@ -346,26 +365,60 @@ kw_events_append(KwRegistration *reg, const KwChange *c)
 	pg_atomic_write_u64(&ring->written, seq);
 	if (seq > pg_atomic_read_u64(&ring->high_water))
 		pg_atomic_write_u64(&ring->high_water, seq);
-
-	xact_last_seq = (int64) seq;
 	return (int64) seq;
 }
 
 /*
- * kw_events_checkpoint: stores the last seq appended by the current
- * transaction in kwatch.event_state (same transaction as the rows), so the
- * sequence continues after a restart.  No-op when nothing was appended.
- * Needs SPI connected.  ERRORs roll the apply back; so does committing
- * appended events without calling this (the PRE_COMMIT check).
+ * kw_events_checkpoint: numbers the changes the current transaction
+ * queued (kw_events_add), in order: writes each into the ring and queues
+ * its NOTIFY with its seq (seq 0 when kwatch is not preloaded: no ring),
+ * then stores the last seq in kwatch.event_state (same transaction as the
+ * rows), so the sequence continues after a restart.  From here until the
+ * transaction ends this process is the only writer (see the file header):
+ * call it last, after every statement that may run a table owner's code.
+ * No-op when nothing was queued.  Needs SPI connected.  ERRORs roll the
+ * apply back; so does committing queued changes without calling this (the
+ * PRE_COMMIT check).
  */
 void
 kw_events_checkpoint(void)
 {
 	Datum		arg;
 	int			rc;
+	ListCell   *lc;
 
+	if (xact_pending == NIL)
+		return;
+	if (ring != NULL)
+	{
+		if (pg_atomic_read_u32(&ring->ready) == 0)
+			elog(ERROR, "kwatch event ring used before its sequence was restored");
+		if (xact_last_seq == 0)
+		{
+			/*
+			 * Become the only writer until the transaction ends (released
+			 * with its locks, after the COMMIT/ABORT callback).  As the only
+			 * writer, anything written but not published is an aborted
+			 * transaction's: reuse those seqs.
+			 */
+			LockRelationOid(event_state_relid(), ShareRowExclusiveLock);
+			pg_atomic_write_u64(&ring->written, pg_atomic_read_u64(&ring->published));
+		}
+	}
+	foreach(lc, xact_pending)
+	{
+		PendingChange *p = (PendingChange *) lfirst(lc);
+		int64		seq = ring ? write_slot(p->reg, &p->c) : 0;
+
+		if (seq > 0)
+			xact_last_seq = seq;
+		if (p->notify)
+			kw_notify(p->reg, &p->c, seq);
+	}
+	xact_pending = NIL;
 	if (xact_last_seq == 0)
 		return;
+
 	if (checkpoint_plan == NULL)
 	{
 		Oid			type = INT8OID;
@@ -381,7 +434,6 @@ kw_events_checkpoint(void)
 	rc = SPI_execute_plan(checkpoint_plan, &arg, NULL, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "event_state update failed: %s", SPI_result_code_string(rc));
-	xact_saved_seq = xact_last_seq;
 }
 
 /* ---------------------------------------------------------------------

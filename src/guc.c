@@ -18,6 +18,7 @@
 
 #include "kw_common.h"
 #include "kw_worker.h"
+#include "kw_apply.h"
 
 char	   *kw_database = NULL;
 int			kw_max_watches = 128;
@@ -33,6 +34,8 @@ bool		kw_http_compression = false;
 bool		kw_list_from_watch_cache = true;
 int			kw_event_buffer = 10000;
 char	   *kw_debug_error_on_object = NULL;
+int			kw_max_apply_workers = 4;
+int			kw_apply_timeout_ms = 60000;
 
 /*
  * kw_define_gucs: defines every kwatch.* setting and reserves the prefix so
@@ -66,7 +69,22 @@ kw_define_gucs(void)
 								"Each costs 1000 bytes of shared memory (x86-64).",
 								&kw_event_buffer, 10000, 16, 1000000,
 								PGC_POSTMASTER, 0, NULL, NULL, NULL);
+
+		/* apply_pool.c sizes its shared memory segment by it */
+		DefineCustomIntVariable("kwatch.max_apply_workers",
+								"Maximum number of apply workers (background workers writing mirror tables).",
+								"Started on demand, counted against max_worker_processes. "
+								"0 applies every batch in the kwatch worker itself.",
+								&kw_max_apply_workers, 4, 0, 64,
+								PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	}
+
+	DefineCustomIntVariable("kwatch.apply_timeout",
+							"Longest a batch may take to apply to its table, lock waits included.",
+							"A batch past it is rolled back and retried after the watch's backoff; "
+							"0 means no limit.",
+							&kw_apply_timeout_ms, 60000, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("kwatch.list_page_size",
 							"Objects per LIST page (the limit parameter).",
@@ -110,8 +128,8 @@ kw_define_gucs(void)
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("kwatch.background_merge_objects",
-							"LISTs of at least this many objects are merged by a background worker of their own.",
-							"The other watches keep streaming meanwhile (merge.c). 0 merges every LIST in the worker.",
+							"Ignored since kwatch 0.5.0: every relist merge runs in an apply worker.",
+							"Kept so that configurations that set it still load.",
 							&kw_background_merge_objects, 5000, 0, INT_MAX,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
 

@@ -60,7 +60,7 @@ typedef enum KwEventReadResult
 extern void kw_events_shmem_request(void);
 extern void kw_events_writer_init(void);
 extern void kw_events_restore(void);
-extern int64 kw_events_append(KwRegistration *reg, const KwChange *c);
+extern void kw_events_add(KwRegistration *reg, const KwChange *c, bool notify);
 extern void kw_events_checkpoint(void);
 extern bool kw_events_available(void);
 extern int64 kw_events_last_seq(void);

@@ -39,11 +39,6 @@ typedef enum KwErrorSource
 	KW_N_ERRSRC
 } KwErrorSource;
 
-#define KW_MERGE_NONE 0
-#define KW_MERGE_RUNNING 1
-#define KW_MERGE_DONE 2
-#define KW_MERGE_FAILED 3
-
 typedef struct KwWatchStatus
 {
 	int32		watch_id;		/* 0 = slot free */
@@ -69,12 +64,6 @@ typedef struct KwWatchStatus
 	int64		sanitized_objects;
 	int64		errors[KW_N_ERRSRC];
 	int64		notifications;
-	/* a relist merge in a background worker (merge.c) */
-	int			merge_state;	/* KW_MERGE_* */
-	char		merge_rv[KW_RV_LEN];	/* the LIST's resourceVersion */
-	int64		merge_counts[4];	/* added, modified, deleted, notified */
-	char		merge_error[KW_ERROR_LEN];
-	int			merge_sqlstate;
 	bool		synced;			/* a LIST committed, no relist pending */
 	int64		syncs;			/* LISTs merged and committed */
 	int64		relist_requests;	/* kwatch.relist() calls (backends) */
@@ -136,6 +125,7 @@ extern void kw_watch_transfer_done(KwWatch *w, int curlcode);
 extern long kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at);
 extern bool kw_watch_has_pending(KwWatch *w);
 extern void kw_watch_flush(KwWatch *w);
+extern bool kw_watch_collect(KwWatch *w, MemoryContext cxt);
 
 /* ---------------------------------------------------------------------
  * in sync.c: applying to tables (kw_apply_*: one transaction per call;
@@ -174,6 +164,7 @@ typedef struct KwAsOwner
 extern Oid	kw_rel_owner(Oid relid);
 extern void kw_as_owner_begin(Oid owner, KwAsOwner *s);
 extern void kw_as_owner_end(KwAsOwner *s);
+extern void kw_fire_deferred_triggers(void);
 
 extern bool kw_sync_in_transaction(KwTxnBody body, void *arg, char **errmsg,
 								   int *sqlstate);
@@ -188,7 +179,14 @@ extern bool kw_apply_events(KwSyncPlans *plans, KwRegistration *reg, KwEvent *ev
 							char **err, int *sqlstate);
 extern bool kw_apply_relist_begin(KwSyncPlans *plans, KwRegistration *reg,
 								  MemoryContext cxt, bool allow_direct,
-								  struct HTAB **known, bool *direct, char **err);
+								  bool forget_checkpoint, struct HTAB **known, bool *direct, char **err,
+								  int *sqlstate);
+extern bool kw_apply_count_rows(KwRegistration *reg, int64 *rows, char **err,
+								int *sqlstate);
+extern int	kw_sync_known_export(struct HTAB *known, char ***uids, char ***rvs);
+extern struct HTAB *kw_sync_known_import(char **uids, char **rvs, int n,
+										 MemoryContext cxt);
+extern void kw_sync_plans_set_direct(KwSyncPlans *p, bool direct);
 extern bool kw_apply_relist_stage(KwSyncPlans *plans, KwRegistration *reg, KwObject *objs,
 								  int nobjs, int *skipped, KwApplyCounts *counts,
 								  char **err, int *sqlstate);
@@ -198,7 +196,8 @@ extern bool kw_apply_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
 extern int64 kw_sync_count_rows(KwRegistration *reg);
 extern struct HTAB *kw_sync_relist_begin(KwSyncPlans *plans,
 										 KwRegistration *reg,
-										 MemoryContext cxt, bool allow_direct);
+										 MemoryContext cxt, bool allow_direct,
+										 bool forget_checkpoint);
 extern int	kw_sync_relist_stage(KwSyncPlans *plans, KwRegistration *reg,
 								 KwObject *objs, int nobjs, KwApplyCounts *counts);
 extern void kw_sync_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
@@ -207,20 +206,6 @@ extern void kw_sync_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
 extern struct HTAB *kw_sync_known_rows(KwSyncPlans *plans, KwRegistration *reg,
 										MemoryContext cxt);
 extern const char *kw_sync_known_rv(struct HTAB *known, const char *uid);
-
-/* ---------------------------------------------------------------------
- * in merge.c: large relist merges in a background worker
- * ---------------------------------------------------------------------
- */
-struct BackgroundWorkerHandle;
-extern struct BackgroundWorkerHandle *kw_merge_start(KwRegistration *reg,
-													 KwWatchStatus *slot,
-													 const char *list_rv);
-extern bool kw_merge_poll(struct BackgroundWorkerHandle *handle,
-						  KwWatchStatus *slot, bool *ok, KwApplyCounts *counts,
-						  char **errmsg, int *sqlstate);
-extern void kw_merge_stop(struct BackgroundWorkerHandle *handle);
-PGDLLEXPORT void kwatch_merge_main(Datum main_arg);
 
 /* ---------------------------------------------------------------------
  * in notify.c

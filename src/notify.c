@@ -112,9 +112,9 @@ kw_notify_payload(int64 seq, const char *cluster, const KwChange *c,
 /*
  * kw_notify: queues the notification of applied change `c` on the watch's
  * channel, unless the watch was registered with notify => false; `seq` is
- * its number in the event stream (kw_events_append), 0 for none.  Must run
- * in the transaction that made the change.  A payload that would still
- * exceed the limit (only with absurd control-character-laden names) is sent
+ * its number in the event stream (events.c, kw_events_checkpoint, which
+ * calls this), 0 for none.  Must run in the transaction that made the
+ * change.  A payload that would still exceed the limit (only with absurd control-character-laden names) is sent
  * with namespace and name left out rather than dropped.  A watch with
  * notify_payload 'minimal' sends {"seq":N,"type":"..."} only: anyone may
  * LISTEN on a channel, and names can be sensitive (a Secret's say); a

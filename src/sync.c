@@ -152,7 +152,9 @@ typedef struct ApplyArgs
 	MemoryContext cxt;
 	HTAB	   *known;
 	bool		allow_direct;
+	bool		forget_checkpoint;
 	int			skipped;
+	int64		rows;
 	KwApplyCounts *counts;
 } ApplyArgs;
 
@@ -184,22 +186,25 @@ relist_begin_body(void *arg)
 {
 	ApplyArgs  *a = (ApplyArgs *) arg;
 
-	a->known = kw_sync_relist_begin(a->plans, a->reg, a->cxt, a->allow_direct);
+	a->known = kw_sync_relist_begin(a->plans, a->reg, a->cxt, a->allow_direct,
+									a->forget_checkpoint);
 }
 
 /*
  * kw_apply_relist_begin: kw_sync_relist_begin (below) in a transaction of
  * its own; *known gets the table's uid -> resourceVersion hash, in `cxt`;
  * *direct whether the list goes straight into the mirror table (only when
- * `allow_direct`, see there).
+ * `allow_direct`, see there); `forget_checkpoint` as there.
  */
 bool
 kw_apply_relist_begin(KwSyncPlans *plans, KwRegistration *reg, MemoryContext cxt,
-					  bool allow_direct, HTAB **known, bool *direct, char **err)
+					  bool allow_direct, bool forget_checkpoint, HTAB **known,
+					  bool *direct, char **err, int *sqlstate)
 {
-	ApplyArgs	a = {.plans = plans, .reg = reg, .cxt = cxt, .allow_direct = allow_direct};
+	ApplyArgs	a = {.plans = plans, .reg = reg, .cxt = cxt, .allow_direct = allow_direct,
+	.forget_checkpoint = forget_checkpoint};
 
-	if (!kw_sync_in_transaction(relist_begin_body, &a, err, NULL))
+	if (!kw_sync_in_transaction(relist_begin_body, &a, err, sqlstate))
 		return false;
 	*known = a.known;
 	*direct = plans->relist_direct;
@@ -236,15 +241,19 @@ static void
 relist_finish_body(void *arg)
 {
 	ApplyArgs  *a = (ApplyArgs *) arg;
+	HTAB	   *known = a->known;
 
-	kw_sync_relist_finish(a->plans, a->reg, a->rv, a->known, a->counts);
+	/* the rows as they are now: a MODIFIED's previous resourceVersion */
+	if (known == NULL && !a->plans->relist_direct)
+		known = kw_sync_known_rows(a->plans, a->reg, CurrentMemoryContext);
+	kw_sync_relist_finish(a->plans, a->reg, a->rv, known, a->counts);
 }
 
 /*
  * kw_apply_relist_finish: kw_sync_relist_finish (below) in a transaction
  * of its own: the staged list merged into the mirror table, its changes
- * notified, `list_rv` the checkpoint.  (merge.c runs kw_sync_relist_finish
- * in its background worker's own transaction instead.)
+ * notified, `list_rv` the checkpoint.  `known` NULL reads the table's
+ * rows in that transaction (kw_sync_known_rows).
  */
 bool
 kw_apply_relist_finish(KwSyncPlans *plans, KwRegistration *reg, const char *list_rv,
@@ -254,6 +263,29 @@ kw_apply_relist_finish(KwSyncPlans *plans, KwRegistration *reg, const char *list
 		.counts = counts};
 
 	return kw_sync_in_transaction(relist_finish_body, &a, err, sqlstate);
+}
+
+static void
+count_rows_body(void *arg)
+{
+	ApplyArgs  *a = (ApplyArgs *) arg;
+
+	a->rows = kw_sync_count_rows(a->reg);
+}
+
+/*
+ * kw_apply_count_rows: kw_sync_count_rows (below) in a transaction of its
+ * own; *rows gets the number of rows of the watch's cluster in its table.
+ */
+bool
+kw_apply_count_rows(KwRegistration *reg, int64 *rows, char **err, int *sqlstate)
+{
+	ApplyArgs	a = {.reg = reg};
+
+	if (!kw_sync_in_transaction(count_rows_body, &a, err, sqlstate))
+		return false;
+	*rows = a.rows;
+	return true;
 }
 
 /*
@@ -336,6 +368,21 @@ kw_as_owner_begin(Oid owner, KwAsOwner *s)
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 							 true, 0, false);
 	s->switched = true;
+}
+
+/*
+ * kw_fire_deferred_triggers: fires the triggers the table owner's
+ * constraints deferred to commit (SET CONSTRAINTS ALL IMMEDIATE: trigger.c,
+ * AfterTriggerSetState), now, while still acting as that owner: at commit
+ * they would run as the worker's superuser, and after the event stream's
+ * lock was taken (events.c).  Call before kw_as_owner_end, once the
+ * owner's statements are done.  ERRORs: whatever the triggers raise.
+ */
+void
+kw_fire_deferred_triggers(void)
+{
+	if (SPI_execute("SET CONSTRAINTS ALL IMMEDIATE", false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not fire deferred triggers");
 }
 
 /*
@@ -630,7 +677,7 @@ apply_segment(KwSyncPlans *p, KwRegistration *reg, Datum cluster, KwEvent **even
 			c.previous_resource_version = e->previous_rv;
 			counts->modified++;
 		}
-		kw_notify(reg, &c, kw_events_append(reg, &c));
+		kw_events_add(reg, &c, reg->notify);
 		counts->notified += reg->notify ? 1 : 0;
 	}
 	hash_destroy(applied);
@@ -690,6 +737,7 @@ kw_sync_apply_events(KwSyncPlans *p, KwRegistration *reg, KwEvent *events,
 	}
 	if (n > 0)
 		apply_segment(p, reg, cluster, segment, n, counts);
+	kw_fire_deferred_triggers();
 	kw_as_owner_end(&as_owner);
 	kw_events_checkpoint();
 }
@@ -741,15 +789,31 @@ kw_sync_count_rows(KwRegistration *reg)
  * any open transaction that called unwatch, which drops the table).  Its
  * schema is the worker's; the mirror table's owner is granted SELECT on
  * the table for the merge.
+ *
+ * With `forget_checkpoint` (kwatch.relist() asked for this LIST), the
+ * watch's checkpoint is cleared in the same transaction: a worker that
+ * restarts before the LIST commits (a crash) lists again instead of
+ * resuming from a checkpoint whose table the request said was stale.
  */
 HTAB *
 kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt,
-					 bool allow_direct)
+					 bool allow_direct, bool forget_checkpoint)
 {
 	const char *stage = p->stage_table;
 	int			rc;
 	bool		isnull;
 	HTAB	   *known = kw_sync_known_rows(p, reg, cxt);
+
+	if (forget_checkpoint)
+	{
+		Datum		id = Int32GetDatum(reg->id);
+		Oid			type = INT4OID;
+
+		if (SPI_execute_with_args("UPDATE kwatch.registrations SET resource_version = NULL"
+								  " WHERE id = $1", 1, &type, &id, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not clear the checkpoint of watch %d", reg->id);
+		registration_found(reg);
+	}
 
 	/* nothing to replace: straight into the mirror table (top of file) */
 	p->relist_direct = allow_direct && hash_get_num_entries(known) == 0;
@@ -829,6 +893,67 @@ kw_sync_known_rows(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
 	}
 	SPI_freetuptable(SPI_tuptable);
 	return known;
+}
+
+/*
+ * kw_sync_known_export: the entries of `known` (kw_sync_known_rows) as two
+ * arrays of *uids and *rvs, palloc'd in the current memory context;
+ * returns their length (0 for a NULL hash).
+ */
+int
+kw_sync_known_export(HTAB *known, char ***uids, char ***rvs)
+{
+	HASH_SEQ_STATUS seq;
+	KnownEntry *e;
+	int			n = 0;
+	long		total = known ? hash_get_num_entries(known) : 0;
+
+	*uids = palloc(sizeof(char *) * Max(total, 1));
+	*rvs = palloc(sizeof(char *) * Max(total, 1));
+	if (known == NULL)
+		return 0;
+	hash_seq_init(&seq, known);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		(*uids)[n] = e->uid;
+		(*rvs)[n] = e->rv;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * kw_sync_known_import: a hash like kw_sync_known_rows's, in `cxt`, from
+ * `n` uids and their resourceVersions (kw_sync_known_export's arrays).
+ */
+HTAB *
+kw_sync_known_import(char **uids, char **rvs, int n, MemoryContext cxt)
+{
+	HASHCTL		ctl = {.keysize = KW_UID_KEYLEN, .entrysize = sizeof(KnownEntry), .hcxt = cxt};
+	HTAB	   *known = hash_create("kwatch known objects", Max(n, 1024), &ctl,
+									HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+
+	for (int i = 0; i < n; i++)
+	{
+		KnownEntry *e;
+
+		if (uids[i] == NULL || strlen(uids[i]) >= KW_UID_KEYLEN)
+			continue;
+		e = hash_search(known, uids[i], HASH_ENTER, NULL);
+		e->rv = MemoryContextStrdup(cxt, rvs[i] ? rvs[i] : "");
+	}
+	return known;
+}
+
+/*
+ * kw_sync_plans_set_direct: whether the LIST in progress goes straight
+ * into the mirror table (kw_sync_relist_begin decided; an apply worker
+ * other than the one that began it is told so with the batch).
+ */
+void
+kw_sync_plans_set_direct(KwSyncPlans *p, bool direct)
+{
+	p->relist_direct = direct;
 }
 
 /*
@@ -966,12 +1091,17 @@ stage_batch(KwSyncPlans *p, KwRegistration *reg, KwObject *objs, int n,
 	if (p->relist_direct)
 		kw_as_owner_begin(table_owner(reg), &as_owner);	/* planning included */
 	err = stage_try(insert_plan(p), CStringGetTextDatum(reg->server), objs, n, sqlstate);
-	kw_as_owner_end(&as_owner);	/* nothing when not begun */
 	if (err == NULL && p->relist_direct)
 	{
-		notify_rows(reg, SPI_tuptable, SPI_processed, KW_EV_ADDED, true, NULL, counts);
-		SPI_freetuptable(SPI_tuptable);
+		SPITupleTable *rows = SPI_tuptable;
+		uint64		nrows = SPI_processed;
+
+		kw_fire_deferred_triggers();
+		kw_as_owner_end(&as_owner);
+		notify_rows(reg, rows, nrows, KW_EV_ADDED, true, NULL, counts);
+		SPI_freetuptable(rows);
 	}
+	kw_as_owner_end(&as_owner);	/* nothing when not begun or ended */
 	return err;
 }
 
@@ -1065,8 +1195,6 @@ notify_rows(KwRegistration *reg, SPITupleTable *rows, uint64 nrows,
 		char	   *name = SPI_getvalue(tup, desc, off + 2);
 		char	   *uid = SPI_getvalue(tup, desc, off + 3);
 		char	   *rv = SPI_getvalue(tup, desc, off + 4);
-		int64		seq;
-
 		if (first_is_inserted)
 		{
 			bool		isnull;
@@ -1090,12 +1218,9 @@ notify_rows(KwRegistration *reg, SPITupleTable *rows, uint64 nrows,
 		else
 			counts->deleted++;
 		/* every change goes to the event stream, notified or not */
-		seq = kw_events_append(reg, &c);
+		kw_events_add(reg, &c, reg->notify);
 		if (reg->notify)
-		{
-			kw_notify(reg, &c, seq);
 			counts->notified++;
-		}
 		pfree(uid);
 		pfree(rv);
 		if (namespace)
@@ -1210,6 +1335,7 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 		elog(ERROR, "relist merge failed: %s", SPI_result_code_string(rc));
 	merged = SPI_tuptable;
 	nmerged = SPI_processed;
+	kw_fire_deferred_triggers();
 	kw_as_owner_end(&as_owner);
 
 	notify_rows(reg, swept, nswept, KW_EV_DELETED, false, known, counts);

@@ -42,6 +42,7 @@
 
 #include "kw_common.h"
 #include "kw_worker.h"
+#include "kw_apply.h"
 
 /* A watch closing faster than this with no events counts as "short". */
 #define KW_SHORT_WATCH_MS 1000
@@ -49,8 +50,6 @@
 #define KW_SHORT_WATCH_LIMIT 3
 /* A watch streaming this long is healthy again: backoff resets. */
 #define KW_HEALTHY_RESET_MS 10000
-/* Delay before retrying a batch that hit lock_timeout. */
-#define KW_LOCK_RETRY_MS 1000
 /* Malformed watch streams in a row (no event in between) before relisting. */
 #define KW_DECODE_RELIST_AFTER 3
 
@@ -113,7 +112,13 @@ struct KwWatch
 	TimestampTz next_attempt;
 	int64		relist_requests_seen;	/* slot->relist_requests acted on */
 	int64		list_request;	/* the request the LIST in progress serves */
-	struct BackgroundWorkerHandle *merge;	/* a background merge (merge.c) */
+
+	/* the apply request in flight or waiting to be (re)submitted */
+	StringInfoData sent;		/* encoded request; len 0 = none */
+	KwApplyOp	sent_op;
+	char	   *sent_rv;		/* EVENTS: resume point; FINISH: list RV */
+	KwApplyTicket *ticket;		/* in an apply worker; NULL = not (yet) */
+	TimestampTz resubmit_at;	/* a kept request waits for its retry */
 
 	/* pending batch (batch_cxt) */
 	KwEvent    *events;
@@ -123,12 +128,11 @@ struct KwWatch
 	int			nitems;
 	int			maxitems;
 	char	   *pending_rv;		/* RV after the pending events */
-	TimestampTz flush_not_before;	/* batch kept after a lock timeout */
-	bool		keep_batch;
 };
 
 static void stop_transfer(KwWatch *w);
 static void restart_list(KwWatch *w, bool with_rv);
+static void send_request(KwWatch *w, KwApplyRequest *req, const char *rv);
 
 /* set_str: replaces *field (in the watch's context) by a copy of value. */
 static void
@@ -234,14 +238,14 @@ record_error(KwWatch *w, KwErrorSource src, const char *msg)
  */
 
 /*
- * schedule_retry: waits before the next request: exponential backoff from
- * kwatch.backoff_initial to kwatch.backoff_max with up to 50% jitter
- * (PROTOCOL 25), or a delay drawn inside the watch's retry range for that
- * request when it has one; at least `min_ms` (a Retry-After).  `st` is the state
- * shown meanwhile (backoff, or failed for errors a retry rarely fixes).
+ * retry_delay: how long to wait before trying again, in ms: exponential
+ * backoff from kwatch.backoff_initial to kwatch.backoff_max with up to 50%
+ * jitter (PROTOCOL 25), or a delay drawn inside the watch's retry range
+ * for the request that comes next when it has one; at least `min_ms` (a
+ * Retry-After).  Advances the backoff.
  */
-static void
-schedule_retry(KwWatch *w, int min_ms, KwWatchState st)
+static int
+retry_delay(KwWatch *w, int min_ms)
 {
 	int			delay;
 	const int  *range = w->need_list ? &w->reg.retry_ms[0] : &w->reg.retry_ms[2];
@@ -259,8 +263,19 @@ schedule_retry(KwWatch *w, int min_ms, KwWatchState st)
 	}
 	else
 		delay = w->backoff_ms + (int) (pg_prng_double(&pg_global_prng_state) * w->backoff_ms / 2);
-	delay = Max(delay, min_ms);
-	w->next_attempt = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), delay);
+	return Max(delay, min_ms);
+}
+
+/*
+ * schedule_retry: waits retry_delay() before the next request; `st` is
+ * the state shown meanwhile (backoff, or failed for errors a retry rarely
+ * fixes).
+ */
+static void
+schedule_retry(KwWatch *w, int min_ms, KwWatchState st)
+{
+	w->next_attempt = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												  retry_delay(w, min_ms));
 	set_state(w, st);
 }
 
@@ -640,26 +655,17 @@ start_list_page(KwWatch *w)
 
 	if (!w->list_started)
 	{
-		char	   *err = NULL;
+		/* first the apply side prepares the table (relist_begun) */
+		KwApplyRequest req = {.op = KW_APPLY_RELIST_BEGIN,
+			/* only a first sync with no checkpoint may skip staging (sync.c) */
+		.allow_direct = !w->first_list_done && w->resume_rv == NULL,
+		/* kwatch.relist(): a crash before the LIST commits must not forget it */
+		.forget_checkpoint = w->list_request > 0};
 
-		MemoryContextReset(w->list_cxt);
-		w->known = NULL;
-		/* only a first sync with no checkpoint may skip staging (sync.c) */
-		if (!kw_apply_relist_begin(w->plans, &w->reg, w->list_cxt,
-								   !w->first_list_done && w->resume_rv == NULL,
-								   &w->known, &w->list_direct, &err))
-		{
-			record_error(w, KW_ERRSRC_DATABASE, err);
-			schedule_retry(w, 0, KW_STATE_BACKOFF);
-			return;
-		}
-		w->list_started = true;
-		w->list_items = 0;
-		w->list_rv = NULL;
-		w->continue_token = NULL;
-		/* a LIST after any earlier sync (even before a restart) is a relist */
-		if (w->first_list_done || w->resume_rv)
-			COUNT(w, relists, 1);
+		if (w->sent.len == 0)
+			send_request(w, &req, NULL);
+		set_state(w, KW_STATE_LISTING);
+		return;
 	}
 
 	initStringInfo(&url);
@@ -931,116 +937,152 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 
 
 /*
- * object_error: whether an error applying objects is the objects' fault: a
- * data exception (class 22: text jsonb refuses, like a lone surrogate
- * escape) or a limit (class 54: nesting beyond max_stack_depth, a value
- * over 255 MB).  Anything else (disk full, a lock) is not.
+ * Each decoded batch becomes an apply request (kw_apply.h) run by an apply
+ * worker, while the transfer goes on decoding the next batch: the transfer
+ * pauses only when that next batch is full too (PROTOCOL 27), so memory
+ * stays bounded at about two batches per watch, and a table whose owner's
+ * code is slow holds back its own watch and nothing else.  A watch has at
+ * most one request in flight, so its batches commit in order.
  */
-static bool
-object_error(int sqlstate)
-{
-	return ERRCODE_TO_CATEGORY(sqlstate) == ERRCODE_DATA_EXCEPTION ||
-		ERRCODE_TO_CATEGORY(sqlstate) == ERRCODE_PROGRAM_LIMIT_EXCEEDED;
-}
 
 /*
- * apply_events_singly: applies the pending events one per transaction
- * after the batch failed on an object PostgreSQL rejects.  A rejected
- * object is skipped: counted, logged with its identity, and its row (an
- * older version) deleted in its place, so the table holds what a relist
- * would (the LIST path skips such objects too).  Counts add to *counts.
- * Returns false with *err and *sqlstate on any other error.
- */
-static bool
-apply_events_singly(KwWatch *w, KwApplyCounts *counts, char **err, int *sqlstate)
-{
-	for (int i = 0; i < w->nevents; i++)
-	{
-		KwEvent		one = w->events[i];
-		KwApplyCounts c;
-
-		memset(&c, 0, sizeof(c));
-		if (!kw_apply_events(w->plans, &w->reg, &one, 1, one.obj.resource_version, &c,
-							 err, sqlstate))
-		{
-			if (!object_error(*sqlstate))
-				return false;
-			COUNT(w, skipped_objects, 1);
-			ereport(WARNING,
-					(errcode(ERRCODE_DATA_EXCEPTION),
-					 errmsg("kwatch: skipped object %s%s%s (uid %s) of %s from server \"%s\" at resourceVersion %s: %s",
-							one.obj.namespace ? one.obj.namespace : "",
-							one.obj.namespace ? "/" : "", one.obj.name,
-							one.obj.uid, w->reg.plural, w->reg.server,
-							one.obj.resource_version, *err)));
-			memset(&c, 0, sizeof(c));
-			one.type = KW_EV_DELETED;
-			if (!kw_apply_events(w->plans, &w->reg, &one, 1, one.obj.resource_version, &c,
-								 err, sqlstate))
-				return false;
-		}
-		counts->added += c.added;
-		counts->modified += c.modified;
-		counts->deleted += c.deleted;
-		counts->notified += c.notified;
-	}
-	return true;
-}
-
-/*
- * pending_work: whether anything decoded waits to be applied: events, list
- * items, or a completed LIST to merge.
+ * pending_work: whether anything decoded waits to be handed to an apply
+ * worker: events, list items, or a completed LIST to merge.
  */
 static bool
 pending_work(KwWatch *w)
 {
 	return w->nevents > 0 || w->nitems > 0 ||
-		(w->list_finish_pending && w->xfer == XFER_NONE && w->merge == NULL);
+		(w->list_finish_pending && w->xfer == XFER_NONE);
 }
 
 /*
- * kw_watch_has_pending: whether kw_watch_flush has work now (pending_work),
- * false while a batch kept after a lock timeout waits for its retry time.
- * Called by the worker loop (worker.c) on every pass.
+ * unapplied: whether anything decoded is not committed yet: pending, in an
+ * apply worker, or a request kept for its retry.
+ */
+static bool
+unapplied(KwWatch *w)
+{
+	return pending_work(w) || w->sent.len > 0;
+}
+
+/*
+ * kw_watch_has_pending: whether kw_watch_flush has something to hand over
+ * now: a kept request whose retry time has come, or, with nothing in
+ * flight, a pending batch.  Called by the worker loop (worker.c) on every
+ * pass.
  */
 bool
 kw_watch_has_pending(KwWatch *w)
 {
-	/* a batch kept after a lock timeout waits for its retry time */
-	if (w->flush_not_before && GetCurrentTimestamp() < w->flush_not_before)
+	if (w->ticket != NULL)
 		return false;
+	if (w->sent.len > 0)
+		return GetCurrentTimestamp() >= w->resubmit_at;
 	return pending_work(w);
 }
 
+/* reset_batch: forgets the pending batch (applied, or given up). */
+static void
+reset_batch(KwWatch *w)
+{
+	w->nevents = w->nitems = 0;
+	w->events = NULL;
+	w->items = NULL;
+	w->maxevents = w->maxitems = 0;
+	w->pending_rv = NULL;
+	MemoryContextReset(w->batch_cxt);
+}
+
+/* forget_request: the request in flight is done with. */
+static void
+forget_request(KwWatch *w)
+{
+	resetStringInfo(&w->sent);
+	set_str(w, &w->sent_rv, NULL);
+	w->ticket = NULL;
+	w->resubmit_at = 0;
+}
+
 /*
- * apply_failed: a batch could not be applied.  What was decoded is lost,
- * so the table may lag the stream: stop the transfer and relist, from the
- * last RV (PROTOCOL 22), after a backoff.
+ * submit: hands w->sent to the apply pool; when every apply worker is busy
+ * it stays queued and kw_watch_flush tries again on a later pass.
+ */
+static void
+submit(KwWatch *w)
+{
+	w->ticket = kw_apply_submit(&w->sent, w);
+}
+
+/*
+ * send_request: encodes `req` (op and batch; the registration and deadline
+ * are the watch's) as the watch's request and submits it.  `rv` is kept
+ * for the result (a copy).
+ */
+static void
+send_request(KwWatch *w, KwApplyRequest *req, const char *rv)
+{
+	Assert(w->sent.len == 0 && w->ticket == NULL);
+	req->reg = w->reg;
+	req->timeout_ms = kw_apply_timeout_ms;
+	req->direct = w->list_direct;
+	kw_apply_request_encode(&w->sent, req);
+	w->sent_op = req->op;
+	set_str(w, &w->sent_rv, rv);
+	submit(w);
+}
+
+/*
+ * drop_unapplied: a request failed for good: what was decoded after it is
+ * of no use (the relist that follows reads the newest state), nor is the
+ * request.
+ */
+static void
+drop_unapplied(KwWatch *w)
+{
+	forget_request(w);
+	reset_batch(w);
+}
+
+/*
+ * retryable: whether a failed request is worth sending again as it is:
+ * the table owner's code or a lock outlasted kwatch.apply_timeout (57014,
+ * 55P03), or an apply worker slot was lost before it started.  Anything
+ * else (and 57P01: an apply worker ended with the batch in flight, whether
+ * it committed is unknown) relists.
+ */
+static bool
+retryable(int sqlstate)
+{
+	return sqlstate == ERRCODE_QUERY_CANCELED || sqlstate == ERRCODE_LOCK_NOT_AVAILABLE;
+}
+
+/*
+ * apply_failed: a request could not be applied.  When retrying it may
+ * help (a timeout, a lock), it is kept and sent again after the backoff;
+ * the stream pauses once the next batch is full.  Otherwise what was
+ * decoded is lost, so the table may lag the stream: stop the transfer and
+ * relist, from the last RV (PROTOCOL 22), after a backoff.
  */
 static void
 apply_failed(KwWatch *w, const char *err, int sqlstate)
 {
 	record_error(w, KW_ERRSRC_DATABASE, err);
-	if (sqlstate == ERRCODE_LOCK_NOT_AVAILABLE)
+	if (retryable(sqlstate) && w->sent.len > 0)
 	{
-		/*
-		 * The mirror table (or the registration row) is locked by someone
-		 * else: keep the batch and try again shortly; the stream pauses
-		 * once the batch is full.  Other watches go on meanwhile.
-		 */
-		w->flush_not_before = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-														  KW_LOCK_RETRY_MS);
-		w->keep_batch = true;
+		w->resubmit_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													 retry_delay(w, 0));
 		return;
 	}
+	drop_unapplied(w);
 	stop_transfer(w);
 	restart_list(w, true);
 	schedule_retry(w, 0, KW_STATE_BACKOFF);
 }
 
 /*
- * list_committed: a relist's merge has committed, here or in a background
- * worker: the staged list is the table now; watch from its resourceVersion.
+ * list_committed: a relist's merge has committed: the staged list is the
+ * table now; watch from its resourceVersion.
  */
 static void
 list_committed(KwWatch *w, KwApplyCounts *counts)
@@ -1068,120 +1110,151 @@ list_committed(KwWatch *w, KwApplyCounts *counts)
 	set_synced(w, true, true);
 }
 
-/*
- * merge_done: whether the background merge of `w` (if any) has ended; if
- * so, takes its outcome like an in-process merge's.
- */
-static bool
-merge_done(KwWatch *w)
+/* events_applied: a batch of watch events committed with its checkpoint. */
+static void
+events_applied(KwWatch *w, KwApplyResult *res)
 {
-	bool		ok;
-	KwApplyCounts counts;
-	char	   *err;
-	int			sqlstate;
+	w->objects += res->counts.added - res->counts.deleted;
+	count_apply(w, &res->counts, true);
+	if (res->skipped > 0)
+		COUNT(w, skipped_objects, res->skipped);
+	set_str(w, &w->resume_rv, w->sent_rv);
+	publish_progress(w);
+	if (TimestampDifferenceExceeds(w->xfer_started, GetCurrentTimestamp(),
+								   KW_HEALTHY_RESET_MS))
+		w->backoff_ms = 0;
+}
 
-	if (w->merge == NULL)
-		return true;
-	if (!kw_merge_poll(w->merge, w->slot, &ok, &counts, &err, &sqlstate))
+/*
+ * relist_begun: the apply worker prepared the LIST (staging table, or
+ * straight into the mirror) and sent the table's uid -> resourceVersion:
+ * the first page may be requested.
+ */
+static void
+relist_begun(KwWatch *w, KwApplyResult *res)
+{
+	MemoryContextReset(w->list_cxt);
+	w->known = kw_sync_known_import(res->known_uids, res->known_rvs, res->nknown,
+									w->list_cxt);
+	w->list_direct = res->direct;
+	w->list_started = true;
+	w->list_items = 0;
+	w->list_rv = NULL;
+	w->continue_token = NULL;
+	/* a LIST after any earlier sync (even before a restart) is a relist */
+	if (w->first_list_done || w->resume_rv)
+		COUNT(w, relists, 1);
+	retry_now(w);
+}
+
+/*
+ * kw_watch_collect: takes the outcome of the watch's request in flight,
+ * once its apply worker has reported it (apply_pool.c), and decides what
+ * comes next.  Returns whether there was one.  Called by the worker loop
+ * on every pass, after kw_apply_pool_collect.
+ */
+bool
+kw_watch_collect(KwWatch *w, MemoryContext cxt)
+{
+	KwApplyResult res;
+
+	if (w->ticket == NULL || !kw_apply_poll(w->ticket, &res, cxt))
 		return false;
-	pfree(w->merge);
-	w->merge = NULL;
-	if (ok)
-		list_committed(w, &counts);
-	else
-		apply_failed(w, err, sqlstate);
+	w->ticket = NULL;
+	if (!res.ok)
+	{
+		if (w->sent_op == KW_APPLY_RELIST_BEGIN)
+		{
+			record_error(w, KW_ERRSRC_DATABASE, res.error);
+			forget_request(w);
+			schedule_retry(w, 0, KW_STATE_BACKOFF);
+		}
+		else if (w->sent_op == KW_APPLY_COUNT_ROWS)
+		{
+			ereport(LOG, (errmsg("kwatch: could not count the rows of watch %d: %s",
+								 w->reg.id, res.error)));
+			forget_request(w);
+		}
+		else
+			apply_failed(w, res.error, res.sqlstate);
+		return true;
+	}
+	switch (w->sent_op)
+	{
+		case KW_APPLY_EVENTS:
+			events_applied(w, &res);
+			break;
+		case KW_APPLY_RELIST_BEGIN:
+			relist_begun(w, &res);
+			break;
+		case KW_APPLY_RELIST_STAGE:
+			count_apply(w, &res.counts, false);
+			if (res.skipped > 0)
+			{
+				w->list_items -= res.skipped;	/* not staged: not in the table */
+				COUNT(w, skipped_objects, res.skipped);
+			}
+			break;
+		case KW_APPLY_RELIST_FINISH:
+			list_committed(w, &res.counts);
+			break;
+		case KW_APPLY_COUNT_ROWS:
+			w->objects = res.rows;
+			publish_progress(w);
+			break;
+		case KW_APPLY_PRUNE_HISTORY:
+			break;
+	}
+	forget_request(w);
 	return true;
 }
 
 /*
- * kw_watch_flush: applies the pending batch in short transactions (watch
- * events with their checkpoint; or list items into the staging table; or
- * the final relist merge), then resumes a paused transfer.
+ * kw_watch_flush: hands the pending batch to the apply pool (watch events
+ * with their checkpoint; or list items; or the final relist merge), and
+ * resumes a paused transfer at once: the next batch is decoded while this
+ * one is applied.  A kept request (after a timeout) is sent again instead.
  */
 void
 kw_watch_flush(KwWatch *w)
 {
-	KwApplyCounts counts;
-	int			skipped = 0;
-	char	   *err = NULL;
-	int			sqlstate = 0;
+	KwApplyRequest req;
 
-	memset(&counts, 0, sizeof(counts));
-	w->flush_not_before = 0;
-	w->keep_batch = false;
-
+	if (w->sent.len > 0)
+	{
+		if (w->ticket == NULL)
+			submit(w);			/* kept, or every worker was busy */
+		return;
+	}
+	memset(&req, 0, sizeof(req));
 	if (w->nevents > 0)
 	{
-		bool		ok;
-
-		ok = kw_apply_events(w->plans, &w->reg, w->events, w->nevents, w->pending_rv,
-							 &counts, &err, &sqlstate);
-		if (!ok && object_error(sqlstate))
-		{
-			memset(&counts, 0, sizeof(counts));
-			ok = apply_events_singly(w, &counts, &err, &sqlstate);
-		}
-		if (!ok)
-			apply_failed(w, err, sqlstate);
-		else
-		{
-			w->objects += counts.added - counts.deleted;
-			count_apply(w, &counts, true);
-			set_str(w, &w->resume_rv, w->pending_rv);
-			publish_progress(w);
-			if (TimestampDifferenceExceeds(w->xfer_started, GetCurrentTimestamp(),
-										   KW_HEALTHY_RESET_MS))
-				w->backoff_ms = 0;
-		}
+		req.op = KW_APPLY_EVENTS;
+		req.events = w->events;
+		req.nevents = w->nevents;
+		req.rv = w->pending_rv;
 	}
 	else if (w->nitems > 0)
 	{
-		if (!kw_apply_relist_stage(w->plans, &w->reg, w->items, w->nitems, &skipped,
-								   &counts, &err, &sqlstate))
-			apply_failed(w, err, sqlstate);
-		else
-		{
-			count_apply(w, &counts, false);
-			if (skipped > 0)
-			{
-				w->list_items -= skipped;	/* not staged: not in the table */
-				COUNT(w, skipped_objects, skipped);
-			}
-		}
+		req.op = KW_APPLY_RELIST_STAGE;
+		req.objs = w->items;
+		req.nobjs = w->nitems;
 	}
-	else if (w->list_finish_pending && w->xfer == XFER_NONE && w->merge == NULL)
+	else if (w->list_finish_pending && w->xfer == XFER_NONE)
 	{
-		/* a large list: merged by a background worker (merge.c) */
-		if (kw_background_merge_objects > 0 && w->list_items >= kw_background_merge_objects &&
-			w->slot != &w->private_slot && !w->list_direct)
-		{
-			MemoryContext old = MemoryContextSwitchTo(w->cxt);
-
-			w->merge = kw_merge_start(&w->reg, w->slot, w->list_rv);
-			MemoryContextSwitchTo(old);
-		}
-		if (w->merge != NULL)
-		{
-			ereport(LOG,
-					(errmsg("kwatch: merging the LIST of " INT64_FORMAT " %s from server \"%s\" in a background worker",
+		req.op = KW_APPLY_RELIST_FINISH;
+		req.rv = w->list_rv;
+		if (w->list_items >= 5000)
+			ereport(DEBUG1,
+					(errmsg("kwatch: merging the LIST of " INT64_FORMAT " %s from server \"%s\"",
 							w->list_items, w->reg.plural, w->reg.server)));
-			return;				/* kw_watch_tick picks up its outcome */
-		}
-		if (!kw_apply_relist_finish(w->plans, &w->reg, w->list_rv, w->known, &counts,
-									&err, &sqlstate))
-			apply_failed(w, err, sqlstate);
-		else
-			list_committed(w, &counts);
 	}
-
-	if (w->keep_batch)
-		return;					/* retried after KW_LOCK_RETRY_MS */
-	w->nevents = w->nitems = 0;
-	w->events = NULL;
-	w->items = NULL;
-	w->maxevents = w->maxitems = 0;
-	w->pending_rv = NULL;
-	MemoryContextReset(w->batch_cxt);
+	else
+		return;
+	send_request(w, &req, req.rv);
+	if (req.op == KW_APPLY_RELIST_FINISH)
+		w->list_finish_pending = false;
+	reset_batch(w);
 
 	if (w->http)
 		kw_http_transfer_resume(w->http);
@@ -1209,8 +1282,6 @@ load_config_body(void *arg)
 	old = MemoryContextSwitchTo(w->cfg_cxt);
 	w->cfg = kw_cluster_config_for_server(w->reg.server, w->reg.owner);
 	MemoryContextSwitchTo(old);
-	if (w->resume_rv)
-		w->objects = kw_sync_count_rows(&w->reg);
 }
 
 typedef struct RecheckArgs
@@ -1279,17 +1350,13 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 	int			sqlstate;
 	MemoryContext loopcxt = CurrentMemoryContext;
 
-	/* a background merge: nothing else happens to this watch meanwhile */
-	if (!merge_done(w))
-		return 1000;			/* its exit sets our latch (bgw_notify_pid) */
-
 	/*
 	 * kwatch.relist() asked for a fresh LIST (client-go's Store.Resync /
 	 * Relist on demand): once what was decoded is applied, end the
 	 * transfer in flight and list without a resourceVersion, a consistent
 	 * read of the newest state (PROTOCOL 22).
 	 */
-	if (w->slot->relist_requests != w->relist_requests_seen && !pending_work(w))
+	if (w->slot->relist_requests != w->relist_requests_seen && !unapplied(w))
 	{
 		w->relist_requests_seen = w->slot->relist_requests;
 		w->list_request = w->relist_requests_seen;
@@ -1301,7 +1368,7 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 
 	/* the server's or user mapping's settings changed: use the new ones */
 	if (w->cfg != NULL && w->cfg_generation != kw_connection_generation() &&
-		!pending_work(w))
+		!unapplied(w))
 		recheck_config(w);
 
 	if (w->xfer != XFER_NONE && !w->http->paused)
@@ -1340,13 +1407,16 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 	 * while we write.  Anything else (events, the final merge) is applied
 	 * before the next request.
 	 */
-	if (pending_work(w) &&
+	if (unapplied(w) &&
 		!(w->need_list && w->continue_token && w->nevents == 0 &&
 		  !w->list_finish_pending))
 	{
-		/* apply first (a kept batch: once its retry time has come) */
-		if (w->flush_not_before > now)
-			return (long) ((w->flush_not_before - now) / 1000) + 1;
+		/* in an apply worker: its result sets our latch */
+		if (w->ticket != NULL)
+			return 1000;
+		/* a kept request: once its retry time has come */
+		if (w->sent.len > 0 && w->resubmit_at > now)
+			return (long) ((w->resubmit_at - now) / 1000) + 1;
 		return 0;
 	}
 	if (now < w->next_attempt)
@@ -1364,6 +1434,14 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 			return (long) ((w->next_attempt - now) / 1000) + 1;
 		}
 		publish_progress(w);
+		if (w->resume_rv && w->sent.len == 0)
+		{
+			/* resuming: how many rows the table holds (an apply worker counts) */
+			KwApplyRequest req = {.op = KW_APPLY_COUNT_ROWS};
+
+			send_request(w, &req, NULL);
+			return 0;
+		}
 	}
 
 	PG_TRY();
@@ -1417,6 +1495,7 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 	w->cfg_cxt = AllocSetContextCreate(cxt, "kwatch cluster config", ALLOCSET_SMALL_SIZES);
 	w->multi = (CURLM *) multi;
 	initStringInfo(&w->errbody);
+	initStringInfo(&w->sent);
 
 	r->id = reg->id;
 	r->server = pstrdup(reg->server);
@@ -1475,8 +1554,8 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 void
 kw_watch_destroy(KwWatch *w)
 {
-	if (w->merge)
-		kw_merge_stop(w->merge);
+	if (w->ticket)
+		kw_apply_cancel(w->ticket);
 	stop_transfer(w);
 	kw_sync_plans_free(w->plans);
 	if (w->slot != &w->private_slot)

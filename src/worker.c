@@ -50,6 +50,7 @@
 #include "kw_common.h"
 #include "kw_worker.h"
 #include "kw_events.h"
+#include "kw_apply.h"
 
 /* Registrations are re-read at least this often, in case of missed wakeups. */
 #define KW_RELOAD_INTERVAL_MS 10000
@@ -366,38 +367,45 @@ publish_worker(pid_t pid, Latch *latch)
 	LWLockRelease(kw_shared->lock);
 }
 
-/* worker_shutdown: on exit (before_shmem_exit), no worker any more. */
+/*
+ * worker_shutdown: on exit (before_shmem_exit), no worker any more; its
+ * apply workers are stopped (they would also end on their own once they
+ * find their queues detached).
+ */
 static void
 worker_shutdown(int code, Datum arg)
 {
+	kw_apply_pool_shutdown();
 	if (kw_shared == NULL)
 		return;
 	publish_worker(0, NULL);
 }
 
 static void
-fence_merges_body(void *arg)
+fence_apply_workers_body(void *arg)
 {
 	if (SPI_execute("SELECT pg_catalog.count(pg_catalog.pg_terminate_backend(a.pid, 30000))"
 					" FROM pg_catalog.pg_stat_activity a"
-					" WHERE a.backend_type OPERATOR(pg_catalog.=) 'kwatch relist merge'",
+					" WHERE a.backend_type OPERATOR(pg_catalog.=) ANY"
+					" (ARRAY['kwatch apply', 'kwatch relist merge'])",
 					false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not stop the previous worker's merges");
+		elog(ERROR, "could not stop the previous worker's apply workers");
 }
 
 /*
- * fence_merges: stops the background merges a previous worker life left
- * running (merge.c) and waits up to 30 s for each to end: their outcome
- * would reach no one, and a merge of a list older than the checkpoint this
- * worker resumes from must not commit after it.
+ * fence_apply_workers: stops the apply workers a previous life of the
+ * worker left running (apply_worker.c; and the relist merges of kwatch
+ * 0.4.0, during an upgrade) and waits up to 30 s for each to end: their
+ * outcome would reach no one, and a batch older than the checkpoint this
+ * life resumes from must not commit after it.
  */
 static void
-fence_merges(void)
+fence_apply_workers(void)
 {
 	char	   *err = NULL;
 
-	if (!kw_sync_in_transaction(fence_merges_body, NULL, &err, NULL))
-		ereport(LOG, (errmsg("kwatch: could not stop earlier relist merges: %s", err)));
+	if (!kw_sync_in_transaction(fence_apply_workers_body, NULL, &err, NULL))
+		ereport(LOG, (errmsg("kwatch: could not stop earlier apply workers: %s", err)));
 }
 
 /*
@@ -503,19 +511,45 @@ prune_after(TimestampTz from)
 									   (int64) kw_history_prune_interval_s * 1000);
 }
 
+static KwApplyTicket *prune_ticket = NULL;	/* a round in an apply worker */
+
+/* prune_collect: takes the outcome of a pruning round, once it has ended. */
+static void
+prune_collect(void)
+{
+	KwApplyResult res;
+
+	if (prune_ticket && kw_apply_poll(prune_ticket, &res, loop_cxt))
+	{
+		prune_ticket = NULL;
+		prune_behind = res.behind;
+	}
+}
+
 /*
- * prune_if_due: prunes history tables past their retention (history.c)
- * when due; sooner while behind; the interval as it is set now (a SIGHUP
- * may change it).  Returns when the next round is due.
+ * prune_if_due: has an apply worker prune history tables past their
+ * retention (history.c, as each table's owner) when due; sooner while
+ * behind; the interval as it is set now (a SIGHUP may change it).  Returns
+ * when the next round is due.
  */
 static TimestampTz
 prune_if_due(TimestampTz now)
 {
 	TimestampTz next_prune = prune_after(last_prune);
 
-	if (now >= next_prune)
+	prune_collect();
+	if (now >= next_prune && prune_ticket == NULL)
 	{
-		prune_behind = kw_history_prune();
+		KwApplyRequest req = {.op = KW_APPLY_PRUNE_HISTORY,
+		.timeout_ms = kw_apply_timeout_ms};
+		StringInfoData buf;
+
+		initStringInfo(&buf);
+		kw_apply_request_encode(&buf, &req);
+		prune_ticket = kw_apply_submit(&buf, NULL);
+		pfree(buf.data);
+		if (prune_ticket == NULL)
+			return TimestampTzPlusMilliseconds(now, 1000);	/* all busy */
 		last_prune = now;
 		next_prune = prune_after(now);
 	}
@@ -549,12 +583,30 @@ start_due_requests(long timeout)
 }
 
 /*
- * apply_batches: applies what the streams delivered, one transaction per
- * watch; returns 0 when anything was applied (what comes next may be due
- * now), else `timeout`.
+ * collect_applied: takes the results the apply workers reported since the
+ * last pass (apply_pool.c) to their watches; returns 0 when there was one
+ * (what comes next may be due now), else `timeout`.
  */
 static long
-apply_batches(long timeout)
+collect_applied(long timeout)
+{
+	ListCell   *lc;
+
+	if (!kw_apply_pool_collect())
+		return timeout;
+	foreach(lc, watches)
+		(void) kw_watch_collect((KwWatch *) lfirst(lc), loop_cxt);
+	prune_collect();
+	return 0;
+}
+
+/*
+ * hand_over_batches: hands what the streams delivered to the apply
+ * workers, a request per watch at most; returns 0 when anything was
+ * handed over, else `timeout`.
+ */
+static long
+hand_over_batches(long timeout)
 {
 	ListCell   *lc;
 
@@ -642,8 +694,9 @@ kwatch_worker_main(Datum main_arg)
 	kw_events_writer_init();
 	before_shmem_exit(worker_shutdown, (Datum) 0);
 	publish_worker(MyProcPid, MyLatch);
-	fence_merges();
+	fence_apply_workers();
 	multi_init();
+	kw_apply_pool_init();
 
 	ereport(LOG, (errmsg("kwatch worker started in database \"%s\"", kw_database)));
 
@@ -671,9 +724,11 @@ kwatch_worker_main(Datum main_arg)
 		/* exec credential plugins: read their pipes, reap, refresh ahead */
 		(void) kw_credential_drive(&timeout);
 
-		/* start due requests first, so servers work while we write */
+		/* results first: they decide what each watch does next */
+		timeout = collect_applied(timeout);
+		/* start due requests first, so servers work while batches apply */
 		timeout = start_due_requests(timeout);
-		timeout = apply_batches(timeout);
+		timeout = hand_over_batches(timeout);
 
 		now = GetCurrentTimestamp();
 		if (curl_deadline != 0)

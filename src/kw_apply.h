@@ -1,0 +1,106 @@
+/*-------------------------------------------------------------------------
+ *
+ * kw_apply.h
+ *		Applying decoded batches in a pool of apply workers, apart from the
+ *		transfer (the worker that runs HTTP and decoding for every watch).
+ *
+ * The data path crosses one process boundary:
+ *
+ *	 transfer (worker.c, watch.c: HTTP -> decode -> batch)
+ *		 --KwApplyRequest over a shm_mq--> apply worker (apply_worker.c:
+ *		 apply_execute.c -> sync.c: rows, checkpoint, NOTIFY, event stream)
+ *		 --KwApplyResult over a shm_mq--> transfer (status, what comes next)
+ *
+ * as PostgreSQL's logical replication hands changes from the leader apply
+ * worker to parallel apply workers (src/backend/replication/logical/
+ * applyparallelworker.c: one DSM segment, a shm_mq each way per worker).
+ * A watch has at most one request in flight, so its batches commit in
+ * order; the transfer never runs a table owner's code nor waits on a
+ * mirror table's lock.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KW_APPLY_H
+#define KW_APPLY_H
+
+#include "kw_common.h"
+#include "kw_worker.h"
+
+/* apply_pool.c's shm_toc: request queue 2i, result queue 2i + 1 */
+#define KW_APPLY_TOC_MAGIC 0x6b776170	/* "kwap" */
+
+/* What an apply request asks (apply_execute.c runs each). */
+typedef enum KwApplyOp
+{
+	KW_APPLY_EVENTS = 1,		/* watch events + checkpoint */
+	KW_APPLY_RELIST_BEGIN,		/* prepare a LIST: staging table, known rows */
+	KW_APPLY_RELIST_STAGE,		/* one batch of LIST items */
+	KW_APPLY_RELIST_FINISH,		/* merge the staged LIST, checkpoint */
+	KW_APPLY_COUNT_ROWS,		/* rows of the watch's cluster in its table */
+	KW_APPLY_PRUNE_HISTORY		/* one history retention round (no watch) */
+} KwApplyOp;
+
+/*
+ * One unit of apply work: a watch's registration (as the transfer runs it)
+ * and the batch.  Strings and arrays live in the memory context the request
+ * was built or decoded in.
+ */
+typedef struct KwApplyRequest
+{
+	KwApplyOp	op;
+	KwRegistration reg;			/* id 0 for KW_APPLY_PRUNE_HISTORY */
+	int			timeout_ms;		/* deadline per statement; 0 = none */
+	bool		direct;			/* the LIST goes straight into the mirror */
+	bool		allow_direct;	/* RELIST_BEGIN: a first sync may go direct */
+	bool		forget_checkpoint;	/* RELIST_BEGIN: kwatch.relist() asked */
+	char	   *rv;				/* EVENTS: resume point; FINISH: list RV */
+	KwEvent    *events;			/* EVENTS */
+	int			nevents;
+	KwObject   *objs;			/* RELIST_STAGE */
+	int			nobjs;
+} KwApplyRequest;
+
+/* What became of a request. */
+typedef struct KwApplyResult
+{
+	bool		ok;				/* committed */
+	int			sqlstate;		/* when !ok */
+	char	   *error;			/* when !ok */
+	KwApplyCounts counts;
+	int			skipped;		/* objects PostgreSQL rejected (skipped) */
+	bool		direct;			/* RELIST_BEGIN: the list goes direct */
+	bool		behind;			/* PRUNE_HISTORY: a round filled its batch */
+	int64		rows;			/* COUNT_ROWS */
+	int			nknown;			/* RELIST_BEGIN: the table's uid -> rv */
+	char	  **known_uids;
+	char	  **known_rvs;
+} KwApplyResult;
+
+/* in apply_message.c: requests and results as bytes (one shm_mq message) */
+extern void kw_apply_request_encode(StringInfo buf, const KwApplyRequest *req);
+extern void kw_apply_request_decode(const char *data, Size len, KwApplyRequest *req);
+extern void kw_apply_result_encode(StringInfo buf, const KwApplyResult *res);
+extern void kw_apply_result_decode(const char *data, Size len, KwApplyResult *res);
+
+/* in apply_execute.c: running a request (in an apply worker, or in-process) */
+extern void kw_apply_execute(const KwApplyRequest *req, KwApplyResult *res);
+extern void kw_apply_execute_reset(void);
+
+/* in apply_worker.c */
+PGDLLEXPORT void kwatch_apply_main(Datum main_arg);
+
+/* in apply_pool.c: the transfer's side of the pool */
+typedef struct KwApplyTicket KwApplyTicket;
+
+extern int	kw_max_apply_workers;
+extern int	kw_apply_timeout_ms;
+
+extern void kw_apply_pool_init(void);
+extern KwApplyTicket *kw_apply_submit(StringInfo request, void *owner);
+extern bool kw_apply_poll(KwApplyTicket *ticket, KwApplyResult *res,
+						  MemoryContext cxt);
+extern void kw_apply_cancel(KwApplyTicket *ticket);
+extern bool kw_apply_pool_collect(void);
+extern void kw_apply_pool_shutdown(void);
+
+#endif							/* KW_APPLY_H */
