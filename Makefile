@@ -14,6 +14,10 @@ OBJS = \
 	src/redact.o \
 	src/column_functions.o \
 	src/watch.o \
+	src/transaction.o \
+	src/as_owner.o \
+	src/owner_functions.o \
+	src/known_rows.o \
 	src/sync.o \
 	src/history.o \
 	src/apply_message.o \

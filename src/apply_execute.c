@@ -25,7 +25,7 @@
 #include "utils/memutils.h"
 #include "utils/timeout.h"
 
-#include "kw_apply.h"
+#include "kw_sync.h"
 
 typedef struct PlanEntry
 {
@@ -191,7 +191,7 @@ run_relist_begin(KwSyncPlans *plans, const KwApplyRequest *req, KwApplyResult *r
 									req->allow_direct, req->forget_checkpoint,
 									&known, &res->direct, &res->error, &res->sqlstate);
 	if (res->ok)
-		res->nknown = kw_sync_known_export(known, &res->known_uids, &res->known_rvs);
+		res->nknown = kw_known_export(known, &res->known_uids, &res->known_rvs);
 }
 
 /*

@@ -106,7 +106,7 @@ static void prune_batch(PruneTarget *pt, PruneArgs *a, const char *which, Oid ty
  * prune_body: one batch per history table of kwatch.history_tables whose
  * table exists: closed versions that ended before now() - retention, then
  * the oldest closed versions beyond max_rows.  Runs in the worker's
- * transaction (kw_sync_in_transaction), each table's statements as its
+ * transaction (kw_run_in_transaction), each table's statements as its
  * owner.
  */
 static void
@@ -237,7 +237,7 @@ kw_history_prune(void)
 	PruneArgs	a = {false};
 	char	   *err = NULL;
 
-	if (!kw_sync_in_transaction(prune_body, &a, &err, NULL))
+	if (!kw_run_in_transaction(prune_body, &a, &err, NULL))
 		elog(LOG, "kwatch: pruning history tables failed: %s", err);
 	return a.more;
 }

@@ -76,6 +76,13 @@ typedef struct KwApplyResult
 	char	  **known_rvs;
 } KwApplyResult;
 
+/* in known_rows.c: uid -> resourceVersion of a table's rows at a LIST's start */
+extern struct HTAB *kw_known_create(long n, MemoryContext cxt);
+extern void kw_known_add(struct HTAB *known, const char *uid, const char *rv);
+extern const char *kw_known_rv(struct HTAB *known, const char *uid);
+extern int	kw_known_export(struct HTAB *known, char ***uids, char ***rvs);
+extern struct HTAB *kw_known_import(char **uids, char **rvs, int n, MemoryContext cxt);
+
 /* in apply_message.c: requests and results as bytes (one shm_mq message) */
 extern void kw_apply_request_encode(StringInfo buf, const KwApplyRequest *req);
 extern void kw_apply_request_decode(const char *data, Size len, KwApplyRequest *req);

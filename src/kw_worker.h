@@ -2,8 +2,10 @@
  *
  * kw_worker.h
  *		The worker's side: shared status of every watch (also read by SQL
- *		functions), the reflector, applying to tables, background merges,
- *		NOTIFY, registrations and who may act on them.
+ *		functions), the reflector, transactions and acting as a table's
+ *		owner, NOTIFY, registrations and who may act on them.  Applying to
+ *		tables is kw_sync.h's (apply workers only); the pool between the
+ *		two sides is kw_apply.h's.
  *
  *-------------------------------------------------------------------------
  */
@@ -128,8 +130,7 @@ extern void kw_watch_flush(KwWatch *w);
 extern bool kw_watch_collect(KwWatch *w, MemoryContext cxt);
 
 /* ---------------------------------------------------------------------
- * in sync.c: applying to tables (kw_apply_*: one transaction per call;
- * kw_sync_*: in the caller's transaction)
+ * in transaction.c and as_owner.c: what every writer of kwatch uses
  * ---------------------------------------------------------------------
  */
 typedef struct KwEvent
@@ -137,9 +138,6 @@ typedef struct KwEvent
 	KwEventType type;
 	KwObject	obj;
 } KwEvent;
-
-typedef struct KwSyncPlans KwSyncPlans;
-
 
 /* What one apply did, for the status counters. */
 typedef struct KwApplyCounts
@@ -152,7 +150,10 @@ typedef struct KwApplyCounts
 
 typedef void (*KwTxnBody) (void *arg);
 
-/* Acting as a mirror table's owner (sync.c, "The mirror table's writes"). */
+extern bool kw_run_in_transaction(KwTxnBody body, void *arg, char **errmsg,
+								  int *sqlstate);
+
+/* Acting as a mirror table's owner (as_owner.c). */
 typedef struct KwAsOwner
 {
 	Oid			save_userid;
@@ -165,47 +166,6 @@ extern Oid	kw_rel_owner(Oid relid);
 extern void kw_as_owner_begin(Oid owner, KwAsOwner *s);
 extern void kw_as_owner_end(KwAsOwner *s);
 extern void kw_fire_deferred_triggers(void);
-
-extern bool kw_sync_in_transaction(KwTxnBody body, void *arg, char **errmsg,
-								   int *sqlstate);
-extern KwSyncPlans *kw_sync_plans_create(KwRegistration *reg,
-										 MemoryContext cxt);
-extern void kw_sync_plans_free(KwSyncPlans *plans);
-extern void kw_sync_apply_events(KwSyncPlans *plans, KwRegistration *reg,
-								 KwEvent *events, int nevents,
-								 const char *resume_rv, KwApplyCounts *counts);
-extern bool kw_apply_events(KwSyncPlans *plans, KwRegistration *reg, KwEvent *events,
-							int nevents, const char *resume_rv, KwApplyCounts *counts,
-							char **err, int *sqlstate);
-extern bool kw_apply_relist_begin(KwSyncPlans *plans, KwRegistration *reg,
-								  MemoryContext cxt, bool allow_direct,
-								  bool forget_checkpoint, struct HTAB **known, bool *direct, char **err,
-								  int *sqlstate);
-extern bool kw_apply_count_rows(KwRegistration *reg, int64 *rows, char **err,
-								int *sqlstate);
-extern int	kw_sync_known_export(struct HTAB *known, char ***uids, char ***rvs);
-extern struct HTAB *kw_sync_known_import(char **uids, char **rvs, int n,
-										 MemoryContext cxt);
-extern void kw_sync_plans_set_direct(KwSyncPlans *p, bool direct);
-extern bool kw_apply_relist_stage(KwSyncPlans *plans, KwRegistration *reg, KwObject *objs,
-								  int nobjs, int *skipped, KwApplyCounts *counts,
-								  char **err, int *sqlstate);
-extern bool kw_apply_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
-								   const char *list_rv, struct HTAB *known,
-								   KwApplyCounts *counts, char **err, int *sqlstate);
-extern int64 kw_sync_count_rows(KwRegistration *reg);
-extern struct HTAB *kw_sync_relist_begin(KwSyncPlans *plans,
-										 KwRegistration *reg,
-										 MemoryContext cxt, bool allow_direct,
-										 bool forget_checkpoint);
-extern int	kw_sync_relist_stage(KwSyncPlans *plans, KwRegistration *reg,
-								 KwObject *objs, int nobjs, KwApplyCounts *counts);
-extern void kw_sync_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
-								  const char *list_rv, struct HTAB *known,
-								  KwApplyCounts *counts);
-extern struct HTAB *kw_sync_known_rows(KwSyncPlans *plans, KwRegistration *reg,
-										MemoryContext cxt);
-extern const char *kw_sync_known_rv(struct HTAB *known, const char *uid);
 
 /* ---------------------------------------------------------------------
  * in notify.c

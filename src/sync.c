@@ -5,7 +5,7 @@
  *		prepared once per watch.
  *
  * Every function here runs inside the short transaction opened by
- * kw_sync_in_transaction(): the worker never holds a transaction open while
+ * kw_run_in_transaction(): the worker never holds a transaction open while
  * it waits on the network: a lock or a snapshot held across a slow stream
  * would hold back VACUUM and block DDL on the mirror tables.
  *
@@ -61,6 +61,7 @@
 #include "kw_common.h"
 #include "kw_worker.h"
 #include "kw_events.h"
+#include "kw_sync.h"
 
 #define KW_UID_KEYLEN 128
 
@@ -78,59 +79,6 @@ struct KwSyncPlans
 	char	   *stage_table;	/* kwatch_stage.relist_stage_<id>, qualified */
 	char	   *qualified;		/* k8s."table" */
 };
-
-typedef struct KnownEntry
-{
-	char		uid[KW_UID_KEYLEN];
-	char	   *rv;
-} KnownEntry;
-
-/*
- * kw_sync_in_transaction: runs body(arg) in its own transaction with SPI
- * connected and a snapshot pushed, and commits.  On ERROR, rolls back and
- * returns false with the message (palloc'd in the caller's context) and
- * SQLSTATE; the error is also written to the server log.  Returns true on
- * commit.
- */
-bool
-kw_sync_in_transaction(KwTxnBody body, void *arg, char **errmsg, int *sqlstate)
-{
-	MemoryContext oldcxt = CurrentMemoryContext;
-	volatile bool ok = true;
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PG_TRY();
-	{
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		PushActiveSnapshot(GetTransactionSnapshot());
-		body(arg);
-		SPI_finish();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *ed;
-
-		MemoryContextSwitchTo(oldcxt);
-		ed = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		if (errmsg)
-			*errmsg = pstrdup(ed->message);
-		if (sqlstate)
-			*sqlstate = ed->sqlerrcode;
-		FreeErrorData(ed);
-		ok = false;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(oldcxt);
-	pgstat_report_stat(false);
-	return ok;
-}
 
 /* ---------------------------------------------------------------------
  * The apply step of the data path (stream -> decode -> apply -> status):
@@ -178,7 +126,7 @@ kw_apply_events(KwSyncPlans *plans, KwRegistration *reg, KwEvent *events, int ne
 	ApplyArgs	a = {.plans = plans, .reg = reg, .events = events, .nevents = nevents,
 		.rv = resume_rv, .counts = counts};
 
-	return kw_sync_in_transaction(apply_events_body, &a, err, sqlstate);
+	return kw_run_in_transaction(apply_events_body, &a, err, sqlstate);
 }
 
 static void
@@ -204,7 +152,7 @@ kw_apply_relist_begin(KwSyncPlans *plans, KwRegistration *reg, MemoryContext cxt
 	ApplyArgs	a = {.plans = plans, .reg = reg, .cxt = cxt, .allow_direct = allow_direct,
 	.forget_checkpoint = forget_checkpoint};
 
-	if (!kw_sync_in_transaction(relist_begin_body, &a, err, sqlstate))
+	if (!kw_run_in_transaction(relist_begin_body, &a, err, sqlstate))
 		return false;
 	*known = a.known;
 	*direct = plans->relist_direct;
@@ -231,7 +179,7 @@ kw_apply_relist_stage(KwSyncPlans *plans, KwRegistration *reg, KwObject *objs, i
 	ApplyArgs	a = {.plans = plans, .reg = reg, .objs = objs, .nobjs = nobjs,
 		.counts = counts};
 
-	if (!kw_sync_in_transaction(relist_stage_body, &a, err, sqlstate))
+	if (!kw_run_in_transaction(relist_stage_body, &a, err, sqlstate))
 		return false;
 	*skipped = a.skipped;
 	return true;
@@ -262,7 +210,7 @@ kw_apply_relist_finish(KwSyncPlans *plans, KwRegistration *reg, const char *list
 	ApplyArgs	a = {.plans = plans, .reg = reg, .rv = list_rv, .known = known,
 		.counts = counts};
 
-	return kw_sync_in_transaction(relist_finish_body, &a, err, sqlstate);
+	return kw_run_in_transaction(relist_finish_body, &a, err, sqlstate);
 }
 
 static void
@@ -282,37 +230,10 @@ kw_apply_count_rows(KwRegistration *reg, int64 *rows, char **err, int *sqlstate)
 {
 	ApplyArgs	a = {.reg = reg};
 
-	if (!kw_sync_in_transaction(count_rows_body, &a, err, sqlstate))
+	if (!kw_run_in_transaction(count_rows_body, &a, err, sqlstate))
 		return false;
 	*rows = a.rows;
 	return true;
-}
-
-/*
- * The mirror table's writes run as its owner: with the owner's rights,
- * under SECURITY_RESTRICTED_OPERATION, with search_path pinned to
- * pg_catalog, pg_temp; PostgreSQL runs maintenance on a user's table the
- * same way (ExecRefreshMatView, vacuum_rel, index_build in
- * src/backend/commands and catalog/index.c).  A trigger or a rule a
- * table's owner adds then runs with the owner's rights, never the worker's
- * superuser's.  The worker's own tables (registrations, event_state, the
- * staging table) are written outside, as the worker.
- */
-
-/* kw_rel_owner: the owner of relation `relid`; ERRORs (42P01) when it is gone. */
-Oid
-kw_rel_owner(Oid relid)
-{
-	HeapTuple	tp = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tp))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", relid)));
-	owner = ((Form_pg_class) GETSTRUCT(tp))->relowner;
-	ReleaseSysCache(tp);
-	return owner;
 }
 
 /*
@@ -349,54 +270,6 @@ table_owner(KwRegistration *reg)
 					 errhint("kwatch writes cluster, uid, resource_version (text) and object (jsonb); its owner may add columns, not change these.")));
 	}
 	return kw_rel_owner(relid);
-}
-
-/*
- * kw_as_owner_begin: from here on, act as `owner` (see KwAsOwner, above):
- * its rights, SECURITY_RESTRICTED_OPERATION, search_path pinned.  Undone by
- * kw_as_owner_end, or by the transaction's abort.
- */
-void
-kw_as_owner_begin(Oid owner, KwAsOwner *s)
-{
-	GetUserIdAndSecContext(&s->save_userid, &s->save_sec_context);
-	SetUserIdAndSecContext(owner, s->save_sec_context |
-						   SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	s->save_nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-							 true, 0, false);
-	s->switched = true;
-}
-
-/*
- * kw_fire_deferred_triggers: fires the triggers the table owner's
- * constraints deferred to commit (SET CONSTRAINTS ALL IMMEDIATE: trigger.c,
- * AfterTriggerSetState), now, while still acting as that owner: at commit
- * they would run as the worker's superuser, and after the event stream's
- * lock was taken (events.c).  Call before kw_as_owner_end, once the
- * owner's statements are done.  ERRORs: whatever the triggers raise.
- */
-void
-kw_fire_deferred_triggers(void)
-{
-	if (SPI_execute("SET CONSTRAINTS ALL IMMEDIATE", false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "could not fire deferred triggers");
-}
-
-/*
- * kw_as_owner_end: back to the worker's identity.  On ERROR nothing is needed:
- * AbortTransaction restores both (xact.c).
- */
-void
-kw_as_owner_end(KwAsOwner *s)
-{
-	if (!s->switched)
-		return;
-	AtEOXact_GUC(false, s->save_nestlevel);
-	SetUserIdAndSecContext(s->save_userid, s->save_sec_context);
-	s->switched = false;
 }
 
 static SPIPlanPtr
@@ -852,26 +725,18 @@ kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt,
 }
 
 /*
- * kw_sync_known_rows: a hash of uid -> resourceVersion of the rows of the
- * watch's cluster in its mirror table (read as the table's owner),
- * allocated in `cxt`.
+ * kw_sync_known_rows: a hash of uid -> resourceVersion (known_rows.c) of
+ * the rows of the watch's cluster in its mirror table (read as the table's
+ * owner), allocated in `cxt`.
  */
 HTAB *
 kw_sync_known_rows(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
 {
-	HASHCTL		ctl;
 	HTAB	   *known;
 	Datum		arg = CStringGetTextDatum(reg->server);
 	Oid			type = TEXTOID;
 	int			rc;
 	KwAsOwner	as_owner = {0};
-
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = KW_UID_KEYLEN;
-	ctl.entrysize = sizeof(KnownEntry);
-	ctl.hcxt = cxt;
-	known = hash_create("kwatch known objects", 1024, &ctl,
-						HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 
 	kw_as_owner_begin(table_owner(reg), &as_owner);
 	rc = SPI_execute_with_args(psprintf("SELECT uid, resource_version FROM %s WHERE cluster = $1",
@@ -879,69 +744,15 @@ kw_sync_known_rows(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
 	kw_as_owner_end(&as_owner);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read current rows: %s", SPI_result_code_string(rc));
+	known = kw_known_create((long) SPI_processed, cxt);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		char	   *uid = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
 		char	   *rv = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
-		KnownEntry *e;
-		bool		found;
 
-		if (uid == NULL || strlen(uid) >= KW_UID_KEYLEN)
-			continue;
-		e = hash_search(known, uid, HASH_ENTER, &found);
-		e->rv = MemoryContextStrdup(cxt, rv ? rv : "");
+		kw_known_add(known, uid, rv);
 	}
 	SPI_freetuptable(SPI_tuptable);
-	return known;
-}
-
-/*
- * kw_sync_known_export: the entries of `known` (kw_sync_known_rows) as two
- * arrays of *uids and *rvs, palloc'd in the current memory context;
- * returns their length (0 for a NULL hash).
- */
-int
-kw_sync_known_export(HTAB *known, char ***uids, char ***rvs)
-{
-	HASH_SEQ_STATUS seq;
-	KnownEntry *e;
-	int			n = 0;
-	long		total = known ? hash_get_num_entries(known) : 0;
-
-	*uids = palloc(sizeof(char *) * Max(total, 1));
-	*rvs = palloc(sizeof(char *) * Max(total, 1));
-	if (known == NULL)
-		return 0;
-	hash_seq_init(&seq, known);
-	while ((e = hash_seq_search(&seq)) != NULL)
-	{
-		(*uids)[n] = e->uid;
-		(*rvs)[n] = e->rv;
-		n++;
-	}
-	return n;
-}
-
-/*
- * kw_sync_known_import: a hash like kw_sync_known_rows's, in `cxt`, from
- * `n` uids and their resourceVersions (kw_sync_known_export's arrays).
- */
-HTAB *
-kw_sync_known_import(char **uids, char **rvs, int n, MemoryContext cxt)
-{
-	HASHCTL		ctl = {.keysize = KW_UID_KEYLEN, .entrysize = sizeof(KnownEntry), .hcxt = cxt};
-	HTAB	   *known = hash_create("kwatch known objects", Max(n, 1024), &ctl,
-									HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-
-	for (int i = 0; i < n; i++)
-	{
-		KnownEntry *e;
-
-		if (uids[i] == NULL || strlen(uids[i]) >= KW_UID_KEYLEN)
-			continue;
-		e = hash_search(known, uids[i], HASH_ENTER, NULL);
-		e->rv = MemoryContextStrdup(cxt, rvs[i] ? rvs[i] : "");
-	}
 	return known;
 }
 
@@ -954,21 +765,6 @@ void
 kw_sync_plans_set_direct(KwSyncPlans *p, bool direct)
 {
 	p->relist_direct = direct;
-}
-
-/*
- * kw_sync_known_rv: the resourceVersion the mirror table had for `uid` when
- * the relist began, or NULL.
- */
-const char *
-kw_sync_known_rv(HTAB *known, const char *uid)
-{
-	KnownEntry *e;
-
-	if (known == NULL || strlen(uid) >= KW_UID_KEYLEN)
-		return NULL;
-	e = hash_search(known, uid, HASH_FIND, NULL);
-	return e ? e->rv : NULL;
 }
 
 static Datum
@@ -1209,7 +1005,7 @@ notify_rows(KwRegistration *reg, SPITupleTable *rows, uint64 nrows,
 		c.preexisting = true;
 		c.final_state_unknown = (c.type == KW_EV_DELETED);
 		if (c.type == KW_EV_MODIFIED)
-			c.previous_resource_version = kw_sync_known_rv(known, uid);
+			c.previous_resource_version = kw_known_rv(known, uid);
 
 		if (c.type == KW_EV_ADDED)
 			counts->added++;
@@ -1346,107 +1142,4 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 
 	if (SPI_execute(psprintf("TRUNCATE %s", stage), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not empty staging table");
-}
-
-PG_FUNCTION_INFO_V1(kwatch_delete_cluster_rows);
-
-/*
- * kwatch_delete_cluster_rows: SQL kwatch._delete_cluster_rows(rel regclass,
- * cluster text) -> bigint, the rows of `cluster` deleted from mirror table
- * `rel` as its owner (KwAsOwner), so that kwatch.unwatch(), a SECURITY
- * DEFINER function, never fires a table owner's DELETE trigger with its
- * definer's rights.  ERRORs: whatever the DELETE raises.
- */
-Datum
-kwatch_delete_cluster_rows(PG_FUNCTION_ARGS)
-{
-	Oid			relid = PG_GETARG_OID(0);
-	Datum		cluster = PG_GETARG_DATUM(1);
-	Oid			type = TEXTOID;
-	KwAsOwner	as_owner = {0};
-	Oid			owner = kw_rel_owner(relid);
-	char	   *sql;
-	int64		n;
-
-	sql = psprintf("DELETE FROM %s WHERE cluster = $1",
-				   quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-											  get_rel_name(relid)));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	kw_as_owner_begin(owner, &as_owner);
-	kw_change_origin_set(KW_ORIGIN_UNWATCH);	/* for history: history.c */
-	if (SPI_execute_with_args(sql, 1, &type, &cluster, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not delete the rows of cluster from %s", get_rel_name(relid));
-	n = (int64) SPI_processed;
-	kw_change_origin_set(KW_ORIGIN_WATCH);
-	kw_as_owner_end(&as_owner);
-	SPI_finish();
-	PG_RETURN_INT64(n);
-}
-
-PG_FUNCTION_INFO_V1(kwatch_restore_columns_as_owner);
-
-/*
- * kwatch_restore_columns_as_owner: SQL kwatch._restore_columns_as_owner(rel
- * regclass, api_group text, plural text) -> void: runs
- * kwatch.restore_generated_columns() on the existing mirror table `rel` as
- * its owner (KwAsOwner).  Its ALTER TABLE evaluates expressions over the
- * table's rows, which the owner can steer (an implicit cast from a column
- * type of their own, say): kwatch.watch() must never run that with the
- * extension owner's rights.  ERRORs: those of ALTER TABLE.
- */
-Datum
-kwatch_restore_columns_as_owner(PG_FUNCTION_ARGS)
-{
-	Oid			relid = PG_GETARG_OID(0);
-	Datum		args[3];
-	Oid			types[3] = {TEXTOID, TEXTOID, TEXTOID};
-	KwAsOwner	as_owner = {0};
-
-	args[0] = CStringGetTextDatum(get_rel_name(relid));
-	args[1] = PG_GETARG_DATUM(1);
-	args[2] = PG_GETARG_DATUM(2);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	kw_as_owner_begin(kw_rel_owner(relid), &as_owner);
-	if (SPI_execute_with_args("SELECT kwatch.restore_generated_columns($1, $2, $3)",
-							  3, types, args, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not restore the generated columns of %s", get_rel_name(relid));
-	kw_as_owner_end(&as_owner);
-	SPI_finish();
-	PG_RETURN_VOID();
-}
-
-PG_FUNCTION_INFO_V1(kwatch_execute_as_owner);
-
-/*
- * kwatch_execute_as_owner: SQL kwatch._execute_as_owner(rel regclass, sql
- * text) -> bigint: runs the statement `sql` (built by kwatch's own
- * functions, never by a user: EXECUTE is revoked from PUBLIC) as the owner
- * of relation `rel` under SECURITY_RESTRICTED_OPERATION with search_path
- * pinned (KwAsOwner), and returns the number of rows it processed.  For the
- * statements of history() and watch() that read or alter a role's mirror
- * table -- the first versions of a new history table, dropping a CRD's
- * former printer column -- which must never run the table owner's code (a
- * cast from a column type of theirs, a foreign table inheriting from the
- * mirror, a trigger) with the extension owner's rights.  ERRORs: those of
- * the statement.
- */
-Datum
-kwatch_execute_as_owner(PG_FUNCTION_ARGS)
-{
-	Oid			relid = PG_GETARG_OID(0);
-	char	   *sql = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	KwAsOwner	as_owner = {0};
-	int64		n;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	kw_as_owner_begin(kw_rel_owner(relid), &as_owner);
-	if (SPI_execute(sql, false, 0) < 0)
-		elog(ERROR, "could not run a statement on %s as its owner", get_rel_name(relid));
-	n = (int64) SPI_processed;
-	kw_as_owner_end(&as_owner);
-	SPI_finish();
-	PG_RETURN_INT64(n);
 }

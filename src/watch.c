@@ -72,7 +72,6 @@ struct KwWatch
 	CURLM	   *multi;
 	KwWatchStatus *slot;
 	KwWatchStatus private_slot; /* used when shared slots ran out */
-	KwSyncPlans *plans;
 	char	   *object_api_version; /* "group/version": objects' apiVersion */
 	bool		redact;			/* a Secret watch without secret_data (redact.c) */
 
@@ -504,7 +503,7 @@ on_list_item(void *arg, KwListItem *item)
 	obj.namespace = item->namespace ? pstrdup(item->namespace) : NULL;
 	obj.name = pstrdup(item->name);
 	obj.resource_version = pstrdup(item->resource_version);
-	known = kw_sync_known_rv(w->known, item->uid);
+	known = kw_known_rv(w->known, item->uid);
 	if (known == NULL || strcmp(known, item->resource_version) != 0)
 	{
 		obj.json = pnstrdup(item->json, item->json_len);
@@ -1134,7 +1133,7 @@ static void
 relist_begun(KwWatch *w, KwApplyResult *res)
 {
 	MemoryContextReset(w->list_cxt);
-	w->known = kw_sync_known_import(res->known_uids, res->known_rvs, res->nknown,
+	w->known = kw_known_import(res->known_uids, res->known_rvs, res->nknown,
 									w->list_cxt);
 	w->list_direct = res->direct;
 	w->list_started = true;
@@ -1319,7 +1318,7 @@ recheck_config(KwWatch *w)
 	RecheckArgs a = {w, false};
 
 
-	if (kw_sync_in_transaction(recheck_config_body, &a, NULL, NULL) && a.same)
+	if (kw_run_in_transaction(recheck_config_body, &a, NULL, NULL) && a.same)
 		return;
 	if (w->xfer == XFER_LIST)
 	{
@@ -1426,7 +1425,7 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 	{
 		LoadArgs	a = {w};
 
-		if (!kw_sync_in_transaction(load_config_body, &a, (char **) &err, NULL))
+		if (!kw_run_in_transaction(load_config_body, &a, (char **) &err, NULL))
 		{
 			record_error(w, KW_ERRSRC_CONFIG, err);
 			w->backoff_ms = Max(w->backoff_ms, kw_backoff_max_ms / 2);
@@ -1519,7 +1518,6 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 
 	w->object_api_version = kw_api_version_string(r->api_group, r->api_version);
 	w->redact = kw_is_secret_resource(r->api_group, r->plural) && !r->secret_data;
-	w->plans = kw_sync_plans_create(r, cxt);
 	w->slot = kw_status_acquire(r->id);
 	if (w->slot == NULL)
 	{
@@ -1548,8 +1546,9 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 }
 
 /*
- * kw_watch_destroy: stops the transfer, frees plans, status slot and
- * memory.  The mirror table is left alone.
+ * kw_watch_destroy: stops the transfer, forgets its apply request (which
+ * still runs to its end), frees its status slot and memory.  The mirror
+ * table is left alone.
  */
 void
 kw_watch_destroy(KwWatch *w)
@@ -1557,7 +1556,6 @@ kw_watch_destroy(KwWatch *w)
 	if (w->ticket)
 		kw_apply_cancel(w->ticket);
 	stop_transfer(w);
-	kw_sync_plans_free(w->plans);
 	if (w->slot != &w->private_slot)
 		kw_status_release(w->slot);
 	MemoryContextDelete(w->cxt);

@@ -214,7 +214,7 @@ reload_watches(void)
 
 	memset(&a, 0, sizeof(a));
 	a.cxt = reload_cxt;
-	if (!kw_sync_in_transaction(read_registrations_body, &a, &err, NULL))
+	if (!kw_run_in_transaction(read_registrations_body, &a, &err, NULL))
 	{
 		ereport(LOG, (errmsg("kwatch: could not read registrations: %s", err)));
 		MemoryContextSwitchTo(old);
@@ -404,7 +404,7 @@ fence_apply_workers(void)
 {
 	char	   *err = NULL;
 
-	if (!kw_sync_in_transaction(fence_apply_workers_body, NULL, &err, NULL))
+	if (!kw_run_in_transaction(fence_apply_workers_body, NULL, &err, NULL))
 		ereport(LOG, (errmsg("kwatch: could not stop earlier apply workers: %s", err)));
 }
 

@@ -7,10 +7,14 @@ spent serving it.
 Rows and how each is measured:
   kwatch          watch() call -> the watch healthy with every row committed;
                   RSS = peak of the summed RssAnon (private memory) of the
-                  worker and any relist merge worker, sampled every 10 ms;
+                  worker and the apply workers, sampled every 10 ms (each
+                  process's own peak in the JSON: worker_rss_peak_mb,
+                  apply_rss_peak_mb);
                   the watch's state polled every 20 ms;
-                  CPU = the whole PostgreSQL instance (worker, merge, WAL
-                  writer, ...; measure.pg_cpu_s), worker alone in the JSON
+                  CPU = the whole PostgreSQL instance (worker, apply workers,
+                  WAL writer, ...; measure.pg_cpu_s), the worker's and the
+                  apply workers' apart in the JSON (worker_cpu_s,
+                  apply_cpu_s)
   informer        test/bench/informer (client-go SharedInformerFactory, pods,
                   all namespaces) from Start to HasSynced, as JSON (with and
                   without gzip; client-go asks for gzip by default) and
@@ -93,22 +97,29 @@ def row(name, seconds, objects, rss_kb, cpu, api_cpu, **extra):
 
 # ----------------------------------------------------------------- kwatch
 
+def apply_workers(postmaster):
+    """The pids of the kwatch apply workers running now."""
+    return [p for p in measure.children(postmaster) if "kwatch apply" in measure.cmdline(p)]
+
+
 class KwatchPids:
-    """The kwatch worker and any relist merge worker running now; the
-    postmaster's children are scanned at most every 100 ms, so that sampling
-    costs little CPU beside what it measures."""
+    """The kwatch worker and the apply workers running now (they start on
+    demand); the postmaster's children are scanned at most every 100 ms, so
+    that sampling costs little CPU beside what it measures.  .seen keeps
+    every apply worker met."""
 
     def __init__(self, postmaster, worker):
         self.postmaster, self.worker = postmaster, worker
-        self.merges, self.scanned = [], 0.0
+        self.applies, self.scanned = [], 0.0
+        self.seen = set()
 
     def __call__(self):
         now = time.monotonic()
         if now - self.scanned > 0.1:
-            self.merges = [p for p in measure.children(self.postmaster)
-                           if "kwatch relist merge" in measure.cmdline(p)]
+            self.applies = apply_workers(self.postmaster)
+            self.seen.update(self.applies)
             self.scanned = now
-        return [self.worker] + self.merges
+        return [self.worker] + self.applies
 
 
 def wal_lsn(cur):
@@ -129,8 +140,10 @@ def kwatch_sync(cur, server, n, postmaster, api_pid, notify=True):
     worker = cur.fetchone()[0]
     rss0 = measure.status_kb(worker)[0]
     cpu_pg0, cpu_w0, api0 = measure.pg_cpu_s(postmaster), measure.cpu_s(worker), measure.cpu_s(api_pid)
+    apply0 = {p: measure.cpu_s(p) for p in apply_workers(postmaster)}
     lsn = wal_lsn(cur)
-    sampler = measure.Sampler(KwatchPids(postmaster, worker))
+    pids = KwatchPids(postmaster, worker)
+    sampler = measure.Sampler(pids)
     sampler.start()
     t0 = time.monotonic()
     cur.execute("SELECT kwatch.watch('pods', server => %s, notify => %s)", (server, notify))
@@ -146,12 +159,17 @@ def kwatch_sync(cur, server, n, postmaster, api_pid, notify=True):
     took = time.monotonic() - t0
     peak = sampler.stop()
     cpu_pg, cpu_w = measure.pg_cpu_s(postmaster) - cpu_pg0, measure.cpu_s(worker) - cpu_w0
+    cpu_apply = sum(measure.cpu_s(p) - apply0.get(p, 0.0) for p in pids.seen | set(apply0))
+    apply_peak = max([kb for p, kb in sampler.peak_by_pid.items() if p != worker] or [0])
     api = measure.cpu_s(api_pid) - api0
     wal = wal_bytes(cur, lsn)
     cur.execute("SELECT count(*), pg_total_relation_size('k8s.pods') FROM k8s.pods WHERE cluster = %s",
                 (server,))
     rows, size = cur.fetchone()
-    return row("kwatch", took, rows, peak, cpu_pg, api, worker_cpu_s=cpu_w,
+    return row("kwatch", took, rows, peak, cpu_pg, api, worker_cpu_s=cpu_w, apply_cpu_s=cpu_apply,
+               apply_workers=len(pids.seen | set(apply0)),
+               worker_rss_peak_mb=sampler.peak_by_pid.get(worker, 0) / 1024,
+               apply_rss_peak_mb=apply_peak / 1024,
                worker_rss_before_mb=rss0 / 1024, worker_rss_after_mb=measure.status_kb(worker)[0] / 1024,
                wal_bytes=wal, table_mb=size / 1e6)
 

@@ -234,10 +234,10 @@ def main():
     report["anchor_notes"] = [
         "seconds: kwatch from the `watch()` call to the watch healthy with every row committed; informer "
         "from `Start` to `HasSynced` (its own clock); kubectl and curl the whole process; COPY the statement",
-        "peak RSS: kwatch the worker's and relist merge's RssAnon (private memory; shared buffers "
-        "left out), sampled every 10 ms; the COPY backend's likewise; the other processes' ru_maxrss "
+        "peak RSS: kwatch the summed RssAnon of the worker and the apply workers (private memory; "
+        "shared buffers left out), sampled every 10 ms; the COPY backend's likewise; the other processes' ru_maxrss "
         "(wait4)",
-        "CPU s: for kwatch and COPY the whole PostgreSQL instance (worker, merge, WAL writer, ...); for "
+        "CPU s: for kwatch and COPY the whole PostgreSQL instance (worker, apply workers, WAL writer, ...); for "
         "the others the process (user + system); the apiserver's CPU serving it apart",
         "LIST floor rv=0: one response from the watch cache (what an informer's and kwatch's first "
         "LIST ask); paged: limit=500 pages from etcd (a consistent read: kwatch.relist()), one "

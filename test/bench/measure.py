@@ -95,18 +95,25 @@ def status_kb(pid):
 
 class Sampler(threading.Thread):
     """Samples the summed RssAnon of pids() every `period` s until stop();
-    .peak_kb is the highest sum seen.  pids is a callable so that processes
-    appearing during the measurement (a relist merge) are picked up."""
+    .peak_kb is the highest sum seen, .peak_by_pid each process's own peak.
+    pids is a callable so that processes appearing during the measurement
+    (an apply worker started on demand) are picked up."""
 
     def __init__(self, pids, period=0.01):
         super().__init__(daemon=True)
         self.pids, self.period = pids, period
         self.peak_kb = 0
+        self.peak_by_pid = {}
         self.samples = 0
         self._halt = threading.Event()
 
     def sample(self):
-        self.peak_kb = max(self.peak_kb, sum(status_kb(p)[0] for p in self.pids()))
+        total = 0
+        for p in self.pids():
+            kb = status_kb(p)[0]
+            self.peak_by_pid[p] = max(self.peak_by_pid.get(p, 0), kb)
+            total += kb
+        self.peak_kb = max(self.peak_kb, total)
         self.samples += 1
 
     def run(self):

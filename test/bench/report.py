@@ -143,7 +143,14 @@ def markdown(rep):
              next((a["seconds"] for a in rep["anchors"] if a["name"].startswith("COPY floor")), NAN),
              r.get("kwatch_over_floor", NAN), r.get("kwatch_over_its_list", NAN))]
     kw = by_name(rep).get("kwatch")
-    if kw and kw.get("worker_cpu_s") is not None:
+    if kw and kw.get("worker_cpu_s") is not None and kw.get("apply_cpu_s") is not None:
+        L += ["", "kwatch by process: worker (HTTP, decoding) %.2f CPU s, peak RssAnon %.0f MB; "
+              "%d apply worker%s (the inserts) %.2f CPU s, peak RssAnon %.0f MB; the rest of PostgreSQL "
+              "(WAL writer, checkpointer, ...) %.2f s; the apiserver serving its LIST %.2f s."
+              % (kw["worker_cpu_s"], kw["worker_rss_peak_mb"], kw["apply_workers"],
+                 "" if kw["apply_workers"] == 1 else "s", kw["apply_cpu_s"], kw["apply_rss_peak_mb"],
+                 kw["cpu_s"] - kw["worker_cpu_s"] - kw["apply_cpu_s"], kw["apiserver_cpu_s"])]
+    elif kw and kw.get("worker_cpu_s") is not None:
         L += ["", "kwatch's CPU: worker %.2f s, the rest of PostgreSQL (relist merge, WAL writer, ...) %.2f s; "
               "the apiserver serving its LIST %.2f s. Worker RssAnon %.0f MB before the sync, %.0f MB after."
               % (kw["worker_cpu_s"], kw["cpu_s"] - kw["worker_cpu_s"], kw["apiserver_cpu_s"],

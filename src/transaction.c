@@ -1,0 +1,69 @@
+/*-------------------------------------------------------------------------
+ *
+ * transaction.c
+ *		Running a piece of work in a short transaction of its own, in a
+ *		background worker (the kwatch worker, an apply worker).
+ *
+ * No kwatch process holds a transaction open while it waits on the network
+ * or on the transfer: a lock or a snapshot held across a slow stream would
+ * hold back VACUUM and block DDL on the mirror tables.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "pgstat.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#include "kw_common.h"
+#include "kw_worker.h"
+
+/*
+ * kw_run_in_transaction: runs body(arg) in its own transaction with SPI
+ * connected and a snapshot pushed, and commits.  On ERROR, rolls back and
+ * returns false with the message (palloc'd in the caller's context) and
+ * SQLSTATE; the error is also written to the server log.  Returns true on
+ * commit.
+ */
+bool
+kw_run_in_transaction(KwTxnBody body, void *arg, char **errmsg, int *sqlstate)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	volatile bool ok = true;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PG_TRY();
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		PushActiveSnapshot(GetTransactionSnapshot());
+		body(arg);
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *ed;
+
+		MemoryContextSwitchTo(oldcxt);
+		ed = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		if (errmsg)
+			*errmsg = pstrdup(ed->message);
+		if (sqlstate)
+			*sqlstate = ed->sqlerrcode;
+		FreeErrorData(ed);
+		ok = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcxt);
+	pgstat_report_stat(false);
+	return ok;
+}
