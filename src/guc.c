@@ -26,6 +26,8 @@ int			kw_list_page_size = 500;
 int			kw_background_merge_objects = 5000;
 int			kw_watch_timeout_s = 300;
 int			kw_inactivity_timeout_s = 120;
+int			kw_health_check_interval_s = 30;
+int			kw_health_check_timeout_s = 15;
 int			kw_backoff_initial_ms = 800;
 int			kw_backoff_max_ms = 30000;
 int			kw_batch_size = 1000;
@@ -106,9 +108,33 @@ kw_define_gucs(void)
 							&kw_watch_timeout_s, 300, 1, 3600,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 
+	/*
+	 * The last resort against a connection that stays open but silent (a
+	 * hung proxy): a quiet WATCH is normal until the server closes it at
+	 * its timeoutSeconds, so a WATCH only counts as stalled this long past
+	 * that (watch.c, kw_watch_tick); a LIST, this long after its last byte.
+	 */
 	DefineCustomIntVariable("kwatch.inactivity_timeout",
-							"A watch that receives nothing for this long is treated as stalled and resumed.",
-							NULL, &kw_inactivity_timeout_s, 120, 1, 86400,
+							"A LIST silent this long, or a WATCH still open and silent this long after its timeoutSeconds, is treated as stalled.",
+							"The WATCH resumes from its resourceVersion, the LIST starts over; both count an HTTP error.",
+							&kw_inactivity_timeout_s, 120, 1, 86400,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+
+	/*
+	 * Health checks of the connection itself, as client-go's HTTP/2
+	 * transport does (k8s.io/apimachinery/pkg/util/net/http.go:
+	 * ReadIdleTimeout 30 s, PingTimeout 15 s) and its dialer's TCP
+	 * keepalive (http.c, sockopt_cb).
+	 */
+	DefineCustomIntVariable("kwatch.health_check_interval",
+							"Silence on a connection after which its peer is probed (TCP keepalive; HTTP/2 PING where libcurl allows).",
+							NULL, &kw_health_check_interval_s, 30, 1, 3600,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kwatch.health_check_timeout",
+							"How long an unanswered probe or unacknowledged data may wait before the connection is closed.",
+							"A connection whose peer is gone is closed within kwatch.health_check_interval plus this.",
+							&kw_health_check_timeout_s, 15, 1, 3600,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("kwatch.backoff_initial",

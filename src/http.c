@@ -21,6 +21,9 @@
  */
 #include "postgres.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <curl/curl.h>
@@ -37,7 +40,19 @@
 /* Total time a synchronous request may take. */
 #define KW_SYNC_TIMEOUT_S 30
 
+/*
+ * The first libcurl whose curl_easy_upkeep may be given a handle with a
+ * transfer in progress on a multi handle: 8.22.0 (curl commit 7103a93b05,
+ * "connections: use admin handles only for maintenance").  Before 8.10.0
+ * it only walks the connections of curl_easy_perform, so it does nothing
+ * for the worker's transfers; from 8.10.0 to 8.21 it attaches the handle
+ * given to every pooled connection and detaches it, which would cut the
+ * handle's own transfer from its connection.
+ */
+#define KW_CURL_UPKEEP_ON_MULTI 0x081600
+
 static bool curl_initialized = false;
+static bool curl_upkeep_on_multi = false;
 
 /*
  * kw_http_global_init: initializes libcurl once per process.
@@ -51,7 +66,46 @@ kw_http_global_init(void)
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not initialize libcurl")));
+	curl_upkeep_on_multi =
+		curl_version_info(CURLVERSION_NOW)->version_num >= KW_CURL_UPKEEP_ON_MULTI;
 	curl_initialized = true;
+}
+
+/*
+ * sockopt_cb: libcurl's CURLOPT_SOCKOPTFUNCTION for every connection: TCP
+ * keepalive probes after kwatch.health_check_interval of silence, a third
+ * of kwatch.health_check_timeout apart, and TCP_USER_TIMEOUT (RFC 5482;
+ * Linux tcp(7)), so that the kernel closes the connection once its peer
+ * has answered nothing -- no probe, no data, no acknowledgement of what
+ * was sent -- for health_check_interval + health_check_timeout (45 s by
+ * default).  That is what tells a dead peer (host gone, packets dropped)
+ * from a quiet watch, where probes are answered; client-go's dialer keeps
+ * TCP keepalive on for the same reason (k8s.io/apimachinery util/net).
+ * With TCP_USER_TIMEOUT the keepalive count no longer decides (tcp(7)); it
+ * is set for systems without it.  A failed setsockopt leaves the system's
+ * defaults: never a reason to refuse the connection.
+ */
+static int
+sockopt_cb(void *clientp, curl_socket_t fd, curlsocktype purpose)
+{
+	int			intvl = Max(1, kw_health_check_timeout_s / 3);
+	int			cnt = Max(1, (kw_health_check_timeout_s + intvl - 1) / intvl);
+
+	if (purpose != CURLSOCKTYPE_IPCXN)
+		return CURL_SOCKOPT_OK;
+	(void) setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+#ifdef TCP_KEEPCNT
+	(void) setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+#endif
+#ifdef TCP_USER_TIMEOUT
+	{
+		unsigned int ms = (unsigned int) (kw_health_check_interval_s +
+										  kw_health_check_timeout_s) * 1000;
+
+		(void) setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
+	}
+#endif
+	return CURL_SOCKOPT_OK;
 }
 
 static void
@@ -362,10 +416,13 @@ kw_http_transfer_create(KwClusterConfig *cfg, const char *url, bool stream,
 	/* PROTOCOL 37: our own agent; curl's would get pretty-printed JSON. */
 	curl_easy_setopt(easy, CURLOPT_USERAGENT, KWATCH_USER_AGENT);
 	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT, (long) kw_connect_timeout_s);
-	/* PROTOCOL 26: keepalive probes find half-open connections. */
+	/* PROTOCOL 26: keepalive probes find half-open connections (sockopt_cb). */
 	curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(easy, CURLOPT_TCP_KEEPIDLE, 30L);
-	curl_easy_setopt(easy, CURLOPT_TCP_KEEPINTVL, 10L);
+	curl_easy_setopt(easy, CURLOPT_TCP_KEEPIDLE, (long) kw_health_check_interval_s);
+	curl_easy_setopt(easy, CURLOPT_TCP_KEEPINTVL, (long) Max(1, kw_health_check_timeout_s / 3));
+	curl_easy_setopt(easy, CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
+	/* HTTP/2 PINGs on a silent connection (kw_http_transfer_upkeep) */
+	curl_easy_setopt(easy, CURLOPT_UPKEEP_INTERVAL_MS, (long) kw_health_check_interval_s * 1000L);
 	curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "https,http");
 	curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_2TLS);
 	if (kw_http_compression)
@@ -392,6 +449,25 @@ kw_http_transfer_resume(KwHttpTransfer *t)
 		t->last_data = GetCurrentTimestamp();
 		curl_easy_pause((CURL *) t->easy, CURLPAUSE_CONT);
 	}
+}
+
+/*
+ * kw_http_transfer_upkeep: connection upkeep for a transfer running on a
+ * multi handle that has been silent for kwatch.health_check_interval: an
+ * HTTP/2 PING on each connection of the handle's pool that has had none for
+ * that long (CURLOPT_UPKEEP_INTERVAL_MS; client-go's ReadIdleTimeout), so
+ * that a connection whose peer is gone has unacknowledged data and is
+ * closed by TCP_USER_TIMEOUT (sockopt_cb), and idle timers of middleboxes
+ * see traffic.  libcurl does not watch for the PING's answer, so
+ * client-go's PingTimeout is the kernel's here.  Does nothing with a
+ * libcurl older than KW_CURL_UPKEEP_ON_MULTI, where TCP keepalive alone
+ * probes the peer.  Never ERRORs.
+ */
+void
+kw_http_transfer_upkeep(KwHttpTransfer *t)
+{
+	if (curl_upkeep_on_multi && t != NULL && t->easy != NULL)
+		(void) curl_easy_upkeep((CURL *) t->easy);
 }
 
 /* kw_http_transfer_status: the HTTP status, 0 when none was received. */

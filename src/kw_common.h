@@ -79,6 +79,8 @@ extern int	kw_max_watches;
 extern int	kw_list_page_size;
 extern int	kw_watch_timeout_s;
 extern int	kw_inactivity_timeout_s;
+extern int	kw_health_check_interval_s;
+extern int	kw_health_check_timeout_s;
 extern int	kw_backoff_initial_ms;
 extern int	kw_backoff_max_ms;
 extern int	kw_batch_size;
@@ -273,6 +275,7 @@ extern KwHttpTransfer *kw_http_transfer_create(KwClusterConfig *cfg,
 											   KwHttpFeed feed, void *feed_arg,
 											   MemoryContext feed_cxt);
 extern void kw_http_transfer_resume(KwHttpTransfer *t);
+extern void kw_http_transfer_upkeep(KwHttpTransfer *t);
 extern long kw_http_transfer_status(KwHttpTransfer *t);
 extern int	kw_http_transfer_retry_after(KwHttpTransfer *t);
 extern char *kw_http_transport_error(KwHttpTransfer *t, int curlcode,

@@ -86,6 +86,7 @@ struct KwWatch
 	bool		abort_relist_no_rv;
 	TimestampTz xfer_started;
 	int64		xfer_events;
+	int			watch_timeout_s;	/* timeoutSeconds the WATCH in flight asked */
 
 	/* reflector state */
 	char	   *resume_rv;		/* last RV received; NULL = must list */
@@ -694,6 +695,7 @@ start_watch(KwWatch *w)
 	kw_url_append_param(&url, "timeoutSeconds", psprintf("%d", timeout));
 	set_state(w, KW_STATE_WATCHING);
 	start_transfer(w, XFER_WATCH, url.data);
+	w->watch_timeout_s = timeout;
 	COUNT(w, watch_calls, 1);
 	pfree(url.data);
 }
@@ -1334,12 +1336,23 @@ recheck_config(KwWatch *w)
 
 /*
  * kw_watch_tick: starts the next request when none is in flight and its
- * time has come, and aborts a watch that has been silent longer than
- * kwatch.inactivity_timeout (a half-open connection, PROTOCOL 26).
- * `polled_at` is when the worker last polled the sockets: silence is only
- * believed once a poll after the deadline found nothing.  A LIST that stalls
- * is started over.  Returns how many milliseconds the worker may sleep
- * before calling again.
+ * time has come, and aborts a transfer that stays open but silent
+ * (PROTOCOL 26).  A quiet WATCH is normal: the resource has no changes, and
+ * the API server ends the request at the timeoutSeconds it asked for
+ * (start_watch), a clean close that watch_closed turns into the next WATCH
+ * (counted in watch_calls, never an error).  So a WATCH is only given up
+ * once it is still silent kwatch.inactivity_timeout past that
+ * timeoutSeconds -- a bound of at most 2 x kwatch.watch_timeout +
+ * kwatch.inactivity_timeout -- and a LIST once it has received nothing for
+ * kwatch.inactivity_timeout (it is started over).  A dead peer is found
+ * sooner, by the connection's health checks (http.c: TCP keepalive and
+ * TCP_USER_TIMEOUT, and HTTP/2 PINGs through kw_http_transfer_upkeep,
+ * called here once a transfer has been silent for
+ * kwatch.health_check_interval, as client-go's ReadIdleTimeout); the
+ * transfer then ends with a transport error.  `polled_at` is when the
+ * worker last polled the sockets: silence is only believed once a poll
+ * after the deadline found nothing.  Returns how many milliseconds the
+ * worker may sleep before calling again.
  */
 long
 kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
@@ -1372,19 +1385,32 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 
 	if (w->xfer != XFER_NONE && !w->http->paused)
 	{
-		TimestampTz deadline = TimestampTzPlusMilliseconds(w->http->last_data,
-														   (int64) kw_inactivity_timeout_s * 1000);
+		int64		grace_ms = (int64) kw_inactivity_timeout_s * 1000;
+		TimestampTz deadline = TimestampTzPlusMilliseconds(w->http->last_data, grace_ms);
+		TimestampTz probe_at = TimestampTzPlusMilliseconds(w->http->last_data,
+														   (int64) kw_health_check_interval_s * 1000);
 
+		/* a WATCH may be silent until the server closes it */
+		if (w->xfer == XFER_WATCH)
+			deadline = Max(deadline,
+						   TimestampTzPlusMilliseconds(w->xfer_started,
+													   (int64) w->watch_timeout_s * 1000 + grace_ms));
+		if (now >= probe_at)
+		{
+			kw_http_transfer_upkeep(w->http);
+			probe_at = TimestampTzPlusMilliseconds(now, (int64) kw_health_check_interval_s * 1000);
+		}
 		if (now < deadline)
-			return (long) ((deadline - now) / 1000) + 1;
+			return (long) ((Min(deadline, probe_at) - now) / 1000) + 1;
 		/* only a socket poll after the deadline proves the silence (the worker may have been busy) */
 		if (polled_at < deadline)
 			return 0;
 		if (w->xfer == XFER_WATCH)
 		{
 			record_error(w, KW_ERRSRC_HTTP,
-						 psprintf("watch received nothing for %d s; resuming from resourceVersion %s",
-								  kw_inactivity_timeout_s, w->resume_rv));
+						 psprintf("watch received nothing for %ld s, %d s past the timeoutSeconds=%d the server should have closed it at; resuming from resourceVersion %s",
+								  (long) ((now - w->http->last_data) / USECS_PER_SEC),
+								  kw_inactivity_timeout_s, w->watch_timeout_s, w->resume_rv));
 			stop_transfer(w);
 			retry_now(w);
 		}

@@ -266,7 +266,7 @@ def main():
     print()
     sys.stdout.write(rpt.markdown(report))
     print()
-    print("(JSON: %s; README table: test/bench/report.py --readme README.md %s)" % (out_json, out_json))
+    print("(JSON: %s; README table: test/bench/report.py --readme test/bench/README.md %s)" % (out_json, out_json))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ usage: recovery.py --objects N --k8s-dir DIR --cluster-sh PATH --pg-dir DIR
    (test/fakeapi/proxy.py) that freezes its connection right
    after an event; timed until the worker reports the silence (its
    last_error_at), and until a change made during the freeze is in the
-   table, against kwatch.inactivity_timeout.
+   table, against its bound: the WATCH's timeoutSeconds (at most
+   2 x kwatch.watch_timeout) + kwatch.inactivity_timeout.
 """
 import argparse
 import concurrent.futures
@@ -245,7 +246,8 @@ def main():
 
     # ---- 3. stalled connection
     inactivity = 10
-    reload_settings(inactivity_timeout="%ds" % inactivity)
+    watch_timeout = 10  # a frozen WATCH is given up inactivity s past its timeoutSeconds
+    reload_settings(watch_timeout="%ds" % watch_timeout, inactivity_timeout="%ds" % inactivity)
     pki = os.path.join(args.k8s_dir, "pki")
     proxy = FaultProxy.for_cluster(os.environ["KWATCH_K8S_SERVER"], pki).start()
     q("CREATE SERVER IF NOT EXISTS proxied FOREIGN DATA WRAPPER kwatch"
@@ -277,13 +279,15 @@ def main():
     proxy.stop()
     report += [
         "3. stalled connection (proxy freezes the watch right after an event; %d runs;"
-        " kwatch.inactivity_timeout %d s):" % (args.repeat, inactivity),
+        " kwatch.watch_timeout %d s, kwatch.inactivity_timeout %d s: noticed at most %d s after"
+        " the WATCH started):" % (args.repeat, watch_timeout, inactivity, 2 * watch_timeout + inactivity),
         "   freeze -> worker reports the silence: %s s" % ", ".join("%.2f" % t for t in noticed),
         "   freeze -> the change made during the stall is in the table: %s s"
         % ", ".join("%.2f" % t for t in recovered),
     ]
     print("\n".join(report[-3:]), flush=True)
     q("ALTER SYSTEM RESET kwatch.inactivity_timeout")
+    q("ALTER SYSTEM RESET kwatch.watch_timeout")
     q("SELECT pg_reload_conf()")
 
     print("\n== kwatch recovery report ==")

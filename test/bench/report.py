@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Renders bench.py's JSON report (issue 10) as Markdown, and regenerates the
-README's "Performance" table from one or more such reports.
+"Latest results" table of test/bench/README.md from one or more such reports.
 
 usage: report.py REPORT.json                     print the full Markdown report
-       report.py --readme README.md A.json [B.json ...] [scale-200.json]
+       report.py --readme test/bench/README.md A.json [B.json ...] [scale-200.json]
                  [servers-20.json] [evstream.json] [evreal.json]
                  replace the text between the README's markers
                  <!-- make bench: begin --> and <!-- make bench: end -->

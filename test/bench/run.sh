@@ -36,4 +36,4 @@ if [ "$crds" -gt 0 ]; then
 fi
 echo
 echo "JSON reports: $dir/bench-$pods.json$([ "$crds" -gt 0 ] && echo " $dir/scale-$crds.json") $dir/evreal.json $dir/evstream.json $dir/servers-20.json"
-echo "README table: python3 test/bench/report.py --readme README.md $dir/bench-10000.json [$dir/bench-50000.json] $dir/scale-200.json $dir/servers-20.json $dir/evstream.json $dir/evreal.json"
+echo "README table: python3 test/bench/report.py --readme test/bench/README.md $dir/bench-10000.json [$dir/bench-50000.json] $dir/scale-200.json $dir/servers-20.json $dir/evstream.json $dir/evreal.json"

@@ -381,7 +381,9 @@ class Faults:
 
     def net_freeze(self, rnd):
         """the connections through the proxy go silent, kept open, for longer
-        than kwatch.inactivity_timeout: a half-open connection to notice."""
+        than kwatch.inactivity_timeout, then are cut: a half-open connection,
+        noticed by the worker when the WATCH stays silent inactivity_timeout
+        past its timeoutSeconds (kwatch.watch_timeout..2x), else ended by the cut."""
         self.e.proxy.freeze(rnd.uniform(self.e.inactivity_s + 1, self.e.inactivity_s + 4))
 
     def net_errors(self, rnd):

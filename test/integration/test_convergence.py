@@ -32,7 +32,8 @@ def test_convergence_under_faults(ctx, settings):
     print("convergence: seed %d (replay with KWATCH_SEED=%d)" % (seed, seed))
     # short watches: many re-watches from a checkpoint, where 410s come from
     # and a short inactivity deadline, so that the proxy's frozen
-    # connections are noticed within a round
+    # connections are noticed (inactivity_timeout past a WATCH's
+    # timeoutSeconds) or cut within a round
     settings(watch_timeout="10s", inactivity_timeout="5s")
     menu = [f for f in os.environ.get("KWATCH_CONVERGE_FAULTS", "").split(",") if f] or None
     eng = Engine(ctx, seed, faults=menu, ops_per_round=ops, threads=threads, slots=60 if soak else 12,

@@ -43,7 +43,9 @@ def test_drop_watch_before_headers_backs_off_and_rewatches(ctx, fake):
 
 
 def test_stalled_watch_is_resumed_after_inactivity_timeout(ctx, fake, settings):
-    settings(inactivity_timeout="2s")
+    """A WATCH still open and silent kwatch.inactivity_timeout past the
+    timeoutSeconds it asked for (2-4 s here) is given up: an HTTP error."""
+    settings(watch_timeout="2s", inactivity_timeout="2s")
     srv, table = watched_pods(ctx, fake)
     f = fake.inject("stall", on="watch", after_events=0)
     cut_watch(fake)
@@ -51,7 +53,8 @@ def test_stalled_watch_is_resumed_after_inactivity_timeout(ctx, fake, settings):
     wait_converged(table, srv, fake, "pods")
     assert f.hits, "the stall fault was never used"
     st = wait_status(srv, "pods", lambda s: s["state"] == "watching")
-    assert "received nothing for 2 s" in (st["last_error"] or ""), st
+    assert "2 s past the timeoutSeconds" in (st["last_error"] or ""), st
+    assert st["http_errors"] >= 1, st
     after = [r for r in worker_requests(fake, "watch") if r.at > f.hits[0].at]
     # resumed from where it stood, not relisted
     assert after and after[0].query["resourceVersion"] == f.hits[0].query["resourceVersion"]
