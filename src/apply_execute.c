@@ -27,6 +27,9 @@
 
 #include "kw_sync.h"
 
+/* The longest one lock wait of a batch may last (lock_timeout), in ms. */
+#define KW_APPLY_LOCK_TIMEOUT_MS 2000
+
 typedef struct PlanEntry
 {
 	int32		id;				/* hash key: the watch id */
@@ -196,13 +199,18 @@ run_relist_begin(KwSyncPlans *plans, const KwApplyRequest *req, KwApplyResult *r
 
 /*
  * apply_deadline_begin: arms kwatch.apply_timeout (`ms`, 0 = none) for the
- * transaction about to run: STATEMENT_TIMEOUT for its whole length, and
- * lock_timeout for each lock wait in it.
+ * transaction about to run (STATEMENT_TIMEOUT for its whole length), and
+ * lock_timeout for each lock wait in it: KW_APPLY_LOCK_TIMEOUT_MS, or the
+ * deadline when that is shorter.  A table locked by its owner (a long
+ * ALTER TABLE, LOCK) so holds an apply worker briefly, and the batch is
+ * tried again after the watch's backoff, while the pool serves others.
  */
 static void
 apply_deadline_begin(int ms)
 {
-	SetConfigOption("lock_timeout", psprintf("%d", ms), PGC_SUSET, PGC_S_SESSION);
+	int			lock_ms = (ms > 0) ? Min(ms, KW_APPLY_LOCK_TIMEOUT_MS) : KW_APPLY_LOCK_TIMEOUT_MS;
+
+	SetConfigOption("lock_timeout", psprintf("%d", lock_ms), PGC_SUSET, PGC_S_SESSION);
 	if (ms > 0)
 		enable_timeout_after(STATEMENT_TIMEOUT, ms);
 }
@@ -268,7 +276,12 @@ kw_apply_execute(const KwApplyRequest *req, KwApplyResult *res)
 	apply_deadline_end();
 	if (!res->ok && (res->sqlstate == ERRCODE_QUERY_CANCELED ||
 					 res->sqlstate == ERRCODE_LOCK_NOT_AVAILABLE))
-		res->error = psprintf("applying to k8s.%s took longer than kwatch.apply_timeout (%d ms): %s",
-							  req->reg.table_name ? req->reg.table_name : "(history)",
-							  req->timeout_ms, res->error);
+		res->error = res->sqlstate == ERRCODE_LOCK_NOT_AVAILABLE ?
+			psprintf("k8s.%s stayed locked longer than %d ms: %s",
+					 req->reg.table_name ? req->reg.table_name : "(history)",
+					 req->timeout_ms > 0 ? Min(req->timeout_ms, KW_APPLY_LOCK_TIMEOUT_MS) :
+					 KW_APPLY_LOCK_TIMEOUT_MS, res->error) :
+			psprintf("applying to k8s.%s took longer than kwatch.apply_timeout (%d ms): %s",
+					 req->reg.table_name ? req->reg.table_name : "(history)",
+					 req->timeout_ms, res->error);
 }

@@ -83,9 +83,10 @@ spec: {hard: {pods: "10"}}
             cur.execute(pgsql.SQL("SELECT count(*) FROM {} WHERE cluster = %s").format(pgsql.SQL(locked)),
                         (srv,))
             assert cur.fetchone()[0] == 0
-        for resource in ("limitranges", "resourcequotas"):
-            wait_until(lambda: "kwatch.apply_timeout" in (watch_status(srv, resource)["last_error"] or ""),
-                       30, "the %s watch's error" % resource)
+        wait_until(lambda: "kwatch.apply_timeout" in (watch_status(srv, "limitranges")["last_error"] or ""),
+                   30, "the slow watch's error")
+        wait_until(lambda: "stayed locked" in (watch_status(srv, "resourcequotas")["last_error"] or ""),
+                   30, "the locked watch's error")
         assert watch_status(srv, "configmaps")["last_error"] is None
     finally:
         locker.rollback()
