@@ -126,7 +126,7 @@ extern int32 kw_watch_id(KwWatch *w);
 extern void kw_watch_transfer_done(KwWatch *w, int curlcode);
 extern long kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at);
 extern bool kw_watch_has_pending(KwWatch *w);
-extern void kw_watch_flush(KwWatch *w);
+extern bool kw_watch_flush(KwWatch *w);
 extern bool kw_watch_collect(KwWatch *w, MemoryContext cxt);
 
 /* ---------------------------------------------------------------------

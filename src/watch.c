@@ -1215,8 +1215,10 @@ kw_watch_collect(KwWatch *w, MemoryContext cxt)
  * with their checkpoint; or list items; or the final relist merge), and
  * resumes a paused transfer at once: the next batch is decoded while this
  * one is applied.  A kept request (after a timeout) is sent again instead.
+ * Returns whether an apply worker took a request (false: every one was
+ * busy; the request waits in the watch).
  */
-void
+bool
 kw_watch_flush(KwWatch *w)
 {
 	KwApplyRequest req;
@@ -1225,7 +1227,7 @@ kw_watch_flush(KwWatch *w)
 	{
 		if (w->ticket == NULL)
 			submit(w);			/* kept, or every worker was busy */
-		return;
+		return w->ticket != NULL;
 	}
 	memset(&req, 0, sizeof(req));
 	if (w->nevents > 0)
@@ -1251,7 +1253,7 @@ kw_watch_flush(KwWatch *w)
 							w->list_items, w->reg.plural, w->reg.server)));
 	}
 	else
-		return;
+		return false;
 	send_request(w, &req, req.rv);
 	if (req.op == KW_APPLY_RELIST_FINISH)
 		w->list_finish_pending = false;
@@ -1259,6 +1261,7 @@ kw_watch_flush(KwWatch *w)
 
 	if (w->http)
 		kw_http_transfer_resume(w->http);
+	return w->ticket != NULL;
 }
 
 /* ---------------------------------------------------------------------
@@ -1442,6 +1445,9 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 		/* a kept request: once its retry time has come */
 		if (w->sent.len > 0 && w->resubmit_at > now)
 			return (long) ((w->resubmit_at - now) / 1000) + 1;
+		/* waiting for a free apply worker: a result sets our latch */
+		if (w->sent.len > 0)
+			return 1000;
 		return 0;
 	}
 	if (now < w->next_attempt)

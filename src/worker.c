@@ -591,19 +591,21 @@ static long
 collect_applied(long timeout)
 {
 	ListCell   *lc;
+	bool		any = false;
 
-	if (!kw_apply_pool_collect())
-		return timeout;
+	(void) kw_apply_pool_collect();
+	/* also the requests run here, without apply workers (apply_pool.c) */
 	foreach(lc, watches)
-		(void) kw_watch_collect((KwWatch *) lfirst(lc), loop_cxt);
+		any |= kw_watch_collect((KwWatch *) lfirst(lc), loop_cxt);
 	prune_collect();
-	return 0;
+	return any ? 0 : timeout;
 }
 
 /*
  * hand_over_batches: hands what the streams delivered to the apply
  * workers, a request per watch at most; returns 0 when anything was
- * handed over, else `timeout`.
+ * handed over, else `timeout` (a batch no apply worker was free for waits
+ * for a result to set the latch).
  */
 static long
 hand_over_batches(long timeout)
@@ -614,11 +616,8 @@ hand_over_batches(long timeout)
 	{
 		KwWatch    *w = (KwWatch *) lfirst(lc);
 
-		if (kw_watch_has_pending(w))
-		{
-			kw_watch_flush(w);
+		if (kw_watch_has_pending(w) && kw_watch_flush(w))
 			timeout = 0;
-		}
 		CHECK_FOR_INTERRUPTS();
 	}
 	return timeout;
