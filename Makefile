@@ -44,9 +44,21 @@ DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/kwatch--*.sql))
 REGRESS = options kubeconfig registration events live upgrade
 REGRESS_OPTS = --inputdir=test --temp-config=test/regress.conf
 
+# The extension's version is written once, in kwatch.control's
+# default_version; the library gets it as KWATCH_VERSION (the User-Agent,
+# http.c).  Read from the directory of this Makefile, so that a VPATH build
+# (pg_buildext runs `make -f <source>/Makefile` in build-<version>/) finds it
+# before PGXS has set $(srcdir).
+KWATCH_SOURCE_DIR := $(dir $(firstword $(MAKEFILE_LIST)))
+KWATCH_VERSION := $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(KWATCH_SOURCE_DIR)kwatch.control)
+ifeq ($(KWATCH_VERSION),)
+$(error kwatch: no default_version = '...' in $(KWATCH_SOURCE_DIR)kwatch.control)
+endif
+
 PG_CONFIG ?= pg_config
 PKG_DEPS  = libcurl json-c yaml-0.1
-PG_CPPFLAGS = $(shell pkg-config --cflags $(PKG_DEPS))
+PG_CPPFLAGS = $(shell pkg-config --cflags $(PKG_DEPS)) \
+              -DKWATCH_VERSION='"$(KWATCH_VERSION)"'
 SHLIB_LINK  = $(shell pkg-config --libs $(PKG_DEPS))
 # -Wno-clobbered: -Wextra's clobber check misfires inside PostgreSQL's own
 # PG_TRY macro (elog.h's _do_rethrow); variables that must survive a longjmp
@@ -60,6 +72,9 @@ include $(PGXS)
 # PGXS tracks no header dependencies (without --enable-depend): a changed
 # struct in the shared header must rebuild every object.
 $(OBJS): $(wildcard $(srcdir)/src/kw_*.h)
+# The version is compiled in (KWATCH_VERSION, used by http.c): a new
+# default_version must rebuild what uses it.
+src/http.o: $(srcdir)/kwatch.control
 # A VPATH build writes its objects under the build directory's src/, which
 # must exist first (an absolute path, so that VPATH does not find the
 # source tree's src/ instead).

@@ -36,7 +36,15 @@
 #include "utils/acl.h"
 #include "utils/hsearch.h"
 
-#define KWATCH_VERSION "0.2.0"
+/*
+ * The extension's version, kwatch.control's default_version, given by the
+ * Makefile (-DKWATCH_VERSION="x.y.z"): written in one place, so the
+ * User-Agent (KWATCH_USER_AGENT) names the version that is installed.
+ */
+#ifndef KWATCH_VERSION
+#error "KWATCH_VERSION is not defined: build with the Makefile (it reads kwatch.control)"
+#endif
+#define KWATCH_USER_AGENT "kwatch/" KWATCH_VERSION
 
 /*
  * ASCII-only character classes.  Kubernetes' grammars (DNS labels and
@@ -62,7 +70,6 @@ kw_ascii_alnum(unsigned char c)
 {
 	return kw_ascii_digit(c) || kw_ascii_lower(c) || (c >= 'A' && c <= 'Z');
 }
-#define KWATCH_USER_AGENT "kwatch/" KWATCH_VERSION
 
 /* Longest resourceVersion kept in shared memory (etcd revisions are ~20). */
 #define KW_RV_LEN 64
