@@ -8,6 +8,7 @@ OBJS = \
 	src/guc.o \
 	src/shmem.o \
 	src/worker.o \
+	src/cluster_config.o \
 	src/http.o \
 	src/credential.o \
 	src/decode.o \

@@ -99,19 +99,6 @@ set_tls_server_name(KwHttpTransfer *h, const char *url, const char *name)
 }
 
 /*
- * kw_header_value_safe: whether `value` can be sent in an HTTP header as
- * is: printable ASCII and tabs only (no CR/LF that would split headers).
- */
-bool
-kw_header_value_safe(const char *value)
-{
-	for (const unsigned char *p = (const unsigned char *) value; *p; p++)
-		if ((*p < 32 && *p != '\t') || *p == 127)
-			return false;
-	return true;
-}
-
-/*
  * set_tls: verification and client credentials.  Files (CA bundle, client
  * certificate and key) are read through credential.c's cache and handed to
  * libcurl as blobs, so a rotated file is used by the next request; an exec

@@ -99,15 +99,10 @@ extern int	kw_event_buffer;
 extern void kw_define_gucs(void);
 
 /* ---------------------------------------------------------------------
- * in kubeconfig.c: connection settings of one cluster
+ * in cluster_config.c: connection settings of one cluster
  * ---------------------------------------------------------------------
  */
 
-/*
- * KwClusterConfig: everything needed to talk to one API server.  All strings
- * are palloc'd in the context current when the config was built; NULL means
- * "not set".  *_data fields hold decoded PEM text (not base64).
- */
 /* A name and a value (exec env entries, impersonation extras). */
 typedef struct KwKeyValue
 {
@@ -132,6 +127,12 @@ typedef struct KwExecConfig
 	char	   *source;
 } KwExecConfig;
 
+/*
+ * KwClusterConfig: everything needed to talk to one API server.  All strings
+ * are palloc'd in the context current when the config was built; NULL means
+ * "not set".  *_data fields hold decoded PEM text (not base64).  Made by
+ * kubeconfig.c and connection.c, used by credential.c and http.c.
+ */
 typedef struct KwClusterConfig
 {
 	char	   *server_name;	/* foreign server name: the "cluster" column */
@@ -156,10 +157,19 @@ typedef struct KwClusterConfig
 	List	   *as_extra;		/* of KwKeyValue, a key repeated per value */
 } KwClusterConfig;
 
-extern KwClusterConfig *kw_kubeconfig_load(const char *path, const char *context);
-extern KwClusterConfig *kw_in_cluster_config(void);
+extern KwClusterConfig *kw_cluster_config_copy(const KwClusterConfig *src);
+extern bool kw_cluster_config_equal(const KwClusterConfig *a,
+									const KwClusterConfig *b);
 extern List *kw_copy_key_values(List *src);
 extern KwExecConfig *kw_exec_config_copy(KwExecConfig *src);
+extern bool kw_header_value_safe(const char *value);
+
+/* ---------------------------------------------------------------------
+ * in kubeconfig.c: a kubeconfig file or in-cluster config -> settings
+ * ---------------------------------------------------------------------
+ */
+extern KwClusterConfig *kw_kubeconfig_load(const char *path, const char *context);
+extern KwClusterConfig *kw_in_cluster_config(void);
 
 /* ---------------------------------------------------------------------
  * in fdw_option.c: the options and their rules
@@ -178,9 +188,6 @@ extern AclResult kw_server_usage(Oid serverid, Oid role);
 extern void kw_check_watch_role(const char *server, Oid role);
 extern KwClusterConfig *kw_cluster_config_for_server(const char *server_name,
 													 Oid userid);
-extern KwClusterConfig *kw_cluster_config_copy(const KwClusterConfig *src);
-extern bool kw_cluster_config_equal(const KwClusterConfig *a,
-									const KwClusterConfig *b);
 extern uint64 kw_connection_generation(void);
 
 /* ---------------------------------------------------------------------
@@ -287,7 +294,6 @@ extern char *kw_http_transport_error(KwHttpTransfer *t, int curlcode,
 									 char **hint);
 extern void kw_http_transfer_release(KwHttpTransfer *t);
 extern void kw_http_transfer_destroy(KwHttpTransfer *t);
-extern bool kw_header_value_safe(const char *value);
 extern void kw_http_get(KwClusterConfig *cfg, const char *path,
 						KwHttpResponse *resp);
 extern void kw_http_raise_status(KwClusterConfig *cfg, const char *what,
