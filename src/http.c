@@ -39,6 +39,9 @@
 
 static bool curl_initialized = false;
 
+StaticAssertDecl(CURLE_OK == KW_HTTP_TRANSFER_OK,
+				 "KW_HTTP_TRANSFER_OK is libcurl's CURLE_OK");
+
 /*
  * kw_http_global_init: initializes libcurl once per process.
  */
@@ -305,7 +308,7 @@ transfer_write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 /*
  * kw_http_transfer_create: a configured GET of `url` on the cluster `cfg`,
  * not yet started: the caller runs it, on a curl multi handle
- * (curl_multi_add_handle(t->easy)) or with curl_easy_perform.  A 200 body
+ * (kw_http_transfer_attach) or with curl_easy_perform.  A 200 body
  * goes to `feed(feed_arg, ...)` called in `feed_cxt` (see KwHttpFeed); any
  * other body is kept in t->errbody.  `stream` transfers (LIST pages and
  * WATCH) have no overall timeout.  The transfer is palloc'd in the current
@@ -345,7 +348,6 @@ kw_http_transfer_create(KwClusterConfig *cfg, const char *url, bool stream,
 	curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, transfer_write_cb);
 	curl_easy_setopt(easy, CURLOPT_WRITEDATA, t);
-	curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
 	/* PROTOCOL 37: our own agent; curl's would get pretty-printed JSON. */
 	curl_easy_setopt(easy, CURLOPT_USERAGENT, KWATCH_USER_AGENT);
 	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT, (long) kw_connect_timeout_s);
@@ -364,6 +366,70 @@ kw_http_transfer_create(KwClusterConfig *cfg, const char *url, bool stream,
 	set_proxy(easy, cfg);
 	set_headers(t, cfg, cred);
 	return t;
+}
+
+/*
+ * kw_http_transfer_attach: starts transfer `t` on the libcurl multi handle
+ * `multi` (a CURLM *: the worker's, which its event loop drives) on behalf
+ * of `owner`, which kw_http_transfer_owner(t) and kw_http_owner_of(easy)
+ * return from then on, so that the loop can hand a finished transfer back
+ * to its owner.  The owner is kept as the easy handle's CURLOPT_PRIVATE
+ * (what kw_http_owner_of reads).  ERRCODE_INTERNAL_ERROR when libcurl
+ * refuses the handle (already attached, or out of memory).
+ */
+void
+kw_http_transfer_attach(void *multi, KwHttpTransfer *t, void *owner)
+{
+	CURL	   *easy = (CURL *) t->easy;
+
+	t->owner = owner;
+	curl_easy_setopt(easy, CURLOPT_PRIVATE, owner);
+	if (curl_multi_add_handle((CURLM *) multi, easy) != CURLM_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not start a request with libcurl"),
+				 errdetail("curl_multi_add_handle failed.")));
+}
+
+/*
+ * kw_http_transfer_detach: takes transfer `t` off the multi handle `multi`
+ * (stopping it if it was still running) and forgets its owner; the caller
+ * frees it afterwards (kw_http_transfer_destroy).  Safe on a transfer that
+ * was never attached, or already detached.  Never raises an error.
+ */
+void
+kw_http_transfer_detach(void *multi, KwHttpTransfer *t)
+{
+	if (t->easy)
+	{
+		curl_multi_remove_handle((CURLM *) multi, (CURL *) t->easy);
+		curl_easy_setopt((CURL *) t->easy, CURLOPT_PRIVATE, NULL);
+	}
+	t->owner = NULL;
+}
+
+/*
+ * kw_http_transfer_owner: the owner `t` was attached for, or NULL when it is
+ * not attached.
+ */
+void *
+kw_http_transfer_owner(KwHttpTransfer *t)
+{
+	return t->owner;
+}
+
+/*
+ * kw_http_owner_of: the owner of the transfer whose libcurl easy handle is
+ * `easy` (a CURL *, as a multi handle reports a finished transfer), or NULL
+ * when it is not attached (kw_http_transfer_attach).
+ */
+void *
+kw_http_owner_of(void *easy)
+{
+	void	   *owner = NULL;
+
+	curl_easy_getinfo((CURL *) easy, CURLINFO_PRIVATE, (char **) &owner);
+	return owner;
 }
 
 /*

@@ -279,13 +279,26 @@ typedef struct KwHttpTransfer
 	ErrorData  *caught;			/* an ERROR raised by the feed, or NULL */
 	bool		paused;
 	TimestampTz last_data;		/* when bytes last arrived (or the start) */
+	void	   *owner;			/* who kw_http_transfer_attach ran it for */
 } KwHttpTransfer;
+
+/*
+ * The result code of a transfer that completed (libcurl's CURLE_OK), as the
+ * worker hands it to kw_watch_transfer_done; any other code is a transport
+ * failure for kw_http_transport_error.
+ */
+#define KW_HTTP_TRANSFER_OK 0
 
 extern void kw_http_global_init(void);
 extern KwHttpTransfer *kw_http_transfer_create(KwClusterConfig *cfg,
 											   const char *url, bool stream,
 											   KwHttpFeed feed, void *feed_arg,
 											   MemoryContext feed_cxt);
+extern void kw_http_transfer_attach(void *multi, KwHttpTransfer *t,
+									void *owner);
+extern void kw_http_transfer_detach(void *multi, KwHttpTransfer *t);
+extern void *kw_http_transfer_owner(KwHttpTransfer *t);
+extern void *kw_http_owner_of(void *easy);
 extern void kw_http_transfer_resume(KwHttpTransfer *t);
 extern long kw_http_transfer_status(KwHttpTransfer *t);
 extern int	kw_http_transfer_retry_after(KwHttpTransfer *t);

@@ -32,7 +32,6 @@
  */
 #include "postgres.h"
 
-#include <curl/curl.h>
 #include <json-c/json.h>
 
 #include "common/pg_prng.h"
@@ -70,7 +69,7 @@ struct KwWatch
 	KwRegistration reg;
 	KwClusterConfig *cfg;		/* NULL until loaded */
 	uint64		cfg_generation; /* kw_connection_generation() when it was */
-	CURLM	   *multi;
+	void	   *multi;			/* the worker's transfer set (http.c attaches) */
 	KwWatchStatus *slot;
 	KwWatchStatus private_slot; /* used when shared slots ran out */
 	KwSyncPlans *plans;
@@ -548,11 +547,8 @@ static void
 start_transfer(KwWatch *w, KwXfer kind, const char *url)
 {
 	MemoryContext old = MemoryContextSwitchTo(w->cxt);
-	CURL	   *easy;
 
 	w->http = kw_http_transfer_create(w->cfg, url, true, watch_feed, w, w->batch_cxt);
-	easy = (CURL *) w->http->easy;
-	curl_easy_setopt(easy, CURLOPT_PRIVATE, w);
 	w->xfer = kind;
 	resetStringInfo(&w->errbody);
 	set_str(w, &w->abort_reason, NULL);
@@ -565,8 +561,7 @@ start_transfer(KwWatch *w, KwXfer kind, const char *url)
 		w->wdec = kw_watch_decoder_create();
 	MemoryContextSwitchTo(old);
 
-	if (curl_multi_add_handle(w->multi, easy) != CURLM_OK)
-		elog(ERROR, "curl_multi_add_handle failed");
+	kw_http_transfer_attach(w->multi, w->http, w);
 }
 
 /* stop_transfer: removes and frees the transfer in flight, if any. */
@@ -575,7 +570,7 @@ stop_transfer(KwWatch *w)
 {
 	if (w->http)
 	{
-		curl_multi_remove_handle(w->multi, (CURL *) w->http->easy);
+		kw_http_transfer_detach(w->multi, w->http);
 		kw_http_transfer_destroy(w->http);
 		w->http = NULL;
 	}
@@ -877,7 +872,7 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 		w->abort_reason = MemoryContextStrdup(w->cxt, w->http->stop_reason);
 		w->abort_src = KW_ERRSRC_DECODE;
 	}
-	if (curlcode != CURLE_OK)
+	if (curlcode != KW_HTTP_TRANSFER_OK)
 	{
 		int			sqlstate;
 		char	   *detail;
@@ -887,7 +882,7 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 		curlerr = hint ? psprintf("%s (%s)", detail, hint) : detail;
 	}
 	appendBinaryStringInfo(&w->errbody, w->http->errbody.data, w->http->errbody.len);
-	if (curlcode == CURLE_OK && status == 200 && !w->abort_reason)
+	if (curlcode == KW_HTTP_TRANSFER_OK && status == 200 && !w->abort_reason)
 	{
 		bool		ok = (kind == XFER_LIST) ?
 			kw_list_decoder_finish(w->ldec, &rv, &cont, &err) :
@@ -903,7 +898,7 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 
 	if (w->abort_reason)
 		stream_ended_by_us(w, kind);
-	else if (curlcode != CURLE_OK)
+	else if (curlcode != KW_HTTP_TRANSFER_OK)
 	{
 		/* refused, reset, TLS, timeout */
 		record_error(w, KW_ERRSRC_HTTP, psprintf("%s request failed: %s",
@@ -1399,7 +1394,8 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 
 /*
  * kw_watch_create: a watch for registration `reg` (copied) that will run
- * its transfers on the curl multi handle `multi`.  Nothing happens until
+ * its transfers on the worker's transfer set `multi` (a libcurl multi
+ * handle, opaque here: kw_http_transfer_attach).  Nothing happens until
  * the first kw_watch_tick.  Memory lives in a child of `parent`.
  */
 KwWatch *
@@ -1415,7 +1411,7 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 	w->batch_cxt = AllocSetContextCreate(cxt, "kwatch batch", ALLOCSET_DEFAULT_SIZES);
 	w->list_cxt = AllocSetContextCreate(cxt, "kwatch relist", ALLOCSET_DEFAULT_SIZES);
 	w->cfg_cxt = AllocSetContextCreate(cxt, "kwatch cluster config", ALLOCSET_SMALL_SIZES);
-	w->multi = (CURLM *) multi;
+	w->multi = multi;
 	initStringInfo(&w->errbody);
 
 	r->id = reg->id;
