@@ -25,11 +25,14 @@
  *                      in kwatch's database, gives r's watches to s; the
  *                      worker restarts them with s's credentials.
  *
- * Without this, dropping a role left its watches running on a dangling oid,
- * and credentials could be silently re-homed (issue 13, hole 5).  The
- * worker still refuses a registration whose owner does not exist (a role
- * dropped where kwatch was not loaded): it never falls back to other
- * credentials (fdw_option.c, connection.c user_mapping_options).
+ * The rule: a watch runs with its owner's credentials (the user mapping
+ * that applies to the owner, postgres_fdw's rule: connection.c) and no one
+ * else's, so its owner must exist.  Without these checks, dropping a role
+ * would leave its watches running under an oid no role holds, on
+ * credentials that are no longer any owner's.  The worker still
+ * refuses a registration whose owner does not exist (a role dropped where
+ * kwatch was not loaded): it never falls back to other credentials
+ * (fdw_option.c, connection.c user_mapping_options).
  *
  *-------------------------------------------------------------------------
  */

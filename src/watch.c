@@ -17,11 +17,11 @@
  *	 - kw_watch_transfer_done() when libcurl reports a transfer finished:
  *	   decides what comes next from the HTTP status (PROTOCOL 7-10, 16-17).
  *
- * libcurl calls write_cb with body bytes; the decoders turn them into
- * pending events or list items in `batch_cxt`.  Once a batch holds
- * kwatch.batch_size entries the transfer is paused (CURL_WRITEFUNC_PAUSE)
- * until the batch is applied, so memory stays bounded however fast the
- * server sends.  No callback touches the database.
+ * http.c hands body bytes to watch_feed (the transfer's KwHttpFeed); the
+ * decoders turn them into pending events or list items in `batch_cxt`.
+ * Once a batch holds kwatch.batch_size entries the feed pauses the
+ * transfer (KW_FEED_PAUSE) until the batch is applied, so memory stays
+ * bounded however fast the server sends.  No feed touches the database.
  *
  * Two resourceVersions are tracked: `resume_rv`, the last one received
  * (events and bookmarks not yet applied included; the next WATCH starts
@@ -295,7 +295,8 @@ collection_url(KwWatch *w, StringInfo url)
 }
 
 /* ---------------------------------------------------------------------
- * libcurl callbacks: decode only, never touch the database
+ * the transfer's feed (run inside libcurl's write callback): decode only,
+ * never touch the database
  * ---------------------------------------------------------------------
  */
 
@@ -358,8 +359,9 @@ note_sanitized(KwWatch *w, KwObject *obj)
 /*
  * inject_error: raises an ERROR when `name` is the object name set in the
  * developer setting kwatch.debug_error_on_object (tests only: it proves
- * that an ERROR inside libcurl's write callback ends the transfer and
- * leaves the worker running, write_cb).
+ * that an ERROR inside libcurl's write callback, in watch_feed, ends the
+ * transfer and leaves the worker running: http.c's transfer_write_cb
+ * catches it).
  */
 static void
 inject_error(const char *name)
@@ -1450,7 +1452,11 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 	strlcpy(w->slot->server, r->server, NAMEDATALEN);
 	w->relist_requests_seen = w->slot->relist_requests;
 
-	/* resume from the checkpoint without relisting (issue: restarts) */
+	/*
+	 * After a restart (worker or server), resume from the checkpoint written
+	 * with the rows, without relisting: the rows and the checkpoint agree
+	 * (PROTOCOL 21), and a 410 there relists as usual (PROTOCOL 16, 22).
+	 */
 	if (reg->resource_version && reg->resource_version[0])
 	{
 		w->resume_rv = pstrdup(reg->resource_version);
