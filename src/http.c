@@ -374,21 +374,25 @@ kw_http_transfer_create(KwClusterConfig *cfg, const char *url, bool stream,
  * of `owner`, which kw_http_transfer_owner(t) and kw_http_owner_of(easy)
  * return from then on, so that the loop can hand a finished transfer back
  * to its owner.  The owner is kept as the easy handle's CURLOPT_PRIVATE
- * (what kw_http_owner_of reads).  ERRCODE_INTERNAL_ERROR when libcurl
- * refuses the handle (already attached, or out of memory).
+ * (what kw_http_owner_of reads).  ERRCODE_OUT_OF_MEMORY when libcurl runs
+ * out of memory, ERRCODE_INTERNAL_ERROR when it refuses the handle
+ * otherwise (already attached).
  */
 void
 kw_http_transfer_attach(void *multi, KwHttpTransfer *t, void *owner)
 {
 	CURL	   *easy = (CURL *) t->easy;
+	CURLMcode	rc;
 
 	t->owner = owner;
 	curl_easy_setopt(easy, CURLOPT_PRIVATE, owner);
-	if (curl_multi_add_handle((CURLM *) multi, easy) != CURLM_OK)
+	rc = curl_multi_add_handle((CURLM *) multi, easy);
+	if (rc != CURLM_OK)
 		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
+				(errcode(rc == CURLM_OUT_OF_MEMORY ? ERRCODE_OUT_OF_MEMORY :
+						 ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not start a request with libcurl"),
-				 errdetail("curl_multi_add_handle failed.")));
+				 errdetail("%s", curl_multi_strerror(rc))));
 }
 
 /*
@@ -406,6 +410,88 @@ kw_http_transfer_detach(void *multi, KwHttpTransfer *t)
 		curl_easy_setopt((CURL *) t->easy, CURLOPT_PRIVATE, NULL);
 	}
 	t->owner = NULL;
+}
+
+/*
+ * kw_http_multi_create: an empty set of transfers driven together (a
+ * libcurl multi handle), for a backend that runs its own (live_scan.c);
+ * the worker's is worker.c's.  Freed by kw_http_multi_destroy, not by
+ * memory context cleanup.  ERRCODE_OUT_OF_MEMORY when libcurl can't make
+ * one.
+ */
+void *
+kw_http_multi_create(void)
+{
+	CURLM	   *multi;
+
+	kw_http_global_init();
+	multi = curl_multi_init();
+	if (multi == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("could not create a libcurl multi handle")));
+	return multi;
+}
+
+/*
+ * kw_http_multi_destroy: frees a multi handle of kw_http_multi_create
+ * (detach its transfers first).  Allocates nothing, so it is safe in a
+ * memory context reset callback.  Accepts NULL.
+ */
+void
+kw_http_multi_destroy(void *multi)
+{
+	if (multi)
+		curl_multi_cleanup((CURLM *) multi);
+}
+
+/*
+ * kw_http_multi_finished: calls done(owner, result) for each transfer on
+ * `multi` that finished since the last call (curl_multi_info_read), with
+ * the owner it was attached for and `result` KW_HTTP_TRANSFER_OK or the
+ * failure for kw_http_transport_error.  For whatever drives the multi
+ * handle (kw_http_multi_run here; the worker's socket actions).  Raises no
+ * error of its own.
+ */
+void
+kw_http_multi_finished(void *multi, KwHttpDone done)
+{
+	int			left;
+	CURLMsg    *msg;
+
+	while ((msg = curl_multi_info_read((CURLM *) multi, &left)) != NULL)
+		if (msg->msg == CURLMSG_DONE)
+			done(kw_http_owner_of(msg->easy_handle), (int) msg->data.result);
+}
+
+/*
+ * kw_http_multi_run: lets libcurl do, without waiting, what the transfers
+ * on `multi` can do now (curl_multi_perform: a feed may run), then reports
+ * the finished ones (kw_http_multi_finished).  Raises no error of its own;
+ * an ERROR a feed raised is kept in the transfer (t->caught) for the
+ * caller.
+ */
+void
+kw_http_multi_run(void *multi, KwHttpDone done)
+{
+	int			running = 0;
+
+	curl_multi_perform((CURLM *) multi, &running);
+	kw_http_multi_finished(multi, done);
+}
+
+/*
+ * kw_http_multi_wait: waits at most timeout_ms for something to do on the
+ * transfers of `multi` (curl_multi_wait), not for the latch: callers poll
+ * in short steps and CHECK_FOR_INTERRUPTS() in between.  Never raises an
+ * error.
+ */
+void
+kw_http_multi_wait(void *multi, int timeout_ms)
+{
+	int			numfds;
+
+	curl_multi_wait((CURLM *) multi, NULL, 0, timeout_ms, &numfds);
 }
 
 /*

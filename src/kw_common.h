@@ -299,6 +299,15 @@ extern void kw_http_transfer_attach(void *multi, KwHttpTransfer *t,
 extern void kw_http_transfer_detach(void *multi, KwHttpTransfer *t);
 extern void *kw_http_transfer_owner(KwHttpTransfer *t);
 extern void *kw_http_owner_of(void *easy);
+
+/* Called by kw_http_multi_run for a finished transfer of `owner`. */
+typedef void (*KwHttpDone) (void *owner, int result);
+
+extern void *kw_http_multi_create(void);
+extern void kw_http_multi_destroy(void *multi);
+extern void kw_http_multi_finished(void *multi, KwHttpDone done);
+extern void kw_http_multi_run(void *multi, KwHttpDone done);
+extern void kw_http_multi_wait(void *multi, int timeout_ms);
 extern void kw_http_transfer_resume(KwHttpTransfer *t);
 extern long kw_http_transfer_status(KwHttpTransfer *t);
 extern int	kw_http_transfer_retry_after(KwHttpTransfer *t);
