@@ -40,7 +40,7 @@ OBJS = \
 DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/kwatch--*.sql))
 
 # pg_regress suites (test/sql/<name>.sql, test/expected/<name>.out, as
-# pgvector lays them out); run by test/run.sh
+# pgvector lays them out); run by test/drivers/run.sh
 # against a temporary instance that preloads kwatch (test/regress.conf).
 REGRESS = options kubeconfig registration events live upgrade
 REGRESS_OPTS = --inputdir=test --temp-config=test/regress.conf
@@ -84,7 +84,7 @@ $(CURDIR)/src:
 	mkdir -p $@
 else
 # A fresh machine has no server headers yet: `make test` and `make demo`
-# install them (test/install-deps.sh); plain `make` says how.
+# install them (test/packaging/install-deps.sh); plain `make` says how.
 all install installcheck:
 	@echo "kwatch: PostgreSQL server headers are missing; run 'make deps' first" >&2; exit 1
 endif
@@ -96,28 +96,28 @@ print-regress:
 
 # Installs build and test dependencies from Debian's archive when missing.
 deps:
-	@bash test/install-deps.sh
+	@bash test/packaging/install-deps.sh
 
 # The test command (README): deps, build, install, pg_regress, integration
 # tests against a real control plane.
 test:
-	@bash test/run.sh
+	@bash test/drivers/run.sh
 
 # The Debian package postgresql-15-kwatch (README), built by
 # dpkg-buildpackage from a copy of the work tree, never in it, into DEB_DIR
 # (default: the parent directory, as dpkg-buildpackage does).
 DEB_DIR ?= ..
 deb:
-	@bash test/deb.sh '$(DEB_DIR)'
+	@bash test/packaging/deb.sh '$(DEB_DIR)'
 
 # The demo (README): a throwaway PostgreSQL + control plane, left running.
 # `make demo KUBECONFIG=~/.kube/config` mirrors your cluster instead of a
 # local one; a KUBECONFIG merely present in the environment is not used.
 demo:
-	@KWATCH_DEMO_KUBECONFIG='$(if $(filter command line,$(origin KUBECONFIG)),$(KUBECONFIG))' bash test/demo.sh start
+	@KWATCH_DEMO_KUBECONFIG='$(if $(filter command line,$(origin KUBECONFIG)),$(KUBECONFIG))' bash test/demo/demo.sh start
 
 demo-stop:
-	@bash test/demo.sh stop
+	@bash test/demo/demo.sh stop
 
 bench:
 	@PODS=$(PODS) SCALE_CRDS=$(SCALE_CRDS) bash test/bench/run.sh

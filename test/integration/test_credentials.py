@@ -439,10 +439,10 @@ def test_demo_with_an_exec_plugin_kubeconfig(ctx, exec_plugin):
     env = dict(os.environ, KWATCH_DEMO_KUBECONFIG=kc, KWATCH_DEMO_DIR=str(state),
                KWATCH_DEMO_ENV=str(state / "env"))
     # a demo left by an earlier run (another cluster, another port) is not this one
-    conftest.run(["bash", REPO / "test/demo.sh", "stop"], env=env, check=False)
+    conftest.run(["bash", REPO / "test/demo/demo.sh", "stop"], env=env, check=False)
     shutil.rmtree(state, ignore_errors=True)
     try:
-        out = conftest.run(["bash", REPO / "test/demo.sh", "start"], env=env, timeout=600, check=False)
+        out = conftest.run(["bash", REPO / "test/demo/demo.sh", "start"], env=env, timeout=600, check=False)
         assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
         assert "exec credential plugins, run by the PostgreSQL server as the postgres user" in out.stderr
         pgenv = dict(re.findall(r"export (PG\w+)='?([^'\n]*)'?", (state / "env").read_text()))
@@ -464,5 +464,5 @@ def test_demo_with_an_exec_plugin_kubeconfig(ctx, exec_plugin):
         assert {r["uid"] for r in runs} >= {0, int(conftest.run(["id", "-u", "postgres"]).stdout)}, runs
         conn.close()
     finally:
-        conftest.run(["bash", REPO / "test/demo.sh", "stop"], env=env, check=False)
+        conftest.run(["bash", REPO / "test/demo/demo.sh", "stop"], env=env, check=False)
         shutil.rmtree(state, ignore_errors=True)
