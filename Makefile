@@ -8,6 +8,7 @@ OBJS = \
 	src/guc.o \
 	src/shmem.o \
 	src/worker.o \
+	src/cluster_config.o \
 	src/http.o \
 	src/credential.o \
 	src/decode.o \
@@ -46,14 +47,26 @@ OBJS = \
 DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/kwatch--*.sql))
 
 # pg_regress suites (test/sql/<name>.sql, test/expected/<name>.out, as
-# pgvector lays them out); run by test/run.sh
+# pgvector lays them out); run by test/drivers/run.sh
 # against a temporary instance that preloads kwatch (test/regress.conf).
 REGRESS = options kubeconfig registration events live upgrade
 REGRESS_OPTS = --inputdir=test --temp-config=test/regress.conf
 
+# The extension's version is written once, in kwatch.control's
+# default_version; the library gets it as KWATCH_VERSION (the User-Agent,
+# http.c).  Read from the directory of this Makefile, so that a VPATH build
+# (pg_buildext runs `make -f <source>/Makefile` in build-<version>/) finds it
+# before PGXS has set $(srcdir).
+KWATCH_SOURCE_DIR := $(dir $(firstword $(MAKEFILE_LIST)))
+KWATCH_VERSION := $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(KWATCH_SOURCE_DIR)kwatch.control)
+ifeq ($(KWATCH_VERSION),)
+$(error kwatch: no default_version = '...' in $(KWATCH_SOURCE_DIR)kwatch.control)
+endif
+
 PG_CONFIG ?= pg_config
 PKG_DEPS  = libcurl json-c yaml-0.1
-PG_CPPFLAGS = $(shell pkg-config --cflags $(PKG_DEPS))
+PG_CPPFLAGS = $(shell pkg-config --cflags $(PKG_DEPS)) \
+              -DKWATCH_VERSION='"$(KWATCH_VERSION)"'
 SHLIB_LINK  = $(shell pkg-config --libs $(PKG_DEPS))
 # -Wno-clobbered: -Wextra's clobber check misfires inside PostgreSQL's own
 # PG_TRY macro (elog.h's _do_rethrow); variables that must survive a longjmp
@@ -67,6 +80,9 @@ include $(PGXS)
 # PGXS tracks no header dependencies (without --enable-depend): a changed
 # struct in the shared header must rebuild every object.
 $(OBJS): $(wildcard $(srcdir)/src/kw_*.h)
+# The version is compiled in (KWATCH_VERSION, used by http.c): a new
+# default_version must rebuild what uses it.
+src/http.o: $(srcdir)/kwatch.control
 # A VPATH build writes its objects under the build directory's src/, which
 # must exist first (an absolute path, so that VPATH does not find the
 # source tree's src/ instead).
@@ -75,7 +91,7 @@ $(CURDIR)/src:
 	mkdir -p $@
 else
 # A fresh machine has no server headers yet: `make test` and `make demo`
-# install them (test/install-deps.sh); plain `make` says how.
+# install them (test/packaging/install-deps.sh); plain `make` says how.
 all install installcheck:
 	@echo "kwatch: PostgreSQL server headers are missing; run 'make deps' first" >&2; exit 1
 endif
@@ -87,28 +103,28 @@ print-regress:
 
 # Installs build and test dependencies from Debian's archive when missing.
 deps:
-	@bash test/install-deps.sh
+	@bash test/packaging/install-deps.sh
 
 # The test command (README): deps, build, install, pg_regress, integration
 # tests against a real control plane.
 test:
-	@bash test/run.sh
+	@bash test/drivers/run.sh
 
 # The Debian package postgresql-15-kwatch (README), built by
 # dpkg-buildpackage from a copy of the work tree, never in it, into DEB_DIR
 # (default: the parent directory, as dpkg-buildpackage does).
 DEB_DIR ?= ..
 deb:
-	@bash test/deb.sh '$(DEB_DIR)'
+	@bash test/packaging/deb.sh '$(DEB_DIR)'
 
 # The demo (README): a throwaway PostgreSQL + control plane, left running.
 # `make demo KUBECONFIG=~/.kube/config` mirrors your cluster instead of a
 # local one; a KUBECONFIG merely present in the environment is not used.
 demo:
-	@KWATCH_DEMO_KUBECONFIG='$(if $(filter command line,$(origin KUBECONFIG)),$(KUBECONFIG))' bash test/demo.sh start
+	@KWATCH_DEMO_KUBECONFIG='$(if $(filter command line,$(origin KUBECONFIG)),$(KUBECONFIG))' bash test/demo/demo.sh start
 
 demo-stop:
-	@bash test/demo.sh stop
+	@bash test/demo/demo.sh stop
 
 bench:
 	@PODS=$(PODS) SCALE_CRDS=$(SCALE_CRDS) bash test/bench/run.sh

@@ -61,7 +61,7 @@
 #define KW_FDW_NAME "kwatch"
 
 /* Options that carry credentials (replaced as a whole by each layer). */
-static const char *const kw_credential_options[] = {
+static const char *const credential_options[] = {
 	"token", "token_file", "client_certificate", "client_key",
 	"client_certificate_data", "client_key_data", NULL
 };
@@ -95,17 +95,17 @@ typedef struct ConnCacheEntry
 static HTAB *ConnectionHash = NULL;
 static uint64 connection_generation = 0;
 
-static ForeignServer *kwatch_server(const char *server_name);
+static ForeignServer *find_kwatch_server(const char *server_name);
 static KwClusterConfig *resolve(ForeignServer *server, Oid userid,
 								bool check_transport_rules);
-static List *kw_user_mapping_options(Oid userid, ForeignServer *server);
-static void kw_apply_options(KwClusterConfig *cfg, List *options);
-static char *kw_strip_slashes(const char *url);
+static List *user_mapping_options(Oid userid, ForeignServer *server);
+static void apply_options(KwClusterConfig *cfg, List *options);
+static char *strip_slashes(const char *url);
 static List *file_stamps(const char *path_list);
 static bool stamps_unchanged(List *stamps);
 static void conn_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
-static void kw_json_string(StringInfo buf, const char *key, const char *value);
-static void kw_json_bytes(StringInfo buf, const char *key, const char *data);
+static void json_string(StringInfo buf, const char *key, const char *value);
+static void json_bytes(StringInfo buf, const char *key, const char *data);
 
 PG_FUNCTION_INFO_V1(kwatch_server_config);
 
@@ -130,7 +130,7 @@ PG_FUNCTION_INFO_V1(kwatch_server_config);
 KwClusterConfig *
 kw_cluster_config_for_server(const char *server_name, Oid userid)
 {
-	ForeignServer *server = kwatch_server(server_name);
+	ForeignServer *server = find_kwatch_server(server_name);
 	ConnCacheKey key;
 	ConnCacheEntry *entry;
 	bool		found;
@@ -215,12 +215,12 @@ kw_cluster_config_for_server(const char *server_name, Oid userid)
 	return cfg;
 }
 /*
- * kwatch_server: the kwatch foreign server called server_name.  Errors:
+ * find_kwatch_server: the kwatch foreign server called server_name.  Errors:
  * ERRCODE_UNDEFINED_OBJECT if there is none, ERRCODE_WRONG_OBJECT_TYPE if it
  * belongs to another foreign-data wrapper.
  */
 static ForeignServer *
-kwatch_server(const char *server_name)
+find_kwatch_server(const char *server_name)
 {
 	ForeignServer *server;
 	ForeignDataWrapper *fdw;
@@ -272,7 +272,7 @@ resolve(ForeignServer *server, Oid userid, bool check_transport_rules)
 	else if (api_server != NULL)
 	{
 		cfg = palloc0(sizeof(KwClusterConfig));
-		cfg->api_server = kw_strip_slashes(api_server);
+		cfg->api_server = strip_slashes(api_server);
 	}
 	else
 		ereport(ERROR,
@@ -280,8 +280,8 @@ resolve(ForeignServer *server, Oid userid, bool check_transport_rules)
 				 errmsg("server \"%s\" names no cluster", server->servername),
 				 errhint("Set one of the options \"kubeconfig\", \"api_server\" or \"in_cluster\" with ALTER SERVER.")));
 
-	kw_apply_options(cfg, opts);
-	kw_apply_options(cfg, kw_user_mapping_options(userid, server));
+	apply_options(cfg, opts);
+	apply_options(cfg, user_mapping_options(userid, server));
 
 	/* the transport rules again, on what a kubeconfig may have supplied */
 	if (check_transport_rules)
@@ -299,7 +299,7 @@ resolve(ForeignServer *server, Oid userid, bool check_transport_rules)
 }
 
 /*
- * kw_user_mapping_options
+ * user_mapping_options
  *		The options of userid's mapping for `server`, else of its PUBLIC
  *		mapping (GetUserMapping's two syscache lookups, foreign/foreign.c).
  *
@@ -313,7 +313,7 @@ resolve(ForeignServer *server, Oid userid, bool check_transport_rules)
  * credentials.  Returns a list of DefElem palloc'd in CurrentMemoryContext.
  */
 static List *
-kw_user_mapping_options(Oid userid, ForeignServer *server)
+user_mapping_options(Oid userid, ForeignServer *server)
 {
 	Oid			serverid = server->serverid;
 	HeapTuple	tp;
@@ -360,7 +360,7 @@ kw_user_mapping_options(Oid userid, ForeignServer *server)
 }
 
 /*
- * kw_apply_options
+ * apply_options
  *		Lay a server's or user mapping's options over cfg.
  *
  * TLS settings replace field by field; a path replaces the matching *-data
@@ -369,13 +369,13 @@ kw_user_mapping_options(Oid userid, ForeignServer *server)
  * Strings are copied into CurrentMemoryContext.
  */
 static void
-kw_apply_options(KwClusterConfig *cfg, List *options)
+apply_options(KwClusterConfig *cfg, List *options)
 {
 	const char *const *cred;
 	char	   *v;
 	DefElem    *def;
 
-	for (cred = kw_credential_options; *cred; cred++)
+	for (cred = credential_options; *cred; cred++)
 	{
 		if (kw_get_option(options, *cred) != NULL)
 		{
@@ -446,11 +446,11 @@ kw_apply_options(KwClusterConfig *cfg, List *options)
 }
 
 /*
- * kw_strip_slashes
+ * strip_slashes
  *		palloc'd copy of url without trailing slashes (we append "/api/...").
  */
 static char *
-kw_strip_slashes(const char *url)
+strip_slashes(const char *url)
 {
 	char	   *s = pstrdup(url);
 	size_t		len = strlen(s);
@@ -476,27 +476,28 @@ Datum
 kwatch_server_config(PG_FUNCTION_ARGS)
 {
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	KwClusterConfig *cfg = resolve(kwatch_server(name), GetUserId(), false);
+	KwClusterConfig *cfg = resolve(find_kwatch_server(name), GetUserId(),
+								   false);
 	StringInfoData buf;
 
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
-	kw_json_string(&buf, "server", cfg->server_name);
-	kw_json_string(&buf, "api_server", cfg->api_server);
-	kw_json_string(&buf, "ca_file", cfg->ca_file);
-	kw_json_bytes(&buf, "ca_data", cfg->ca_data);
-	kw_json_string(&buf, "client_certificate", cfg->client_cert_file);
-	kw_json_bytes(&buf, "client_certificate_data", cfg->client_cert_data);
-	kw_json_string(&buf, "client_key", cfg->client_key_file);
-	kw_json_bytes(&buf, "client_key_data", cfg->client_key_data);
-	kw_json_string(&buf, "token", cfg->token ? "<redacted>" : NULL);
-	kw_json_string(&buf, "token_file", cfg->token_file);
-	kw_json_string(&buf, "tls_server_name", cfg->tls_server_name);
+	json_string(&buf, "server", cfg->server_name);
+	json_string(&buf, "api_server", cfg->api_server);
+	json_string(&buf, "ca_file", cfg->ca_file);
+	json_bytes(&buf, "ca_data", cfg->ca_data);
+	json_string(&buf, "client_certificate", cfg->client_cert_file);
+	json_bytes(&buf, "client_certificate_data", cfg->client_cert_data);
+	json_string(&buf, "client_key", cfg->client_key_file);
+	json_bytes(&buf, "client_key_data", cfg->client_key_data);
+	json_string(&buf, "token", cfg->token ? "<redacted>" : NULL);
+	json_string(&buf, "token_file", cfg->token_file);
+	json_string(&buf, "tls_server_name", cfg->tls_server_name);
 	appendStringInfo(&buf, ", \"insecure_skip_tls_verify\": %s",
 					 cfg->insecure_skip_tls_verify ? "true" : "false");
-	kw_json_string(&buf, "namespace", cfg->default_namespace);
-	kw_json_string(&buf, "proxy_url", cfg->proxy_url);
-	kw_json_string(&buf, "impersonate_user", cfg->as_user);
+	json_string(&buf, "namespace", cfg->default_namespace);
+	json_string(&buf, "proxy_url", cfg->proxy_url);
+	json_string(&buf, "impersonate_user", cfg->as_user);
 	if (cfg->as_groups)
 	{
 		ListCell   *lc;
@@ -505,7 +506,7 @@ kwatch_server_config(PG_FUNCTION_ARGS)
 		initStringInfo(&g);
 		foreach(lc, cfg->as_groups)
 			appendStringInfo(&g, "%s%s", g.len ? "," : "", (char *) lfirst(lc));
-		kw_json_string(&buf, "impersonate_groups", g.data);
+		json_string(&buf, "impersonate_groups", g.data);
 	}
 	if (cfg->exec)
 	{
@@ -515,9 +516,9 @@ kwatch_server_config(PG_FUNCTION_ARGS)
 
 		initStringInfo(&x);
 		appendStringInfoChar(&x, '{');
-		kw_json_string(&x, "command", cfg->exec->command);
-		kw_json_string(&x, "apiVersion", cfg->exec->api_version);
-		kw_json_string(&x, "interactiveMode", cfg->exec->interactive_mode);
+		json_string(&x, "command", cfg->exec->command);
+		json_string(&x, "apiVersion", cfg->exec->api_version);
+		json_string(&x, "interactiveMode", cfg->exec->interactive_mode);
 		appendStringInfo(&x, ", \"provideClusterInfo\": %s, \"args\": %d, \"env\": [",
 						 cfg->exec->provide_cluster_info ? "true" : "false",
 						 list_length(cfg->exec->args));
@@ -536,11 +537,11 @@ kwatch_server_config(PG_FUNCTION_ARGS)
 }
 
 /*
- * kw_json_string
+ * json_string
  *		Append "key": "value" (or null) to a JSON object being built in buf.
  */
 static void
-kw_json_string(StringInfo buf, const char *key, const char *value)
+json_string(StringInfo buf, const char *key, const char *value)
 {
 	if (buf->len > 1)
 		appendStringInfoString(buf, ", ");
@@ -553,16 +554,16 @@ kw_json_string(StringInfo buf, const char *key, const char *value)
 }
 
 /*
- * kw_json_bytes
+ * json_bytes
  *		Append "key": "<N bytes>" (or null): the size of a PEM value, never
  *		its content.
  */
 static void
-kw_json_bytes(StringInfo buf, const char *key, const char *data)
+json_bytes(StringInfo buf, const char *key, const char *data)
 {
 	char	   *v = data ? psprintf("<%zu bytes>", strlen(data)) : NULL;
 
-	kw_json_string(buf, key, v);
+	json_string(buf, key, v);
 }
 
 /*
@@ -587,7 +588,7 @@ kw_server_usage(Oid serverid, Oid role)
  * on foreign server `server`, may still use it: USAGE, as kwatch.watch()
  * checked at registration, may have been revoked since, or the watch
  * handed to another role by REASSIGN OWNED (ownership.c).  A role that no
- * longer exists is refused by kw_user_mapping_options, with its own
+ * longer exists is refused by user_mapping_options, with its own
  * message.  Needs a transaction.
  */
 void
@@ -693,120 +694,4 @@ stamps_unchanged(List *stamps)
 			return false;
 	}
 	return true;
-}
-
-/* a NULL-keeping pstrdup */
-static char *
-copy_string(const char *s)
-{
-	return s ? pstrdup(s) : NULL;
-}
-
-/*
- * kw_cluster_config_copy: a deep copy of `src` in CurrentMemoryContext.
- */
-KwClusterConfig *
-kw_cluster_config_copy(const KwClusterConfig *src)
-{
-	KwClusterConfig *r = palloc0(sizeof(KwClusterConfig));
-	ListCell   *lc;
-
-	r->server_name = copy_string(src->server_name);
-	r->api_server = copy_string(src->api_server);
-	r->ca_file = copy_string(src->ca_file);
-	r->ca_data = copy_string(src->ca_data);
-	r->client_cert_file = copy_string(src->client_cert_file);
-	r->client_cert_data = copy_string(src->client_cert_data);
-	r->client_key_file = copy_string(src->client_key_file);
-	r->client_key_data = copy_string(src->client_key_data);
-	r->token = copy_string(src->token);
-	r->token_file = copy_string(src->token_file);
-	r->tls_server_name = copy_string(src->tls_server_name);
-	r->default_namespace = copy_string(src->default_namespace);
-	r->insecure_skip_tls_verify = src->insecure_skip_tls_verify;
-	r->exec = src->exec ? kw_exec_config_copy(src->exec) : NULL;
-	r->proxy_url = copy_string(src->proxy_url);
-	r->as_user = copy_string(src->as_user);
-	r->as_uid = copy_string(src->as_uid);
-	foreach(lc, src->as_groups)
-		r->as_groups = lappend(r->as_groups, pstrdup((char *) lfirst(lc)));
-	r->as_extra = kw_copy_key_values(src->as_extra);
-	return r;
-}
-
-static bool
-same_string(const char *a, const char *b)
-{
-	return (a == NULL || b == NULL) ? a == b : strcmp(a, b) == 0;
-}
-
-static bool
-same_strings(List *a, List *b)
-{
-	ListCell   *la,
-			   *lb;
-
-	if (list_length(a) != list_length(b))
-		return false;
-	forboth(la, a, lb, b)
-		if (strcmp((char *) lfirst(la), (char *) lfirst(lb)) != 0)
-		return false;
-	return true;
-}
-
-static bool
-same_key_values(List *a, List *b)
-{
-	ListCell   *la,
-			   *lb;
-
-	if (list_length(a) != list_length(b))
-		return false;
-	forboth(la, a, lb, b)
-	{
-		KwKeyValue *x = (KwKeyValue *) lfirst(la);
-		KwKeyValue *y = (KwKeyValue *) lfirst(lb);
-
-		if (strcmp(x->key, y->key) != 0 || strcmp(x->value, y->value) != 0)
-			return false;
-	}
-	return true;
-}
-
-/*
- * kw_cluster_config_equal: whether two settings would make the same
- * requests with the same credentials: every field compared, the exec
- * plugin's too (server_name is the same server under another name after
- * ALTER SERVER RENAME, which changes nothing on the wire).
- */
-bool
-kw_cluster_config_equal(const KwClusterConfig *a, const KwClusterConfig *b)
-{
-	if (!same_string(a->api_server, b->api_server) ||
-		!same_string(a->ca_file, b->ca_file) ||
-		!same_string(a->ca_data, b->ca_data) ||
-		!same_string(a->client_cert_file, b->client_cert_file) ||
-		!same_string(a->client_cert_data, b->client_cert_data) ||
-		!same_string(a->client_key_file, b->client_key_file) ||
-		!same_string(a->client_key_data, b->client_key_data) ||
-		!same_string(a->token, b->token) ||
-		!same_string(a->token_file, b->token_file) ||
-		!same_string(a->tls_server_name, b->tls_server_name) ||
-		!same_string(a->default_namespace, b->default_namespace) ||
-		a->insecure_skip_tls_verify != b->insecure_skip_tls_verify ||
-		!same_string(a->proxy_url, b->proxy_url) ||
-		!same_string(a->as_user, b->as_user) ||
-		!same_string(a->as_uid, b->as_uid) ||
-		!same_strings(a->as_groups, b->as_groups) ||
-		!same_key_values(a->as_extra, b->as_extra))
-		return false;
-	if (a->exec == NULL || b->exec == NULL)
-		return a->exec == b->exec;
-	return same_string(a->exec->command, b->exec->command) &&
-		same_strings(a->exec->args, b->exec->args) &&
-		same_key_values(a->exec->env, b->exec->env) &&
-		same_string(a->exec->api_version, b->exec->api_version) &&
-		same_string(a->exec->install_hint, b->exec->install_hint) &&
-		same_string(a->exec->interactive_mode, b->exec->interactive_mode) &&
-		a->exec->provide_cluster_info == b->exec->provide_cluster_info;
 }

@@ -415,52 +415,42 @@ stderr_text(ExecRun *r)
 }
 
 /*
- * start_run: spawns the plugin (posix_spawn: no code of ours runs in the
- * child) with stdin from /dev/null, stdout and stderr into non-blocking
- * pipes, every other descriptor closed and signals at their defaults.
- * Returns false with the failure recorded in the entry when it can't start
- * (command not found: the installHint joins the message, as client-go's
- * wrapCmdRunErrorLocked).
+ * plugin_argv: the plugin's argv, NULL-terminated: the command, then the
+ * kubeconfig's args (palloc'd in CurrentMemoryContext; the strings are
+ * the entry's).
  */
-static bool
-start_run(ExecEntry *e)
+static char **
+plugin_argv(KwExecConfig *x)
 {
-	int			outp[2] = {-1, -1},
-				errp[2] = {-1, -1};
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	sigset_t	none,
-				all;
-	char	  **argv;
-	char	  **envp;
-	int			nenv = 0,
-				i;
+	char	  **argv = palloc(sizeof(char *) * (list_length(x->args) + 2));
+	int			i = 0;
 	ListCell   *lc;
-	pid_t		pid;
-	int			rc;
-	ExecRun    *r;
-	MemoryContext old;
-	char	   *cmd = e->exec->command;
 
-	if (!exit_callback_registered)
-	{
-		on_proc_exit(kill_runs_at_exit, (Datum) 0);
-		exit_callback_registered = true;
-	}
-
-	/* argv: command, args */
-	argv = palloc(sizeof(char *) * (list_length(e->exec->args) + 2));
-	argv[0] = cmd;
-	i = 1;
-	foreach(lc, e->exec->args)
+	argv[i++] = x->command;
+	foreach(lc, x->args)
 		argv[i++] = (char *) lfirst(lc);
 	argv[i] = NULL;
+	return argv;
+}
 
-	/* envp: ours, then the kubeconfig's (later wins), then the exec info */
+/*
+ * plugin_envp: the plugin's environment, NULL-terminated: ours, then the
+ * kubeconfig's env entries (which win over ours), then
+ * KUBERNETES_EXEC_INFO (client-go exec.go: the plugin gets the caller's
+ * environment plus ExecConfig.Env, and the exec info).  palloc'd in
+ * CurrentMemoryContext.
+ */
+static char **
+plugin_envp(ExecEntry *e)
+{
+	char	  **envp;
+	int			nenv = 0,
+				i = 0;
+	ListCell   *lc;
+
 	while (environ[nenv])
 		nenv++;
 	envp = palloc(sizeof(char *) * (nenv + list_length(e->exec->env) + 2));
-	i = 0;
 	for (int j = 0; j < nenv; j++)
 	{
 		bool		overridden = strncmp(environ[j], "KUBERNETES_EXEC_INFO=", 21) == 0;
@@ -484,6 +474,123 @@ start_run(ExecEntry *e)
 	}
 	envp[i++] = psprintf("KUBERNETES_EXEC_INFO=%s", e->exec_info);
 	envp[i] = NULL;
+	return envp;
+}
+
+/*
+ * spawn_plugin: posix_spawn of `cmd` (no code of ours runs in the child)
+ * in a session of its own, with stdin from /dev/null, stdout on out_fd and
+ * stderr on err_fd, every other descriptor closed and signals at their
+ * defaults.  A command without a slash is looked up in PATH, as Go's
+ * os/exec does.  Returns posix_spawn's result (0, or an errno value) and
+ * the child's pid in *pid.
+ */
+static int
+spawn_plugin(const char *cmd, int out_fd, int err_fd, char **argv,
+			 char **envp, pid_t *pid)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t	none,
+				all;
+	int			rc;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+	posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+	/* no client socket, data file or postmaster pipe reaches the plugin */
+	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+#endif
+	posix_spawnattr_init(&attr);
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+							 POSIX_SPAWN_SETSID);
+	if (strchr(cmd, '/') != NULL)
+		rc = posix_spawn(pid, cmd, &fa, &attr, argv, envp);
+	else
+		rc = posix_spawnp(pid, cmd, &fa, &attr, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	return rc;
+}
+
+/*
+ * spawn_failed: records in the entry why the plugin could not start
+ * (posix_spawn's `rc`): not found (ERRCODE_UNDEFINED_FILE, with the
+ * installHint, as client-go's wrapCmdRunErrorLocked), anything else
+ * ERRCODE_SYSTEM_ERROR.
+ */
+static void
+spawn_failed(ExecEntry *e, int rc)
+{
+	const char *cmd = e->exec->command;
+
+	errno = rc;
+	if (rc == ENOENT)
+		set_failure(e, ERRCODE_UNDEFINED_FILE,
+					psprintf("exec credential plugin \"%s\" of %s not found%s%s",
+							 cmd, e->exec->source,
+							 e->exec->install_hint ? ": " : "",
+							 e->exec->install_hint ? e->exec->install_hint : ""));
+	else
+		set_failure(e, ERRCODE_SYSTEM_ERROR,
+					psprintf("could not run exec credential plugin \"%s\" of %s: %m",
+							 cmd, e->exec->source));
+}
+
+/*
+ * new_run: the entry's run of the plugin started as `pid`, reading its
+ * stdout and stderr from out_fd and err_fd, given kwatch.exec_plugin_timeout
+ * from now (TopMemoryContext: it outlives the caller's transaction).
+ */
+static ExecRun *
+new_run(pid_t pid, int out_fd, int err_fd)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	ExecRun    *r = palloc0(sizeof(ExecRun));
+
+	r->pid = pid;
+	r->out_fd = out_fd;
+	r->err_fd = err_fd;
+	initStringInfo(&r->out);
+	initStringInfo(&r->err);
+	r->started = GetCurrentTimestamp();
+	r->deadline = TimestampTzPlusMilliseconds(r->started,
+											  (int64) kw_exec_plugin_timeout_s * 1000);
+	MemoryContextSwitchTo(old);
+	return r;
+}
+
+/*
+ * start_run: starts the entry's plugin (spawn_plugin) with its argv and
+ * environment (plugin_argv, plugin_envp), stdout and stderr into
+ * non-blocking pipes the worker polls.  Returns false with the failure
+ * recorded in the entry when it can't start (spawn_failed; pipes:
+ * ERRCODE_INSUFFICIENT_RESOURCES).
+ */
+static bool
+start_run(ExecEntry *e)
+{
+	int			outp[2] = {-1, -1},
+				errp[2] = {-1, -1};
+	char	  **argv;
+	char	  **envp;
+	pid_t		pid;
+	int			rc;
+	char	   *cmd = e->exec->command;
+
+	if (!exit_callback_registered)
+	{
+		on_proc_exit(kill_runs_at_exit, (Datum) 0);
+		exit_callback_registered = true;
+	}
+	argv = plugin_argv(e->exec);
+	envp = plugin_envp(e);
 
 	if (pipe2(outp, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(errp, O_CLOEXEC | O_NONBLOCK) != 0)
 	{
@@ -496,60 +603,18 @@ start_run(ExecEntry *e)
 		}
 		return false;
 	}
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-	/* no client socket, data file or postmaster pipe reaches the plugin */
-	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-#endif
-	posix_spawnattr_init(&attr);
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &all);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-							 POSIX_SPAWN_SETSID);
-	/* a command without a slash is looked up in PATH, as os/exec does */
-	if (strchr(cmd, '/') != NULL)
-		rc = posix_spawn(&pid, cmd, &fa, &attr, argv, envp);
-	else
-		rc = posix_spawnp(&pid, cmd, &fa, &attr, argv, envp);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
+	rc = spawn_plugin(cmd, outp[1], errp[1], argv, envp, &pid);
 	close(outp[1]);
 	close(errp[1]);
 	if (rc != 0)
 	{
 		close(outp[0]);
 		close(errp[0]);
-		errno = rc;
-		if (rc == ENOENT)
-			set_failure(e, ERRCODE_UNDEFINED_FILE,
-						psprintf("exec credential plugin \"%s\" of %s not found%s%s",
-								 cmd, e->exec->source,
-								 e->exec->install_hint ? ": " : "",
-								 e->exec->install_hint ? e->exec->install_hint : ""));
-		else
-			set_failure(e, ERRCODE_SYSTEM_ERROR,
-						psprintf("could not run exec credential plugin \"%s\" of %s: %m",
-								 cmd, e->exec->source));
+		spawn_failed(e, rc);
 		return false;
 	}
 
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	r = palloc0(sizeof(ExecRun));
-	r->pid = pid;
-	r->out_fd = outp[0];
-	r->err_fd = errp[0];
-	initStringInfo(&r->out);
-	initStringInfo(&r->err);
-	r->started = GetCurrentTimestamp();
-	r->deadline = TimestampTzPlusMilliseconds(r->started,
-											  (int64) kw_exec_plugin_timeout_s * 1000);
-	MemoryContextSwitchTo(old);
-	e->run = r;
+	e->run = new_run(pid, outp[0], errp[0]);
 	fd_generation++;
 	elog(DEBUG1, "kwatch: started exec credential plugin \"%s\" (pid %d) for server \"%s\"",
 		 cmd, (int) pid, e->server_name);

@@ -87,13 +87,13 @@ typedef struct EvScanState
 
 
 /*
- * kwevents_GetForeignRelSize: finds the conditions the scan can apply and
+ * kwatchEventsGetForeignRelSize: finds the conditions the scan can apply and
  * estimates the rows: the events above a constant lower bound on seq, else
  * a tenth of the ring.
  */
 static void
-kwevents_GetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
-						   Oid foreigntableid)
+kwatchEventsGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
+							  Oid foreigntableid)
 {
 	EvPlanState *ps = palloc0(sizeof(EvPlanState));
 	Relation	rel = table_open(foreigntableid, NoLock);
@@ -177,12 +177,12 @@ seq_pathkeys(PlannerInfo *root, RelOptInfo *baserel, EvPlanState *ps)
 }
 
 /*
- * kwevents_GetForeignPaths: one path, ordered by seq; costs are per event
+ * kwatchEventsGetForeignPaths: one path, ordered by seq; costs are per event
  * read (a slot copy), nothing at startup.
  */
 static void
-kwevents_GetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
-						 Oid foreigntableid)
+kwatchEventsGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
+							Oid foreigntableid)
 {
 	EvPlanState *ps = (EvPlanState *) baserel->fdw_private;
 	Cost		total = 1.0 + baserel->rows * (cpu_tuple_cost + cpu_operator_cost);
@@ -194,14 +194,14 @@ kwevents_GetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
 }
 
 /*
- * kwevents_GetForeignPlan: a ForeignScan whose fdw_exprs are the pushed-down
+ * kwatchEventsGetForeignPlan: a ForeignScan whose fdw_exprs are the pushed-down
  * comparison values and fdw_private (codes IntList, descriptions); every
  * qual stays in the plan's qual for the executor to recheck.
  */
 static ForeignScan *
-kwevents_GetForeignPlan(PlannerInfo *root, RelOptInfo *baserel,
-						Oid foreigntableid, ForeignPath *best_path,
-						List *tlist, List *scan_clauses, Plan *outer_plan)
+kwatchEventsGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel,
+						   Oid foreigntableid, ForeignPath *best_path,
+						   List *tlist, List *scan_clauses, Plan *outer_plan)
 {
 	EvPlanState *ps = (EvPlanState *) baserel->fdw_private;
 
@@ -212,11 +212,11 @@ kwevents_GetForeignPlan(PlannerInfo *root, RelOptInfo *baserel,
 }
 
 /*
- * kwevents_ExplainForeignScan: "Pushed Down: seq > $1, cluster = prod" and
+ * kwatchEventsExplainForeignScan: "Pushed Down: seq > $1, cluster = prod" and
  * the ring's size.
  */
 static void
-kwevents_ExplainForeignScan(ForeignScanState *node, ExplainState *es)
+kwatchEventsExplainForeignScan(ForeignScanState *node, ExplainState *es)
 {
 	List	   *descs = lsecond(((ForeignScan *) node->ss.ps.plan)->fdw_private);
 	StringInfoData buf;
@@ -238,11 +238,11 @@ kwevents_ExplainForeignScan(ForeignScanState *node, ExplainState *es)
  */
 
 /*
- * kwevents_BeginForeignScan: maps the table's columns, prepares the
+ * kwatchEventsBeginForeignScan: maps the table's columns, prepares the
  * comparison values for evaluation.
  */
 static void
-kwevents_BeginForeignScan(ForeignScanState *node, int eflags)
+kwatchEventsBeginForeignScan(ForeignScanState *node, int eflags)
 {
 	ForeignScan *fs = (ForeignScan *) node->ss.ps.plan;
 	TupleDesc	desc = RelationGetDescr(node->ss.ss_currentRelation);
@@ -390,14 +390,14 @@ record_matches(EvScanState *st, KwEventRecord *r)
 }
 
 /*
- * kwevents_IterateForeignScan: the next event in seq order within the
+ * kwatchEventsIterateForeignScan: the next event in seq order within the
  * range, skipping those the pushed-down filters reject.  An event
  * overwritten while the scan ran is skipped by jumping to the ring's
  * oldest seq: the caller sees the gap as a jump in seq.  Ends at the first
  * event not yet committed.
  */
 static TupleTableSlot *
-kwevents_IterateForeignScan(ForeignScanState *node)
+kwatchEventsIterateForeignScan(ForeignScanState *node)
 {
 	EvScanState *st = (EvScanState *) node->fdw_state;
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
@@ -495,16 +495,16 @@ kwevents_IterateForeignScan(ForeignScanState *node)
 	return slot;
 }
 
-/* kwevents_ReScanForeignScan: re-evaluates the params at the next fetch. */
+/* kwatchEventsReScanForeignScan: re-evaluates the params at the next fetch. */
 static void
-kwevents_ReScanForeignScan(ForeignScanState *node)
+kwatchEventsReScanForeignScan(ForeignScanState *node)
 {
 	((EvScanState *) node->fdw_state)->started = false;
 }
 
-/* kwevents_EndForeignScan: nothing to release (memory is the query's). */
+/* kwatchEventsEndForeignScan: nothing to release (memory is the query's). */
 static void
-kwevents_EndForeignScan(ForeignScanState *node)
+kwatchEventsEndForeignScan(ForeignScanState *node)
 {
 }
 
@@ -521,14 +521,14 @@ kwatch_events_fdw_handler(PG_FUNCTION_ARGS)
 {
 	FdwRoutine *r = makeNode(FdwRoutine);
 
-	r->GetForeignRelSize = kwevents_GetForeignRelSize;
-	r->GetForeignPaths = kwevents_GetForeignPaths;
-	r->GetForeignPlan = kwevents_GetForeignPlan;
-	r->BeginForeignScan = kwevents_BeginForeignScan;
-	r->IterateForeignScan = kwevents_IterateForeignScan;
-	r->ReScanForeignScan = kwevents_ReScanForeignScan;
-	r->EndForeignScan = kwevents_EndForeignScan;
-	r->ExplainForeignScan = kwevents_ExplainForeignScan;
+	r->GetForeignRelSize = kwatchEventsGetForeignRelSize;
+	r->GetForeignPaths = kwatchEventsGetForeignPaths;
+	r->GetForeignPlan = kwatchEventsGetForeignPlan;
+	r->BeginForeignScan = kwatchEventsBeginForeignScan;
+	r->IterateForeignScan = kwatchEventsIterateForeignScan;
+	r->ReScanForeignScan = kwatchEventsReScanForeignScan;
+	r->EndForeignScan = kwatchEventsEndForeignScan;
+	r->ExplainForeignScan = kwatchEventsExplainForeignScan;
 	PG_RETURN_POINTER(r);
 }
 

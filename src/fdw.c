@@ -472,11 +472,12 @@ scan_user(RangeTblEntry *rte)
 }
 
 /*
- * kwGetForeignRelSize: resolves the table, classifies the clauses and
+ * kwatchGetForeignRelSize: resolves the table, classifies the clauses and
  * estimates the rows (see the file header).
  */
 static void
-kwGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
+kwatchGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
+						Oid foreigntableid)
 {
 	RangeTblEntry *rte = planner_rt_fetch(baserel->relid, root);
 	Oid			userid = scan_user(rte);
@@ -574,14 +575,15 @@ limit_to_push(PlannerInfo *root, RelOptInfo *baserel)
 }
 
 /*
- * kwGetForeignPaths: the one path: a LIST.  Each page costs a round trip
+ * kwatchGetForeignPaths: the one path: a LIST.  Each page costs a round trip
  * (KW_STARTUP_COST), each object returned its transfer and decoding
  * (KW_PER_OBJECT_COST), and the server looks at every object of the
  * collection to apply the selectors (a tenth of cpu_tuple_cost each), so
  * a selective request is cheaper than a full one, but never free.
  */
 static void
-kwGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
+kwatchGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
+					  Oid foreigntableid)
 {
 	KwPlanState *ps = (KwPlanState *) baserel->fdw_private;
 	int			limit = ps->req.all_exact ? limit_to_push(root, baserel) : 0;
@@ -597,14 +599,14 @@ kwGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid)
 }
 
 /*
- * kwGetForeignPlan: a ForeignScan whose qual is every restriction clause
+ * kwatchGetForeignPlan: a ForeignScan whose qual is every restriction clause
  * (pushed ones are re-checked locally; see fdw_deparse.c), and whose
  * fdw_private describes the request.
  */
 static ForeignScan *
-kwGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
-				 ForeignPath *best_path, List *tlist, List *scan_clauses,
-				 Plan *outer_plan)
+kwatchGetForeignPlan(PlannerInfo *root, RelOptInfo *baserel, Oid foreigntableid,
+					 ForeignPath *best_path, List *tlist, List *scan_clauses,
+					 Plan *outer_plan)
 {
 	KwPlanState *ps = (KwPlanState *) baserel->fdw_private;
 	List	   *labels = NIL;
@@ -662,12 +664,12 @@ page_size(int pushed_limit)
  */
 
 /*
- * kwBeginForeignScan: resolves the table again (cached), compiles the
+ * kwatchBeginForeignScan: resolves the table again (cached), compiles the
  * column expressions of the retrieved columns.  The LIST starts at the
  * first row fetched.  EXPLAIN without ANALYZE contacts nobody.
  */
 static void
-kwBeginForeignScan(ForeignScanState *node, int eflags)
+kwatchBeginForeignScan(ForeignScanState *node, int eflags)
 {
 	ForeignScan *fsplan = (ForeignScan *) node->ss.ps.plan;
 	EState	   *estate = node->ss.ps.state;
@@ -809,10 +811,10 @@ start_scan(ForeignScanState *node, KwScanState *st)
 }
 
 /*
- * kwIterateForeignScan: the next object as a row; an empty slot at the end.
+ * kwatchIterateForeignScan: the next object as a row; an empty slot at the end.
  */
 static TupleTableSlot *
-kwIterateForeignScan(ForeignScanState *node)
+kwatchIterateForeignScan(ForeignScanState *node)
 {
 	KwScanState *st = (KwScanState *) node->fdw_state;
 	TupleTableSlot *slot = node->ss.ss_ScanTupleSlot;
@@ -888,9 +890,9 @@ kwIterateForeignScan(ForeignScanState *node)
 	return ExecStoreVirtualTuple(slot);
 }
 
-/* kwReScanForeignScan: the next fetch starts a new LIST. */
+/* kwatchReScanForeignScan: the next fetch starts a new LIST. */
 static void
-kwReScanForeignScan(ForeignScanState *node)
+kwatchReScanForeignScan(ForeignScanState *node)
 {
 	KwScanState *st = (KwScanState *) node->fdw_state;
 
@@ -906,9 +908,9 @@ kwReScanForeignScan(ForeignScanState *node)
 	}
 }
 
-/* kwEndForeignScan: stops any transfer still running. */
+/* kwatchEndForeignScan: stops any transfer still running. */
 static void
-kwEndForeignScan(ForeignScanState *node)
+kwatchEndForeignScan(ForeignScanState *node)
 {
 	KwScanState *st = (KwScanState *) node->fdw_state;
 
@@ -920,12 +922,12 @@ kwEndForeignScan(ForeignScanState *node)
 }
 
 /*
- * kwExplainForeignScan: "Kubernetes Request: GET <path>?<selectors>&limit=n"
- * (values as written, not percent-encoded), and with ANALYZE the pages
- * requested.
+ * kwatchExplainForeignScan: "Kubernetes Request: GET
+ * <path>?<selectors>&limit=n" (values as written, not percent-encoded), and
+ * with ANALYZE the pages requested.
  */
 static void
-kwExplainForeignScan(ForeignScanState *node, ExplainState *es)
+kwatchExplainForeignScan(ForeignScanState *node, ExplainState *es)
 {
 	ForeignScan *fsplan = (ForeignScan *) node->ss.ps.plan;
 	List	   *priv = fsplan->fdw_private;
@@ -979,12 +981,12 @@ kwExplainForeignScan(ForeignScanState *node, ExplainState *es)
 }
 
 /*
- * kwPlanForeignModify: live tables are read-only; says so at planning of
+ * kwatchPlanForeignModify: live tables are read-only; says so at planning of
  * INSERT, UPDATE, DELETE (and MERGE).  ERRCODE_FEATURE_NOT_SUPPORTED.
  */
 static List *
-kwPlanForeignModify(PlannerInfo *root, ModifyTable *plan, Index resultRelation,
-					int subplan_index)
+kwatchPlanForeignModify(PlannerInfo *root, ModifyTable *plan,
+						Index resultRelation, int subplan_index)
 {
 	RangeTblEntry *rte = planner_rt_fetch(resultRelation, root);
 
@@ -998,9 +1000,12 @@ kwPlanForeignModify(PlannerInfo *root, ModifyTable *plan, Index resultRelation,
 	return NIL;
 }
 
-/* kwIsForeignRelUpdatable: none of INSERT/UPDATE/DELETE (information_schema). */
+/*
+ * kwatchIsForeignRelUpdatable: none of INSERT/UPDATE/DELETE
+ * (information_schema).
+ */
 static int
-kwIsForeignRelUpdatable(Relation rel)
+kwatchIsForeignRelUpdatable(Relation rel)
 {
 	return 0;
 }
@@ -1061,7 +1066,7 @@ import_table_name(KwResource *r, List *taken)
 }
 
 /*
- * kwImportForeignSchema: IMPORT FOREIGN SCHEMA k8s FROM SERVER s INTO x
+ * kwatchImportForeignSchema: IMPORT FOREIGN SCHEMA k8s FROM SERVER s INTO x
  * [LIMIT TO (...) | EXCEPT (...)]: one CREATE FOREIGN TABLE per resource
  * that can be listed (kw_discover_listable), named as mirror tables are
  * (plural, group-qualified on a collision), with the mirror tables'
@@ -1073,7 +1078,7 @@ import_table_name(KwResource *r, List *taken)
  * and the discovery errors (http.c).
  */
 static List *
-kwImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
+kwatchImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 {
 	ForeignServer *srv = GetForeignServer(serverOid);
 	KwClusterConfig *cfg;
@@ -1160,16 +1165,16 @@ kwatch_fdw_handler(PG_FUNCTION_ARGS)
 {
 	FdwRoutine *routine = makeNode(FdwRoutine);
 
-	routine->GetForeignRelSize = kwGetForeignRelSize;
-	routine->GetForeignPaths = kwGetForeignPaths;
-	routine->GetForeignPlan = kwGetForeignPlan;
-	routine->BeginForeignScan = kwBeginForeignScan;
-	routine->IterateForeignScan = kwIterateForeignScan;
-	routine->ReScanForeignScan = kwReScanForeignScan;
-	routine->EndForeignScan = kwEndForeignScan;
-	routine->ExplainForeignScan = kwExplainForeignScan;
-	routine->PlanForeignModify = kwPlanForeignModify;
-	routine->IsForeignRelUpdatable = kwIsForeignRelUpdatable;
-	routine->ImportForeignSchema = kwImportForeignSchema;
+	routine->GetForeignRelSize = kwatchGetForeignRelSize;
+	routine->GetForeignPaths = kwatchGetForeignPaths;
+	routine->GetForeignPlan = kwatchGetForeignPlan;
+	routine->BeginForeignScan = kwatchBeginForeignScan;
+	routine->IterateForeignScan = kwatchIterateForeignScan;
+	routine->ReScanForeignScan = kwatchReScanForeignScan;
+	routine->EndForeignScan = kwatchEndForeignScan;
+	routine->ExplainForeignScan = kwatchExplainForeignScan;
+	routine->PlanForeignModify = kwatchPlanForeignModify;
+	routine->IsForeignRelUpdatable = kwatchIsForeignRelUpdatable;
+	routine->ImportForeignSchema = kwatchImportForeignSchema;
 	PG_RETURN_POINTER(routine);
 }

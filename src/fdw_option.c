@@ -77,7 +77,7 @@ typedef struct KwFdwOption
 	int			flags;			/* KW_OPT_* */
 } KwFdwOption;
 
-static const KwFdwOption kw_fdw_options[] = {
+static const KwFdwOption fdw_options[] = {
 	/* SERVER: where the cluster is (exactly one of the first three) */
 	{"kubeconfig", ForeignServerRelationId, KW_OPT_FILES},
 	{"api_server", ForeignServerRelationId, KW_OPT_URL | KW_OPT_HEADER},
@@ -121,17 +121,17 @@ static const KwFdwOption kw_fdw_options[] = {
 	{NULL, InvalidOid, 0}
 };
 
-static const KwFdwOption *kw_find_option(const char *keyword, Oid catalog);
-static const char *kw_catalog_name(Oid catalog);
-static void kw_report_invalid_option(const char *keyword, Oid catalog)
+static const KwFdwOption *find_option(const char *keyword, Oid catalog);
+static const char *catalog_name(Oid catalog);
+static void report_invalid_option(const char *keyword, Oid catalog)
 			pg_attribute_noreturn();
-static const char *kw_closest_option(const char *keyword, Oid catalog);
-static void kw_check_value(DefElem *def, const KwFdwOption *opt);
-static void kw_check_server_options(List *options);
-static void kw_check_user_mapping_options(List *options);
-static void kw_check_transport_options(List *options);
-static void kw_check_foreign_table_options(List *options);
-static void kw_check_conflict(List *options, const char *a, const char *b);
+static const char *closest_option(const char *keyword, Oid catalog);
+static void check_value(DefElem *def, const KwFdwOption *opt);
+static void check_server_options(List *options);
+static void check_user_mapping_options(List *options);
+static void check_transport_options(List *options);
+static void check_foreign_table_options(List *options);
+static void check_conflict(List *options, const char *a, const char *b);
 
 PG_FUNCTION_INFO_V1(kwatch_fdw_validator);
 
@@ -164,44 +164,44 @@ kwatch_fdw_validator(PG_FUNCTION_ARGS)
 	foreach(lc, options)
 	{
 		DefElem    *def = (DefElem *) lfirst(lc);
-		const KwFdwOption *opt = kw_find_option(def->defname, catalog);
+		const KwFdwOption *opt = find_option(def->defname, catalog);
 
 		if (opt == NULL)
-			kw_report_invalid_option(def->defname, catalog);
-		kw_check_value(def, opt);
+			report_invalid_option(def->defname, catalog);
+		check_value(def, opt);
 	}
 
 	if (catalog == ForeignServerRelationId)
-		kw_check_server_options(options);
+		check_server_options(options);
 	else if (catalog == UserMappingRelationId)
-		kw_check_user_mapping_options(options);
+		check_user_mapping_options(options);
 	else if (catalog == ForeignTableRelationId)
-		kw_check_foreign_table_options(options);
+		check_foreign_table_options(options);
 
 	PG_RETURN_VOID();
 }
 
 /*
- * kw_find_option
+ * find_option
  *		The table entry for keyword on objects of catalog, or NULL.
  */
 static const KwFdwOption *
-kw_find_option(const char *keyword, Oid catalog)
+find_option(const char *keyword, Oid catalog)
 {
 	const KwFdwOption *opt;
 
-	for (opt = kw_fdw_options; opt->keyword; opt++)
+	for (opt = fdw_options; opt->keyword; opt++)
 		if (opt->optcontext == catalog && strcmp(opt->keyword, keyword) == 0)
 			return opt;
 	return NULL;
 }
 
 /*
- * kw_catalog_name
+ * catalog_name
  *		The SQL name of the kind of object stored in catalog, for messages.
  */
 static const char *
-kw_catalog_name(Oid catalog)
+catalog_name(Oid catalog)
 {
 	switch (catalog)
 	{
@@ -219,7 +219,7 @@ kw_catalog_name(Oid catalog)
 }
 
 /*
- * kw_report_invalid_option
+ * report_invalid_option
  *		Raise the error for an option not valid on objects of catalog.
  *
  * A secret given to a server gets its own message pointing at user mappings.
@@ -229,7 +229,7 @@ kw_catalog_name(Oid catalog)
  * (PostgreSQL 15 postgres_fdw).
  */
 static void
-kw_report_invalid_option(const char *keyword, Oid catalog)
+report_invalid_option(const char *keyword, Oid catalog)
 {
 	const KwFdwOption *opt;
 	const char *closest;
@@ -238,7 +238,7 @@ kw_report_invalid_option(const char *keyword, Oid catalog)
 
 	if (catalog == ForeignServerRelationId)
 	{
-		opt = kw_find_option(keyword, UserMappingRelationId);
+		opt = find_option(keyword, UserMappingRelationId);
 		if (opt != NULL && (opt->flags & KW_OPT_SECRET))
 			ereport(ERROR,
 					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
@@ -251,7 +251,7 @@ kw_report_invalid_option(const char *keyword, Oid catalog)
 
 	initStringInfo(&valid);
 	initStringInfo(&elsewhere);
-	for (opt = kw_fdw_options; opt->keyword; opt++)
+	for (opt = fdw_options; opt->keyword; opt++)
 	{
 		if (opt->optcontext == catalog)
 			appendStringInfo(&valid, "%s%s", valid.len > 0 ? ", " : "",
@@ -259,10 +259,10 @@ kw_report_invalid_option(const char *keyword, Oid catalog)
 		else if (strcmp(opt->keyword, keyword) == 0)
 			appendStringInfo(&elsewhere, "%s%s",
 							 elsewhere.len > 0 ? " or a " : "",
-							 kw_catalog_name(opt->optcontext));
+							 catalog_name(opt->optcontext));
 	}
 
-	closest = kw_closest_option(keyword, catalog);
+	closest = closest_option(keyword, catalog);
 	if (closest != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
@@ -273,7 +273,7 @@ kw_report_invalid_option(const char *keyword, Oid catalog)
 				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
 				 errmsg("invalid option \"%s\"", keyword),
 				 errdetail("Option \"%s\" is valid on a %s, not on a %s.",
-						   keyword, elsewhere.data, kw_catalog_name(catalog)),
+						   keyword, elsewhere.data, catalog_name(catalog)),
 				 valid.len > 0
 				 ? errhint("Valid options in this context are: %s", valid.data)
 				 : errhint("There are no valid options in this context.")));
@@ -286,7 +286,7 @@ kw_report_invalid_option(const char *keyword, Oid catalog)
 }
 
 /*
- * kw_closest_option
+ * closest_option
  *		The valid option of catalog nearest to keyword, if near enough.
  *
  * As PostgreSQL 16's getClosestMatch (utils/adt/varlena.c) with the
@@ -295,7 +295,7 @@ kw_report_invalid_option(const char *keyword, Oid catalog)
  * Returns NULL when nothing qualifies.
  */
 static const char *
-kw_closest_option(const char *keyword, Oid catalog)
+closest_option(const char *keyword, Oid catalog)
 {
 	const int	max_d = 4;
 	int			klen = strlen(keyword);
@@ -307,7 +307,7 @@ kw_closest_option(const char *keyword, Oid catalog)
 	if (klen > 255)
 		return NULL;
 
-	for (opt = kw_fdw_options; opt->keyword; opt++)
+	for (opt = fdw_options; opt->keyword; opt++)
 	{
 		int			d;
 
@@ -326,13 +326,13 @@ kw_closest_option(const char *keyword, Oid catalog)
 }
 
 /*
- * kw_check_value
+ * check_value
  *		Check one option's value by its type, and the caller's right to set
  *		it.  Raises ERRCODE_INVALID_PARAMETER_VALUE (bad values; secret values
  *		are never echoed) or ERRCODE_INSUFFICIENT_PRIVILEGE.
  */
 static void
-kw_check_value(DefElem *def, const KwFdwOption *opt)
+check_value(DefElem *def, const KwFdwOption *opt)
 {
 	const char *value;
 
@@ -405,7 +405,7 @@ kw_check_value(DefElem *def, const KwFdwOption *opt)
 }
 
 /*
- * kw_check_server_options
+ * check_server_options
  *		Cross-option rules of a server's complete option list: exactly one
  *		source among kubeconfig, api_server and in_cluster 'true'; context
  *		only with kubeconfig; client_certificate and client_key together.
@@ -413,7 +413,7 @@ kw_check_value(DefElem *def, const KwFdwOption *opt)
  *		ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED (missing options).
  */
 static void
-kw_check_server_options(List *options)
+check_server_options(List *options)
 {
 	DefElem    *in_cluster = kw_get_option(options, "in_cluster");
 	bool		has_in_cluster = (in_cluster != NULL && defGetBoolean(in_cluster));
@@ -422,10 +422,10 @@ kw_check_server_options(List *options)
 
 	if (has_in_cluster)
 	{
-		kw_check_conflict(options, "in_cluster", "kubeconfig");
-		kw_check_conflict(options, "in_cluster", "api_server");
+		check_conflict(options, "in_cluster", "kubeconfig");
+		check_conflict(options, "in_cluster", "api_server");
 	}
-	kw_check_conflict(options, "kubeconfig", "api_server");
+	check_conflict(options, "kubeconfig", "api_server");
 
 	if (!has_in_cluster && !has_kubeconfig && !has_api_server)
 		ereport(ERROR,
@@ -463,11 +463,11 @@ kw_check_server_options(List *options)
 				(errcode(ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED),
 				 errmsg("options \"client_certificate\" and \"client_key\" must be set together")));
 
-	kw_check_transport_options(options);
+	check_transport_options(options);
 }
 
 /*
- * kw_check_transport_options
+ * check_transport_options
  *		The transport rules of a server's own options (README "Security"):
  *		the options that weaken transport security, insecure_skip_tls_verify
  *		and allow_insecure_http, are a superuser's to set, as postgres_fdw
@@ -480,7 +480,7 @@ kw_check_server_options(List *options)
  *		ERRCODE_INSUFFICIENT_PRIVILEGE or ERRCODE_INVALID_PARAMETER_VALUE.
  */
 static void
-kw_check_transport_options(List *options)
+check_transport_options(List *options)
 {
 	DefElem    *insecure = kw_get_option(options, "insecure_skip_tls_verify");
 	DefElem    *http = kw_get_option(options, "allow_insecure_http");
@@ -531,21 +531,21 @@ kw_check_transport(const char *server_name, const char *api_server, bool insecur
 }
 
 /*
- * kw_check_user_mapping_options
+ * check_user_mapping_options
  *		Cross-option rules of a user mapping: a path and a PEM value of the
  *		same thing, or token and token_file, exclude each other; a client
  *		certificate needs its key and the other way round.  Raises
  *		ERRCODE_SYNTAX_ERROR or ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED.
  */
 static void
-kw_check_user_mapping_options(List *options)
+check_user_mapping_options(List *options)
 {
 	bool		has_cert;
 	bool		has_key;
 
-	kw_check_conflict(options, "token", "token_file");
-	kw_check_conflict(options, "client_certificate", "client_certificate_data");
-	kw_check_conflict(options, "client_key", "client_key_data");
+	check_conflict(options, "token", "token_file");
+	check_conflict(options, "client_certificate", "client_certificate_data");
+	check_conflict(options, "client_key", "client_key_data");
 
 	has_cert = kw_get_option(options, "client_certificate") != NULL ||
 		kw_get_option(options, "client_certificate_data") != NULL;
@@ -559,7 +559,7 @@ kw_check_user_mapping_options(List *options)
 }
 
 /*
- * kw_check_foreign_table_options
+ * check_foreign_table_options
  *		A live table (fdw.c) names its resource: "pods", "deploy",
  *		"deployments.apps", a CRD's plural.group.  Raises
  *		ERRCODE_FDW_DYNAMIC_PARAMETER_VALUE_NEEDED without one and
@@ -567,7 +567,7 @@ kw_check_user_mapping_options(List *options)
  *		cluster serves it is only known when the table is used (42704 then).
  */
 static void
-kw_check_foreign_table_options(List *options)
+check_foreign_table_options(List *options)
 {
 	char	   *resource = kw_option_string(options, "resource");
 	char	   *api_version;
@@ -603,12 +603,12 @@ kw_check_foreign_table_options(List *options)
 }
 
 /*
- * kw_check_conflict
+ * check_conflict
  *		Raise ERRCODE_SYNTAX_ERROR if options a and b are both present
  *		(file_fdw reports "filename" with "program" the same way).
  */
 static void
-kw_check_conflict(List *options, const char *a, const char *b)
+check_conflict(List *options, const char *a, const char *b)
 {
 	if (kw_get_option(options, a) != NULL && kw_get_option(options, b) != NULL)
 		ereport(ERROR,

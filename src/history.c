@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * history.c
- *		Cluster history (issue 11): why mirror rows change, for the history
+ *		Cluster history: why mirror rows change, for the history
  *		trigger, and the worker's pruning of history tables.
  *
  * A mirror table with history (kwatch.history(), watch(history => true);

@@ -54,6 +54,9 @@
 static bool curl_initialized = false;
 static bool curl_upkeep_on_multi = false;
 
+StaticAssertDecl(CURLE_OK == KW_HTTP_TRANSFER_OK,
+				 "KW_HTTP_TRANSFER_OK is libcurl's CURLE_OK");
+
 /*
  * kw_http_global_init: initializes libcurl once per process.
  */
@@ -150,19 +153,6 @@ set_tls_server_name(KwHttpTransfer *h, const char *url, const char *name)
 	curl_free(port);
 	curl_free(rewritten);
 	curl_url_cleanup(u);
-}
-
-/*
- * kw_header_value_safe: whether `value` can be sent in an HTTP header as
- * is: printable ASCII and tabs only (no CR/LF that would split headers).
- */
-bool
-kw_header_value_safe(const char *value)
-{
-	for (const unsigned char *p = (const unsigned char *) value; *p; p++)
-		if ((*p < 32 && *p != '\t') || *p == 127)
-			return false;
-	return true;
 }
 
 /*
@@ -372,7 +362,7 @@ transfer_write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 /*
  * kw_http_transfer_create: a configured GET of `url` on the cluster `cfg`,
  * not yet started: the caller runs it, on a curl multi handle
- * (curl_multi_add_handle(t->easy)) or with curl_easy_perform.  A 200 body
+ * (kw_http_transfer_attach) or with curl_easy_perform.  A 200 body
  * goes to `feed(feed_arg, ...)` called in `feed_cxt` (see KwHttpFeed); any
  * other body is kept in t->errbody.  `stream` transfers (LIST pages and
  * WATCH) have no overall timeout.  The transfer is palloc'd in the current
@@ -412,7 +402,6 @@ kw_http_transfer_create(KwClusterConfig *cfg, const char *url, bool stream,
 	curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, transfer_write_cb);
 	curl_easy_setopt(easy, CURLOPT_WRITEDATA, t);
-	curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
 	/* PROTOCOL 37: our own agent; curl's would get pretty-printed JSON. */
 	curl_easy_setopt(easy, CURLOPT_USERAGENT, KWATCH_USER_AGENT);
 	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT, (long) kw_connect_timeout_s);
@@ -434,6 +423,156 @@ kw_http_transfer_create(KwClusterConfig *cfg, const char *url, bool stream,
 	set_proxy(easy, cfg);
 	set_headers(t, cfg, cred);
 	return t;
+}
+
+/*
+ * kw_http_transfer_attach: starts transfer `t` on the libcurl multi handle
+ * `multi` (a CURLM *: the worker's, which its event loop drives) on behalf
+ * of `owner`, which kw_http_transfer_owner(t) and kw_http_owner_of(easy)
+ * return from then on, so that the loop can hand a finished transfer back
+ * to its owner.  The owner is kept as the easy handle's CURLOPT_PRIVATE
+ * (what kw_http_owner_of reads).  ERRCODE_OUT_OF_MEMORY when libcurl runs
+ * out of memory, ERRCODE_INTERNAL_ERROR when it refuses the handle
+ * otherwise (already attached).
+ */
+void
+kw_http_transfer_attach(void *multi, KwHttpTransfer *t, void *owner)
+{
+	CURL	   *easy = (CURL *) t->easy;
+	CURLMcode	rc;
+
+	t->owner = owner;
+	curl_easy_setopt(easy, CURLOPT_PRIVATE, owner);
+	rc = curl_multi_add_handle((CURLM *) multi, easy);
+	if (rc != CURLM_OK)
+		ereport(ERROR,
+				(errcode(rc == CURLM_OUT_OF_MEMORY ? ERRCODE_OUT_OF_MEMORY :
+						 ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not start a request with libcurl"),
+				 errdetail("%s", curl_multi_strerror(rc))));
+}
+
+/*
+ * kw_http_transfer_detach: takes transfer `t` off the multi handle `multi`
+ * (stopping it if it was still running) and forgets its owner; the caller
+ * frees it afterwards (kw_http_transfer_destroy).  Safe on a transfer that
+ * was never attached, or already detached.  Never raises an error.
+ */
+void
+kw_http_transfer_detach(void *multi, KwHttpTransfer *t)
+{
+	if (t->easy)
+	{
+		curl_multi_remove_handle((CURLM *) multi, (CURL *) t->easy);
+		curl_easy_setopt((CURL *) t->easy, CURLOPT_PRIVATE, NULL);
+	}
+	t->owner = NULL;
+}
+
+/*
+ * kw_http_multi_create: an empty set of transfers driven together (a
+ * libcurl multi handle), for a backend that runs its own (live_scan.c);
+ * the worker's is worker.c's.  Freed by kw_http_multi_destroy, not by
+ * memory context cleanup.  ERRCODE_OUT_OF_MEMORY when libcurl can't make
+ * one.
+ */
+void *
+kw_http_multi_create(void)
+{
+	CURLM	   *multi;
+
+	kw_http_global_init();
+	multi = curl_multi_init();
+	if (multi == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("could not create a libcurl multi handle")));
+	return multi;
+}
+
+/*
+ * kw_http_multi_destroy: frees a multi handle of kw_http_multi_create
+ * (detach its transfers first).  Allocates nothing, so it is safe in a
+ * memory context reset callback.  Accepts NULL.
+ */
+void
+kw_http_multi_destroy(void *multi)
+{
+	if (multi)
+		curl_multi_cleanup((CURLM *) multi);
+}
+
+/*
+ * kw_http_multi_finished: calls done(owner, result) for each transfer on
+ * `multi` that finished since the last call (curl_multi_info_read), with
+ * the owner it was attached for and `result` KW_HTTP_TRANSFER_OK or the
+ * failure for kw_http_transport_error.  For whatever drives the multi
+ * handle (kw_http_multi_run here; the worker's socket actions).  Raises no
+ * error of its own.
+ */
+void
+kw_http_multi_finished(void *multi, KwHttpDone done)
+{
+	int			left;
+	CURLMsg    *msg;
+
+	while ((msg = curl_multi_info_read((CURLM *) multi, &left)) != NULL)
+		if (msg->msg == CURLMSG_DONE)
+			done(kw_http_owner_of(msg->easy_handle), (int) msg->data.result);
+}
+
+/*
+ * kw_http_multi_run: lets libcurl do, without waiting, what the transfers
+ * on `multi` can do now (curl_multi_perform: a feed may run), then reports
+ * the finished ones (kw_http_multi_finished).  Raises no error of its own;
+ * an ERROR a feed raised is kept in the transfer (t->caught) for the
+ * caller.
+ */
+void
+kw_http_multi_run(void *multi, KwHttpDone done)
+{
+	int			running = 0;
+
+	curl_multi_perform((CURLM *) multi, &running);
+	kw_http_multi_finished(multi, done);
+}
+
+/*
+ * kw_http_multi_wait: waits at most timeout_ms for something to do on the
+ * transfers of `multi` (curl_multi_wait), not for the latch: callers poll
+ * in short steps and CHECK_FOR_INTERRUPTS() in between.  Never raises an
+ * error.
+ */
+void
+kw_http_multi_wait(void *multi, int timeout_ms)
+{
+	int			numfds;
+
+	curl_multi_wait((CURLM *) multi, NULL, 0, timeout_ms, &numfds);
+}
+
+/*
+ * kw_http_transfer_owner: the owner `t` was attached for, or NULL when it is
+ * not attached.
+ */
+void *
+kw_http_transfer_owner(KwHttpTransfer *t)
+{
+	return t->owner;
+}
+
+/*
+ * kw_http_owner_of: the owner of the transfer whose libcurl easy handle is
+ * `easy` (a CURL *, as a multi handle reports a finished transfer), or NULL
+ * when it is not attached (kw_http_transfer_attach).
+ */
+void *
+kw_http_owner_of(void *easy)
+{
+	void	   *owner = NULL;
+
+	curl_easy_getinfo((CURL *) easy, CURLINFO_PRIVATE, (char **) &owner);
+	return owner;
 }
 
 /*

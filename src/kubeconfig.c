@@ -142,7 +142,6 @@ static void kc_check_header_safe(KcEntry *e, const char *key,
 static void kc_field_error(KcEntry *e, const char *key, const char *kind,
 						   int sqlerrcode, const char *problem)
 			pg_attribute_noreturn();
-static char *kc_copy(const char *s);
 static KcNode *kc_copy_node(const char *path, yaml_document_t *doc,
 							yaml_node_t *n, int depth);
 static KwExecConfig *kc_exec(KcEntry *user, KcField *f);
@@ -1177,16 +1176,6 @@ kc_field_error(KcEntry *e, const char *key, const char *kind, int sqlerrcode,
 }
 
 /*
- * kc_copy
- *		pstrdup in CurrentMemoryContext that passes NULL through.
- */
-static char *
-kc_copy(const char *s)
-{
-	return s ? pstrdup(s) : NULL;
-}
-
-/*
  * kc_copy_node
  *		Copy a YAML list or mapping (and what it holds) out of libyaml's tree.
  */
@@ -1466,48 +1455,4 @@ kc_impersonation(KcEntry *user, KwClusterConfig *cfg)
 	foreach(lc, cfg->as_extra)
 		if (!kw_header_value_safe(((KwKeyValue *) lfirst(lc))->value))
 			kc_check_header_safe(user, "as-user-extra", ((KwKeyValue *) lfirst(lc))->value, "user");
-}
-
-/*
- * kw_copy_key_values: a deep copy of a List of KwKeyValue in the current
- * memory context (NIL stays NIL).
- */
-List *
-kw_copy_key_values(List *src)
-{
-	List	   *r = NIL;
-	ListCell   *lc;
-
-	foreach(lc, src)
-	{
-		KwKeyValue *s = (KwKeyValue *) lfirst(lc);
-		KwKeyValue *kv = palloc(sizeof(KwKeyValue));
-
-		kv->key = pstrdup(s->key);
-		kv->value = pstrdup(s->value);
-		r = lappend(r, kv);
-	}
-	return r;
-}
-
-/*
- * kw_exec_config_copy: a deep copy of an exec plugin configuration in the
- * current memory context.
- */
-KwExecConfig *
-kw_exec_config_copy(KwExecConfig *src)
-{
-	KwExecConfig *x = palloc0(sizeof(KwExecConfig));
-	ListCell   *lc;
-
-	x->command = pstrdup(src->command);
-	foreach(lc, src->args)
-		x->args = lappend(x->args, pstrdup((char *) lfirst(lc)));
-	x->env = kw_copy_key_values(src->env);
-	x->api_version = pstrdup(src->api_version);
-	x->install_hint = kc_copy(src->install_hint);
-	x->interactive_mode = kc_copy(src->interactive_mode);
-	x->provide_cluster_info = src->provide_cluster_info;
-	x->source = pstrdup(src->source);
-	return x;
 }

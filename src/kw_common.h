@@ -36,7 +36,15 @@
 #include "utils/acl.h"
 #include "utils/hsearch.h"
 
-#define KWATCH_VERSION "0.2.0"
+/*
+ * The extension's version, kwatch.control's default_version, given by the
+ * Makefile (-DKWATCH_VERSION="x.y.z"): written in one place, so the
+ * User-Agent (KWATCH_USER_AGENT) names the version that is installed.
+ */
+#ifndef KWATCH_VERSION
+#error "KWATCH_VERSION is not defined: build with the Makefile (it reads kwatch.control)"
+#endif
+#define KWATCH_USER_AGENT "kwatch/" KWATCH_VERSION
 
 /*
  * ASCII-only character classes.  Kubernetes' grammars (DNS labels and
@@ -62,7 +70,6 @@ kw_ascii_alnum(unsigned char c)
 {
 	return kw_ascii_digit(c) || kw_ascii_lower(c) || (c >= 'A' && c <= 'Z');
 }
-#define KWATCH_USER_AGENT "kwatch/" KWATCH_VERSION
 
 /* Longest resourceVersion kept in shared memory (etcd revisions are ~20). */
 #define KW_RV_LEN 64
@@ -94,15 +101,10 @@ extern int	kw_event_buffer;
 extern void kw_define_gucs(void);
 
 /* ---------------------------------------------------------------------
- * in kubeconfig.c: connection settings of one cluster
+ * in cluster_config.c: connection settings of one cluster
  * ---------------------------------------------------------------------
  */
 
-/*
- * KwClusterConfig: everything needed to talk to one API server.  All strings
- * are palloc'd in the context current when the config was built; NULL means
- * "not set".  *_data fields hold decoded PEM text (not base64).
- */
 /* A name and a value (exec env entries, impersonation extras). */
 typedef struct KwKeyValue
 {
@@ -127,6 +129,12 @@ typedef struct KwExecConfig
 	char	   *source;
 } KwExecConfig;
 
+/*
+ * KwClusterConfig: everything needed to talk to one API server.  All strings
+ * are palloc'd in the context current when the config was built; NULL means
+ * "not set".  *_data fields hold decoded PEM text (not base64).  Made by
+ * kubeconfig.c and connection.c, used by credential.c and http.c.
+ */
 typedef struct KwClusterConfig
 {
 	char	   *server_name;	/* foreign server name: the "cluster" column */
@@ -151,10 +159,19 @@ typedef struct KwClusterConfig
 	List	   *as_extra;		/* of KwKeyValue, a key repeated per value */
 } KwClusterConfig;
 
-extern KwClusterConfig *kw_kubeconfig_load(const char *path, const char *context);
-extern KwClusterConfig *kw_in_cluster_config(void);
+extern KwClusterConfig *kw_cluster_config_copy(const KwClusterConfig *src);
+extern bool kw_cluster_config_equal(const KwClusterConfig *a,
+									const KwClusterConfig *b);
 extern List *kw_copy_key_values(List *src);
 extern KwExecConfig *kw_exec_config_copy(KwExecConfig *src);
+extern bool kw_header_value_safe(const char *value);
+
+/* ---------------------------------------------------------------------
+ * in kubeconfig.c: a kubeconfig file or in-cluster config -> settings
+ * ---------------------------------------------------------------------
+ */
+extern KwClusterConfig *kw_kubeconfig_load(const char *path, const char *context);
+extern KwClusterConfig *kw_in_cluster_config(void);
 
 /* ---------------------------------------------------------------------
  * in fdw_option.c: the options and their rules
@@ -173,9 +190,6 @@ extern AclResult kw_server_usage(Oid serverid, Oid role);
 extern void kw_check_watch_role(const char *server, Oid role);
 extern KwClusterConfig *kw_cluster_config_for_server(const char *server_name,
 													 Oid userid);
-extern KwClusterConfig *kw_cluster_config_copy(const KwClusterConfig *src);
-extern bool kw_cluster_config_equal(const KwClusterConfig *a,
-									const KwClusterConfig *b);
 extern uint64 kw_connection_generation(void);
 
 /* ---------------------------------------------------------------------
@@ -267,13 +281,35 @@ typedef struct KwHttpTransfer
 	ErrorData  *caught;			/* an ERROR raised by the feed, or NULL */
 	bool		paused;
 	TimestampTz last_data;		/* when bytes last arrived (or the start) */
+	void	   *owner;			/* who kw_http_transfer_attach ran it for */
 } KwHttpTransfer;
+
+/*
+ * The result code of a transfer that completed (libcurl's CURLE_OK), as the
+ * worker hands it to kw_watch_transfer_done; any other code is a transport
+ * failure for kw_http_transport_error.
+ */
+#define KW_HTTP_TRANSFER_OK 0
 
 extern void kw_http_global_init(void);
 extern KwHttpTransfer *kw_http_transfer_create(KwClusterConfig *cfg,
 											   const char *url, bool stream,
 											   KwHttpFeed feed, void *feed_arg,
 											   MemoryContext feed_cxt);
+extern void kw_http_transfer_attach(void *multi, KwHttpTransfer *t,
+									void *owner);
+extern void kw_http_transfer_detach(void *multi, KwHttpTransfer *t);
+extern void *kw_http_transfer_owner(KwHttpTransfer *t);
+extern void *kw_http_owner_of(void *easy);
+
+/* Called by kw_http_multi_run for a finished transfer of `owner`. */
+typedef void (*KwHttpDone) (void *owner, int result);
+
+extern void *kw_http_multi_create(void);
+extern void kw_http_multi_destroy(void *multi);
+extern void kw_http_multi_finished(void *multi, KwHttpDone done);
+extern void kw_http_multi_run(void *multi, KwHttpDone done);
+extern void kw_http_multi_wait(void *multi, int timeout_ms);
 extern void kw_http_transfer_resume(KwHttpTransfer *t);
 extern void kw_http_transfer_upkeep(KwHttpTransfer *t);
 extern long kw_http_transfer_status(KwHttpTransfer *t);
@@ -283,7 +319,6 @@ extern char *kw_http_transport_error(KwHttpTransfer *t, int curlcode,
 									 char **hint);
 extern void kw_http_transfer_release(KwHttpTransfer *t);
 extern void kw_http_transfer_destroy(KwHttpTransfer *t);
-extern bool kw_header_value_safe(const char *value);
 extern void kw_http_get(KwClusterConfig *cfg, const char *path,
 						KwHttpResponse *resp);
 extern void kw_http_raise_status(KwClusterConfig *cfg, const char *what,

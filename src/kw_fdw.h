@@ -15,7 +15,7 @@
 #include "nodes/primnodes.h"
 
 /* ---------------------------------------------------------------------
- * Live foreign tables (issue 4, part 2): discovery.c, live_column.c,
+ * Live foreign tables: discovery.c, live_column.c,
  * fdw_deparse.c, live_scan.c, fdw.c
  * ---------------------------------------------------------------------
  */

@@ -13,7 +13,7 @@
  *
  * Memory: the transfer is only driven when every item already framed has
  * been consumed; then the item context is reset.  So at most what one
- * curl_multi_perform() delivers (a few socket reads) is buffered, whatever
+ * kw_http_multi_run() delivers (a few socket reads) is buffered, whatever
  * the size of the list, and TCP flow control holds the server back while
  * the executor is busy elsewhere.
  *
@@ -32,8 +32,6 @@
  */
 #include "postgres.h"
 
-#include <curl/curl.h>
-
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/latch.h"
@@ -43,9 +41,8 @@
 #include "kw_common.h"
 #include "kw_fdw.h"
 
-/* Longest wait in curl_multi_wait before checking for interrupts. */
+/* Longest wait for data before checking for interrupts. */
 #define KW_LIVE_POLL_MS 100
-/* How much of an error response body is kept for the message. */
 /* PROTOCOL 10: retries of one page after 429/5xx with Retry-After. */
 #define KW_LIVE_MAX_RETRIES 3
 /* Longest Retry-After honoured inside a query, in seconds. */
@@ -71,7 +68,7 @@ struct KwLiveScan
 	MemoryContext item_cxt;		/* framed items not yet handed out */
 	MemoryContextCallback cleanup;
 
-	CURLM	   *multi;
+	void	   *multi;			/* kw_http_multi_create */
 	KwHttpTransfer *handle;		/* current page, NULL between pages */
 	char	   *url;			/* of the current page */
 	char	   *continue_token; /* of the current page, NULL for the first */
@@ -82,7 +79,7 @@ struct KwLiveScan
 	long		status;			/* HTTP status of the current page, 0 = unknown */
 	char	   *decode_error;
 	bool		transfer_done;
-	CURLcode	curlcode;
+	int			result;			/* of the page's transfer (KwHttpDone) */
 	bool		finished;
 	TimestampTz waiting_since;	/* start of the current wait for bytes */
 
@@ -102,16 +99,13 @@ free_curl(KwLiveScan *scan)
 {
 	if (scan->handle)
 	{
-		if (scan->multi && scan->handle->easy)
-			curl_multi_remove_handle(scan->multi, (CURL *) scan->handle->easy);
+		if (scan->multi)
+			kw_http_transfer_detach(scan->multi, scan->handle);
 		kw_http_transfer_release(scan->handle);
 		scan->handle = NULL;
 	}
-	if (scan->multi)
-	{
-		curl_multi_cleanup(scan->multi);
-		scan->multi = NULL;
-	}
+	kw_http_multi_destroy(scan->multi);
+	scan->multi = NULL;
 }
 
 static void
@@ -166,7 +160,6 @@ start_page(KwLiveScan *scan, const char *continue_token)
 {
 	MemoryContext old = MemoryContextSwitchTo(scan->cxt);
 	StringInfoData url;
-	CURL	   *easy;
 
 	initStringInfo(&url);
 	appendStringInfo(&url, "%s%s", scan->cfg->api_server,
@@ -183,18 +176,14 @@ start_page(KwLiveScan *scan, const char *continue_token)
 	scan->dec = kw_list_decoder_create(scan->api_version, scan->kind);
 	scan->status = 0;
 	scan->transfer_done = false;
-	scan->curlcode = CURLE_OK;
+	scan->result = KW_HTTP_TRANSFER_OK;
 
 	elog(DEBUG1, "kwatch: live scan of %s: GET %s", scan->what, scan->url);
 	scan->handle = kw_http_transfer_create(scan->cfg, scan->url, true,
 										   scan_feed, scan, scan->cxt);
 	/* after the credential was obtained (by the transfer's headers) */
 	scan->page_started = GetCurrentTimestamp();
-	easy = (CURL *) scan->handle->easy;
-	if (curl_multi_add_handle(scan->multi, easy) != CURLM_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("could not start a request with libcurl")));
+	kw_http_transfer_attach(scan->multi, scan->handle, scan);
 	scan->pages++;
 	scan->waiting_since = GetCurrentTimestamp();
 	MemoryContextSwitchTo(old);
@@ -252,6 +241,15 @@ retry_page(KwLiveScan *scan)
 	return false;
 }
 
+/* end_transfer: takes the page's transfer off the multi handle, frees it. */
+static void
+end_transfer(KwLiveScan *scan)
+{
+	kw_http_transfer_detach(scan->multi, scan->handle);
+	kw_http_transfer_destroy(scan->handle);
+	scan->handle = NULL;
+}
+
 /*
  * finish_page: after a page's transfer ended: raise what went wrong, or
  * start the next page, or mark the list finished.
@@ -262,7 +260,7 @@ finish_page(KwLiveScan *scan)
 	char	   *rv = NULL,
 			   *cont = NULL,
 			   *error = NULL;
-	CURLcode	rc = scan->curlcode;
+	int			rc = scan->result;
 	MemoryContext old;
 
 	if (scan->decode_error)
@@ -271,7 +269,7 @@ finish_page(KwLiveScan *scan)
 				 errmsg("malformed LIST response for %s from server \"%s\": %s",
 						scan->what, scan->cfg->server_name, scan->decode_error),
 				 errcontext("GET %s", request_of(scan))));
-	if (rc != CURLE_OK)
+	if (rc != KW_HTTP_TRANSFER_OK)
 	{
 		int			sqlstate;
 		char	   *detail;
@@ -292,9 +290,7 @@ finish_page(KwLiveScan *scan)
 		char	   *cont = scan->continue_token;
 		int			retries = scan->retries;
 
-		curl_multi_remove_handle(scan->multi, (CURL *) scan->handle->easy);
-		kw_http_transfer_destroy(scan->handle);
-		scan->handle = NULL;
+		end_transfer(scan);
 		start_page(scan, cont);
 		scan->retries = retries;
 		return;
@@ -330,10 +326,7 @@ finish_page(KwLiveScan *scan)
 		scan->list_rv = rv;
 	MemoryContextSwitchTo(old);
 
-	curl_multi_remove_handle(scan->multi, (CURL *) scan->handle->easy);
-	kw_http_transfer_destroy(scan->handle);
-	scan->handle = NULL;
-
+	end_transfer(scan);
 	scan->retries = 0;
 	if (cont)
 		start_page(scan, cont);
@@ -341,28 +334,25 @@ finish_page(KwLiveScan *scan)
 		scan->finished = true;
 }
 
-/* drive: one step of the transfer: perform, then wait briefly for data. */
+/* page_done: the page's transfer finished with `result` (KwHttpDone). */
+static void
+page_done(void *owner, int result)
+{
+	KwLiveScan *scan = (KwLiveScan *) owner;
+
+	scan->transfer_done = true;
+	scan->result = result;
+	scan->status = kw_http_transfer_status(scan->handle);
+}
+
+/* drive: one step of the transfer: run it, then wait briefly for data. */
 static void
 drive(KwLiveScan *scan)
 {
-	int			running = 0;
-	int			numfds;
-	CURLMsg    *msg;
-	int			left;
-
 	CHECK_FOR_INTERRUPTS();
-	curl_multi_perform(scan->multi, &running);
+	kw_http_multi_run(scan->multi, page_done);
 	if (scan->handle && scan->handle->caught)
 		ReThrowError(scan->handle->caught);
-	while ((msg = curl_multi_info_read(scan->multi, &left)) != NULL)
-	{
-		if (msg->msg == CURLMSG_DONE)
-		{
-			scan->transfer_done = true;
-			scan->curlcode = msg->data.result;
-			scan->status = kw_http_transfer_status(scan->handle);
-		}
-	}
 	if (scan->transfer_done || scan->nitems > 0)
 		return;
 
@@ -375,7 +365,7 @@ drive(KwLiveScan *scan)
 				 errdetail("Nothing arrived from the API server for %d s (kwatch.inactivity_timeout).",
 						   kw_inactivity_timeout_s),
 				 errcontext("GET %s", request_of(scan))));
-	curl_multi_wait(scan->multi, NULL, 0, KW_LIVE_POLL_MS, &numfds);
+	kw_http_multi_wait(scan->multi, KW_LIVE_POLL_MS);
 	CHECK_FOR_INTERRUPTS();
 }
 
@@ -414,12 +404,7 @@ kw_live_scan_begin(KwClusterConfig *cfg, const char *path,
 	scan->cleanup.arg = scan;
 	MemoryContextRegisterResetCallback(cxt, &scan->cleanup);
 
-	kw_http_global_init();
-	scan->multi = curl_multi_init();
-	if (scan->multi == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("could not create a libcurl multi handle")));
+	scan->multi = kw_http_multi_create();
 	MemoryContextSwitchTo(old);
 	start_page(scan, NULL);
 	return scan;

@@ -25,11 +25,14 @@
  *                      in kwatch's database, gives r's watches to s; the
  *                      worker restarts them with s's credentials.
  *
- * Without this, dropping a role left its watches running on a dangling oid,
- * and credentials could be silently re-homed (issue 13, hole 5).  The
- * worker still refuses a registration whose owner does not exist (a role
- * dropped where kwatch was not loaded): it never falls back to other
- * credentials (fdw_option.c, kw_user_mapping_options).
+ * The rule: a watch runs with its owner's credentials (the user mapping
+ * that applies to the owner, postgres_fdw's rule: connection.c) and no one
+ * else's, so its owner must exist.  Without these checks, dropping a role
+ * would leave its watches running under an oid no role holds, on
+ * credentials that are no longer any owner's.  The worker still
+ * refuses a registration whose owner does not exist (a role dropped where
+ * kwatch was not loaded): it never falls back to other credentials
+ * (fdw_option.c, connection.c user_mapping_options).
  *
  *-------------------------------------------------------------------------
  */
@@ -65,12 +68,12 @@ typedef struct KwExtension
 } KwExtension;
 
 /*
- * kwatch_here: fills `ext` and returns true when the current database has
+ * extension_here: fills `ext` and returns true when the current database has
  * the kwatch extension with its registrations table.  Reads the catalogs
  * through SPI; the caller has connected.
  */
 static bool
-kwatch_here(KwExtension *ext)
+extension_here(KwExtension *ext)
 {
 	bool		isnull;
 
@@ -155,7 +158,7 @@ check_drop_role(DropRoleStmt *stmt)
 	initStringInfo(&detail);
 
 	SPI_connect();
-	if (kwatch_here(&ext))
+	if (extension_here(&ext))
 	{
 		char	   *sql = psprintf("SELECT owner, format('owner of watch of %%s on server \"%%s\"',"
 								   " resource, server) FROM %s.registrations"
@@ -241,7 +244,7 @@ drop_owned_watches(DropOwnedStmt *stmt)
 			return;				/* PostgreSQL's own check will refuse it */
 
 	SPI_connect();
-	if (kwatch_here(&ext))
+	if (extension_here(&ext))
 	{
 		/*
 		 * Watches into tables the roles own: DROP OWNED drops the tables, so
@@ -296,7 +299,7 @@ reassign_owned_watches(ReassignOwnedStmt *stmt)
 	values[1] = ObjectIdGetDatum(get_rolespec_oid(stmt->newrole, false));
 
 	SPI_connect();
-	if (kwatch_here(&ext))
+	if (extension_here(&ext))
 	{
 		char	   *sql = psprintf("WITH u AS (UPDATE %1$s.registrations SET owner = $2"
 								   " WHERE owner OPERATOR(pg_catalog.=) ANY ($1) RETURNING 1)"
@@ -337,15 +340,15 @@ changes_connections(Node *parsetree)
 }
 
 /*
- * kw_process_utility: the ProcessUtility hook (tcop/utility.h signature).
+ * ownership_utility_hook: the ProcessUtility hook (tcop/utility.h signature).
  * Applies the rules above around PostgreSQL's own processing of DROP ROLE,
  * DROP OWNED and REASSIGN OWNED; passes every statement on unchanged.
  */
 static void
-kw_process_utility(PlannedStmt *pstmt, const char *queryString,
-				   bool readOnlyTree, ProcessUtilityContext context,
-				   ParamListInfo params, QueryEnvironment *queryEnv,
-				   DestReceiver *dest, QueryCompletion *qc)
+ownership_utility_hook(PlannedStmt *pstmt, const char *queryString,
+					   bool readOnlyTree, ProcessUtilityContext context,
+					   ParamListInfo params, QueryEnvironment *queryEnv,
+					   DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *parsetree = pstmt->utilityStmt;
 
@@ -375,7 +378,7 @@ void
 kw_ownership_init(void)
 {
 	prev_ProcessUtility = ProcessUtility_hook;
-	ProcessUtility_hook = kw_process_utility;
+	ProcessUtility_hook = ownership_utility_hook;
 }
 
 PG_FUNCTION_INFO_V1(kwatch_check_watch_owner);

@@ -40,7 +40,7 @@ static shmem_request_hook_type prev_shmem_request_hook = NULL;
 #endif
 
 static Size
-kw_shmem_size(void)
+status_shmem_size(void)
 {
 	return add_size(offsetof(KwSharedState, slots),
 					mul_size(sizeof(KwWatchStatus), kw_max_watches));
@@ -48,17 +48,17 @@ kw_shmem_size(void)
 
 #if PG_VERSION_NUM >= 150000
 static void
-kw_shmem_request_hook(void)
+status_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(kw_shmem_size());
+	RequestAddinShmemSpace(status_shmem_size());
 	RequestNamedLWLockTranche("kwatch", 1);
 }
 #endif
 
 static void
-kw_shmem_startup_hook(void)
+status_shmem_startup(void)
 {
 	bool		found;
 
@@ -66,10 +66,10 @@ kw_shmem_startup_hook(void)
 		prev_shmem_startup_hook();
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	kw_shared = ShmemInitStruct("kwatch", kw_shmem_size(), &found);
+	kw_shared = ShmemInitStruct("kwatch", status_shmem_size(), &found);
 	if (!found)
 	{
-		memset(kw_shared, 0, kw_shmem_size());
+		memset(kw_shared, 0, status_shmem_size());
 		kw_shared->lock = &(GetNamedLWLockTranche("kwatch"))->lock;
 		pg_atomic_init_u64(&kw_shared->generation, 1);
 		ConditionVariableInit(&kw_shared->sync_cv);
@@ -87,13 +87,13 @@ kw_shmem_request(void)
 {
 #if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = kw_shmem_request_hook;
+	shmem_request_hook = status_shmem_request;
 #else
-	RequestAddinShmemSpace(kw_shmem_size());
+	RequestAddinShmemSpace(status_shmem_size());
 	RequestNamedLWLockTranche("kwatch", 1);
 #endif
 	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = kw_shmem_startup_hook;
+	shmem_startup_hook = status_shmem_startup;
 }
 
 /*

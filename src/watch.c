@@ -17,11 +17,11 @@
  *	 - kw_watch_transfer_done() when libcurl reports a transfer finished:
  *	   decides what comes next from the HTTP status (PROTOCOL 7-10, 16-17).
  *
- * libcurl calls write_cb with body bytes; the decoders turn them into
- * pending events or list items in `batch_cxt`.  Once a batch holds
- * kwatch.batch_size entries the transfer is paused (CURL_WRITEFUNC_PAUSE)
- * until the batch is applied, so memory stays bounded however fast the
- * server sends.  No callback touches the database.
+ * http.c hands body bytes to watch_feed (the transfer's KwHttpFeed); the
+ * decoders turn them into pending events or list items in `batch_cxt`.
+ * Once a batch holds kwatch.batch_size entries the feed pauses the
+ * transfer (KW_FEED_PAUSE) until the batch is applied, so memory stays
+ * bounded however fast the server sends.  No feed touches the database.
  *
  * Two resourceVersions are tracked: `resume_rv`, the last one received
  * (events and bookmarks not yet applied included; the next WATCH starts
@@ -32,7 +32,6 @@
  */
 #include "postgres.h"
 
-#include <curl/curl.h>
 #include <json-c/json.h>
 
 #include "common/pg_prng.h"
@@ -69,7 +68,7 @@ struct KwWatch
 	KwRegistration reg;
 	KwClusterConfig *cfg;		/* NULL until loaded */
 	uint64		cfg_generation; /* kw_connection_generation() when it was */
-	CURLM	   *multi;
+	void	   *multi;			/* the worker's transfer set (http.c attaches) */
 	KwWatchStatus *slot;
 	KwWatchStatus private_slot; /* used when shared slots ran out */
 	char	   *object_api_version; /* "group/version": objects' apiVersion */
@@ -311,7 +310,8 @@ collection_url(KwWatch *w, StringInfo url)
 }
 
 /* ---------------------------------------------------------------------
- * libcurl callbacks: decode only, never touch the database
+ * the transfer's feed (run inside libcurl's write callback): decode only,
+ * never touch the database
  * ---------------------------------------------------------------------
  */
 
@@ -374,8 +374,9 @@ note_sanitized(KwWatch *w, KwObject *obj)
 /*
  * inject_error: raises an ERROR when `name` is the object name set in the
  * developer setting kwatch.debug_error_on_object (tests only: it proves
- * that an ERROR inside libcurl's write callback ends the transfer and
- * leaves the worker running, write_cb).
+ * that an ERROR inside libcurl's write callback, in watch_feed, ends the
+ * transfer and leaves the worker running: http.c's transfer_write_cb
+ * catches it).
  */
 static void
 inject_error(const char *name)
@@ -563,11 +564,8 @@ static void
 start_transfer(KwWatch *w, KwXfer kind, const char *url)
 {
 	MemoryContext old = MemoryContextSwitchTo(w->cxt);
-	CURL	   *easy;
 
 	w->http = kw_http_transfer_create(w->cfg, url, true, watch_feed, w, w->batch_cxt);
-	easy = (CURL *) w->http->easy;
-	curl_easy_setopt(easy, CURLOPT_PRIVATE, w);
 	w->xfer = kind;
 	resetStringInfo(&w->errbody);
 	set_str(w, &w->abort_reason, NULL);
@@ -580,8 +578,7 @@ start_transfer(KwWatch *w, KwXfer kind, const char *url)
 		w->wdec = kw_watch_decoder_create();
 	MemoryContextSwitchTo(old);
 
-	if (curl_multi_add_handle(w->multi, easy) != CURLM_OK)
-		elog(ERROR, "curl_multi_add_handle failed");
+	kw_http_transfer_attach(w->multi, w->http, w);
 }
 
 /* stop_transfer: removes and frees the transfer in flight, if any. */
@@ -590,7 +587,7 @@ stop_transfer(KwWatch *w)
 {
 	if (w->http)
 	{
-		curl_multi_remove_handle(w->multi, (CURL *) w->http->easy);
+		kw_http_transfer_detach(w->multi, w->http);
 		kw_http_transfer_destroy(w->http);
 		w->http = NULL;
 	}
@@ -884,7 +881,7 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 		w->abort_reason = MemoryContextStrdup(w->cxt, w->http->stop_reason);
 		w->abort_src = KW_ERRSRC_DECODE;
 	}
-	if (curlcode != CURLE_OK)
+	if (curlcode != KW_HTTP_TRANSFER_OK)
 	{
 		int			sqlstate;
 		char	   *detail;
@@ -894,7 +891,7 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 		curlerr = hint ? psprintf("%s (%s)", detail, hint) : detail;
 	}
 	appendBinaryStringInfo(&w->errbody, w->http->errbody.data, w->http->errbody.len);
-	if (curlcode == CURLE_OK && status == 200 && !w->abort_reason)
+	if (curlcode == KW_HTTP_TRANSFER_OK && status == 200 && !w->abort_reason)
 	{
 		bool		ok = (kind == XFER_LIST) ?
 			kw_list_decoder_finish(w->ldec, &rv, &cont, &err) :
@@ -910,7 +907,7 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 
 	if (w->abort_reason)
 		stream_ended_by_us(w, kind);
-	else if (curlcode != CURLE_OK)
+	else if (curlcode != KW_HTTP_TRANSFER_OK)
 	{
 		/* refused, reset, TLS, timeout */
 		record_error(w, KW_ERRSRC_HTTP, psprintf("%s request failed: %s",
@@ -1508,7 +1505,8 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 
 /*
  * kw_watch_create: a watch for registration `reg` (copied) that will run
- * its transfers on the curl multi handle `multi`.  Nothing happens until
+ * its transfers on the worker's transfer set `multi` (a libcurl multi
+ * handle, opaque here: kw_http_transfer_attach).  Nothing happens until
  * the first kw_watch_tick.  Memory lives in a child of `parent`.
  */
 KwWatch *
@@ -1524,7 +1522,7 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 	w->batch_cxt = AllocSetContextCreate(cxt, "kwatch batch", ALLOCSET_DEFAULT_SIZES);
 	w->list_cxt = AllocSetContextCreate(cxt, "kwatch relist", ALLOCSET_DEFAULT_SIZES);
 	w->cfg_cxt = AllocSetContextCreate(cxt, "kwatch cluster config", ALLOCSET_SMALL_SIZES);
-	w->multi = (CURLM *) multi;
+	w->multi = multi;
 	initStringInfo(&w->errbody);
 	initStringInfo(&w->sent);
 
@@ -1563,7 +1561,11 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 	strlcpy(w->slot->server, r->server, NAMEDATALEN);
 	w->relist_requests_seen = w->slot->relist_requests;
 
-	/* resume from the checkpoint without relisting (issue: restarts) */
+	/*
+	 * After a restart (worker or server), resume from the checkpoint written
+	 * with the rows, without relisting: the rows and the checkpoint agree
+	 * (PROTOCOL 21), and a 410 there relists as usual (PROTOCOL 16, 22).
+	 */
 	if (reg->resource_version && reg->resource_version[0])
 	{
 		w->resume_rv = pstrdup(reg->resource_version);

@@ -156,7 +156,7 @@ process_completed(void)
 
 		if (msg->msg != CURLMSG_DONE)
 			continue;
-		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **) &w);
+		w = (KwWatch *) kw_http_owner_of(msg->easy_handle);
 		if (w)
 			kw_watch_transfer_done(w, (int) msg->data.result);
 	}

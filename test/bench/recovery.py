@@ -144,7 +144,7 @@ def cluster_sh(args, cmd):
 
 def pg_sh(args, cmd):
     extra = [os.environ["PGPORT"], os.environ["PGDATABASE"]] if cmd == "start" else []
-    subprocess.run(["bash", os.path.join(HERE, "..", "pg.sh"), cmd, args.pg_dir, *extra], check=True,
+    subprocess.run(["bash", os.path.join(HERE, "..", "drivers", "pg.sh"), cmd, args.pg_dir, *extra], check=True,
                    stdout=subprocess.DEVNULL)
 
 

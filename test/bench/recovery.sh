@@ -5,7 +5,7 @@
 # Prints the report of test/bench/recovery.py; asserts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-. test/lib.sh
+. test/drivers/lib.sh
 dir=${KWATCH_BENCH_DIR:-${KWATCH_TEST_DIR:-/var/tmp/kwatch-test}/bench-recovery}
 build_and_install
 $SUDO bash test/k8s/build.sh

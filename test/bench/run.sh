@@ -12,7 +12,7 @@
 # installing kwatch (when the installed one is current).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-. test/lib.sh
+. test/drivers/lib.sh
 dir=${KWATCH_BENCH_DIR:-/var/tmp/kwatch-bench}
 export KWATCH_BENCH_DIR=$dir
 pods=${PODS:-10000}

@@ -3,7 +3,7 @@
 Markdown report, writes JSON; asserts nothing.
 
 usage: scale.py [--crds 200] [--objects 10] [--idle 30] [--json FILE]
-       (environment as bench.py; PGHOST is the directory test/pg.sh runs
+       (environment as bench.py; PGHOST is the directory test/drivers/pg.sh runs
         the server in, which this script restarts once if
         kwatch.max_watches is too small for the watches it makes)
 
@@ -129,7 +129,7 @@ def ensure_max_watches(cur, need):
     print("kwatch.max_watches %d -> %d (restarting PostgreSQL)" % (have, need), flush=True)
     cur.execute("ALTER SYSTEM SET kwatch.max_watches = %s", (need,))
     here = os.path.dirname(os.path.abspath(__file__))
-    subprocess.run(["bash", os.path.join(here, "..", "pg.sh"), "restart", os.environ["PGHOST"]], check=True)
+    subprocess.run(["bash", os.path.join(here, "..", "drivers", "pg.sh"), "restart", os.environ["PGHOST"]], check=True)
     return True
 
 

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 base=${KWATCH_TEST_DIR:-/var/tmp/kwatch-test}
 export KWATCH_TEST_DIR=${KWATCH_SOAK_DIR:-$base/soak}
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-bash test/install-deps.sh
+bash test/packaging/install-deps.sh
 make -s && $SUDO make -s install >/dev/null
 $SUDO bash test/k8s/build.sh
 mkdir -p "$KWATCH_TEST_DIR"; chmod 755 "$KWATCH_TEST_DIR"

@@ -17,9 +17,10 @@ KEEP = os.environ.get("KWATCH_KEEP") == "1"
 # bash reads a script while running it, and these files may be edited
 # while a long session runs.
 SCRIPTS = TEST_DIR / "scripts"
-# test/ on the path: the fake API server and fault proxy (fakeapi) and the
-# README's example client (events_client.py)
+# test/ on the path for the fake API server and fault proxy (fakeapi),
+# examples/ for the README's example client (events_client.py)
 sys.path.insert(0, str(REPO / "test"))
+sys.path.insert(0, str(REPO / "examples"))
 
 # a short random id, so that names from an earlier run on a kept cluster
 # (KWATCH_KEEP=1) never collide with this run's

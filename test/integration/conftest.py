@@ -1,6 +1,6 @@
 """Integration tests for kwatch against a real Kubernetes control plane.
 
-Session fixtures start (see test/k8s/cluster.sh and test/pg.sh):
+Session fixtures start (see test/k8s/cluster.sh and test/drivers/pg.sh):
   * a cluster (etcd + kube-apiserver + kube-controller-manager 1.20) in
     $KWATCH_TEST_DIR/k8s (default <repo>/.test/k8s), reused if running;
   * a fresh PostgreSQL in $KWATCH_TEST_DIR/pg on a free port, database
@@ -62,7 +62,7 @@ def environment():
     TEST_DIR.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(SCRIPTS, ignore_errors=True)
     shutil.copytree(REPO / "test" / "k8s", SCRIPTS / "k8s")
-    shutil.copy2(REPO / "test" / "pg.sh", PG_SH)
+    shutil.copy2(REPO / "test" / "drivers" / "pg.sh", PG_SH)
     cluster.CLUSTER = Cluster(K8S_DIR)
     cluster.CLUSTER.start()
 

@@ -1,11 +1,11 @@
 """Helpers of test_events.py: bulk ConfigMap changes, event reads, a polling
-reader thread, the example client (test/events_client.py), ring resizing."""
+reader thread, the example client (examples/events_client.py), ring resizing."""
 import json
 
 import postgres
 from cluster import json_documents, kubectl
 from common import wait_until
-from events_client import EventClient  # the README's example client (common puts test/ on the path)
+from events_client import EventClient  # the README's example client (common puts examples/ on the path)
 from postgres import Reader, sql, sql_one
 
 COLUMNS = ("seq, at, cluster, resource, table_name, type, namespace, name, uid,"

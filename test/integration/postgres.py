@@ -1,4 +1,4 @@
-"""The throwaway PostgreSQL of test/pg.sh: the session's Postgres (PG, set
+"""The throwaway PostgreSQL of test/drivers/pg.sh: the session's Postgres (PG, set
 by conftest's session fixture), statements on its shared connection, and a
 LISTENing connection that collects notifications."""
 import json
@@ -21,7 +21,7 @@ PG = None  # Postgres, set by the session fixture
 
 
 class Postgres:
-    """The throwaway PostgreSQL of test/pg.sh, plus one shared autocommit
+    """The throwaway PostgreSQL of test/drivers/pg.sh, plus one shared autocommit
     connection.  `conf`: more postgresql.conf lines for its initdb (pg.sh's
     KWATCH_PG_CONF), e.g. "wal_level = logical"; `db`: the database created,
     connected to and served by the worker (kwatch.database)."""

@@ -373,6 +373,25 @@ def test_impersonation_headers(ctx, fake):
     assert e is not None and "require option \"impersonate_user\"" in str(e), e
 
 
+def test_user_agent_names_the_installed_version(ctx, fake):
+    """Every request, from a backend (kwatch.watch()'s probe: a LIST with
+    limit=1) and from the worker (LIST, WATCH), says User-Agent
+    kwatch/<version>, <version> being the installed extension's
+    (pg_extension.extversion): the library takes it from kwatch.control's
+    default_version at build time, the one place it is written."""
+    from faults_support import fake_server
+    version = sql_one("SELECT extversion FROM pg_extension WHERE extname = 'kwatch'")
+    srv = fake_server(ctx, fake)
+    pods_request_headers(fake, srv)
+    # "watching" is shown as the WATCH is sent: wait until the fake has it
+    fake.wait_for_request(lambda r: r.resource == "pods" and r.kind == "watch")
+    reqs = [r for r in fake.requests if r.resource == "pods"]
+    kinds = {(r.kind, r.query.get("limit") == "1") for r in reqs}
+    assert {("list", True), ("list", False), ("watch", False)} <= kinds, kinds
+    for r in reqs:
+        assert [v for k, v in r.headers if k.lower() == "user-agent"] == ["kwatch/" + version], r
+
+
 def test_impersonation_from_kubeconfig(ctx, fake):
     """A kubeconfig user's as, as-uid, as-groups and as-user-extra become the
     same Impersonate-* headers, one Impersonate-Extra-<key> per value with
@@ -420,10 +439,10 @@ def test_demo_with_an_exec_plugin_kubeconfig(ctx, exec_plugin):
     env = dict(os.environ, KWATCH_DEMO_KUBECONFIG=kc, KWATCH_DEMO_DIR=str(state),
                KWATCH_DEMO_ENV=str(state / "env"))
     # a demo left by an earlier run (another cluster, another port) is not this one
-    conftest.run(["bash", REPO / "test/demo.sh", "stop"], env=env, check=False)
+    conftest.run(["bash", REPO / "test/demo/demo.sh", "stop"], env=env, check=False)
     shutil.rmtree(state, ignore_errors=True)
     try:
-        out = conftest.run(["bash", REPO / "test/demo.sh", "start"], env=env, timeout=600, check=False)
+        out = conftest.run(["bash", REPO / "test/demo/demo.sh", "start"], env=env, timeout=600, check=False)
         assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
         assert "exec credential plugins, run by the PostgreSQL server as the postgres user" in out.stderr
         pgenv = dict(re.findall(r"export (PG\w+)='?([^'\n]*)'?", (state / "env").read_text()))
@@ -445,5 +464,5 @@ def test_demo_with_an_exec_plugin_kubeconfig(ctx, exec_plugin):
         assert {r["uid"] for r in runs} >= {0, int(conftest.run(["id", "-u", "postgres"]).stdout)}, runs
         conn.close()
     finally:
-        conftest.run(["bash", REPO / "test/demo.sh", "stop"], env=env, check=False)
+        conftest.run(["bash", REPO / "test/demo/demo.sh", "stop"], env=env, check=False)
         shutil.rmtree(state, ignore_errors=True)

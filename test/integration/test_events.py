@@ -193,7 +193,7 @@ def test_ring_overflow_is_a_visible_gap_and_the_client_relists(ctx):
         # the example script itself, as a user runs it
         env = dict(os.environ, PGHOST=str(conftest.PG.dir), PGPORT=str(conftest.PG.port),
                    PGDATABASE=conftest.DB, PGUSER="postgres")
-        proc = subprocess.Popen([sys.executable, str(REPO / "test" / "events_client.py"), CMS, "8"],
+        proc = subprocess.Popen([sys.executable, str(REPO / "examples" / "events_client.py"), CMS, "8"],
                                 env=env, stdout=subprocess.PIPE, text=True)
         try:
             # it LISTENs, then relists: once the table read shows, it listens

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make test: installs what is missing, builds and installs kwatch, then
-#   1. the Debian package (test/package.sh): builds postgresql-15-kwatch from
+#   1. the Debian package (test/packaging/package.sh): builds postgresql-15-kwatch from
 #      the same sources, installs it with dpkg -i over what make install
 #      wrote, and runs pg_regress (the SQL surface, on a temp instance
 #      preloading kwatch) against the installed package;
@@ -11,10 +11,10 @@
 # servers run as the `postgres` user when we are root, and must be able to
 # reach it, which a clone under /root would not allow.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 top=$(pwd)
 export KWATCH_TEST_DIR=${KWATCH_TEST_DIR:-/var/tmp/kwatch-test}
-. test/lib.sh
+. test/drivers/lib.sh
 
 step() { echo; echo "== $*"; }
 
@@ -25,7 +25,7 @@ build_and_install
 mkdir -p "$KWATCH_TEST_DIR"; chmod -R a+rX "$KWATCH_TEST_DIR"
 
 step "Debian package: build, dpkg -i, pg_regress against the installed package"
-bash test/package.sh || { echo "make test: the Debian package step failed (test/package.sh, above)" >&2; exit 1; }
+bash test/packaging/package.sh || { echo "make test: the Debian package step failed (test/packaging/package.sh, above)" >&2; exit 1; }
 
 step "Kubernetes control plane (built once, cached in ${KWATCH_K8S_CACHE:-/var/cache/kwatch-k8s})"
 $SUDO bash test/k8s/build.sh

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# test/package.sh -- the Debian package test; `make test` runs it right
+# test/packaging/package.sh -- the Debian package test; `make test` runs it right
 # after building and installing kwatch, before the integration tests.
 #
-#   1. builds postgresql-15-kwatch with test/deb.sh from the work tree's
+#   1. builds postgresql-15-kwatch with test/packaging/deb.sh from the work tree's
 #      files (what `make install` just built, uncommitted changes included)
 #      into $KWATCH_TEST_DIR/deb, the build's output in build.log there;
 #   2. installs it with dpkg -i: it replaces the files `make install` wrote
@@ -11,21 +11,21 @@
 #      sql/kwatch--*.sql, and that dpkg -V finds the installed files to be
 #      the package's;
 #   4. runs the pg_regress suites against the installed package
-#      (run_regress in test/lib.sh), in $KWATCH_TEST_DIR/regress.
+#      (run_regress in test/drivers/lib.sh), in $KWATCH_TEST_DIR/regress.
 #
-# Installs what is missing first (test/install-deps.sh).  Needs root (or
+# Installs what is missing first (test/packaging/install-deps.sh).  Needs root (or
 # sudo) for apt-get and dpkg -i.  Test state lives in $KWATCH_TEST_DIR
 # (default /var/tmp/kwatch-test), which the postgres user must be able to
 # reach.  Never removes the package.  The first failure stops it with
 # "package: <what failed>" on stderr and status 1.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export KWATCH_TEST_DIR=${KWATCH_TEST_DIR:-/var/tmp/kwatch-test}
-. test/lib.sh
+. test/drivers/lib.sh
 
 die() { echo "package: $*" >&2; exit 1; }
 
-bash test/install-deps.sh
+bash test/packaging/install-deps.sh
 mkdir -p "$KWATCH_TEST_DIR"; chmod a+rx "$KWATCH_TEST_DIR"
 
 major=$(pg_config --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
@@ -35,7 +35,7 @@ rm -rf "$out"; mkdir -p "$out"
 
 echo "[package] building $pkg (log: $out/build.log)"
 start=$SECONDS
-if ! bash test/deb.sh "$out" >"$out/build.log" 2>&1; then
+if ! bash test/packaging/deb.sh "$out" >"$out/build.log" 2>&1; then
   echo "--- last lines of $out/build.log:" >&2
   tail -n 40 "$out/build.log" >&2
   die "building the Debian package failed"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/deb.sh [OUTDIR] -- what `make deb` runs (and test/package.sh).
+# test/packaging/deb.sh [OUTDIR] -- what `make deb` runs (and test/packaging/package.sh).
 #
 # Builds the Debian package postgresql-15-kwatch with
 # `dpkg-buildpackage -us -uc -b` and puts the .deb files (the package and
@@ -12,13 +12,13 @@
 # kwatch.control and debian/changelog name the same version.
 #
 # Needs git (to list the tree's files) and the build dependencies of
-# debian/control (test/install-deps.sh installs them); no root.  Errors: a
+# debian/control (test/packaging/install-deps.sh installs them); no root.  Errors: a
 # version mismatch, a tree that is not a git work tree, or a failed
 # dpkg-buildpackage (its output is on stdout), each with a message on
 # stderr and exit status 1.
 set -euo pipefail
 out=${1:-}
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 [ -n "$out" ] || out=$(dirname "$top")
 out=$(realpath -m -- "$out")     # relative to where we were called from
 cd "$top"

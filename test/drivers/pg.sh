@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# test/pg.sh: a throwaway PostgreSQL 15 with kwatch preloaded, for the demo
+# test/drivers/pg.sh: a throwaway PostgreSQL 15 with kwatch preloaded, for the demo
 # and the integration tests.
 #
-#   test/pg.sh start DIR PORT DBNAME   initdb (once), start, create DBNAME
-#   test/pg.sh standby DIR PORT PRIMARY_DIR PRIMARY_PORT
+#   test/drivers/pg.sh start DIR PORT DBNAME   initdb (once), start, create DBNAME
+#   test/drivers/pg.sh standby DIR PORT PRIMARY_DIR PRIMARY_PORT
 #                                      pg_basebackup of the running primary
 #                                      (once), start it as its hot standby
-#   test/pg.sh promote DIR             promote a standby (waits until done)
-#   test/pg.sh stop DIR                stop (fast)
-#   test/pg.sh restart DIR             restart (keeps data)
-#   test/pg.sh kill DIR                SIGKILL the postmaster (crash test)
+#   test/drivers/pg.sh promote DIR             promote a standby (waits until done)
+#   test/drivers/pg.sh stop DIR                stop (fast)
+#   test/drivers/pg.sh restart DIR             restart (keeps data)
+#   test/drivers/pg.sh kill DIR                SIGKILL the postmaster (crash test)
 #
 # PostgreSQL refuses to run as root: when root, the server runs as the
 # `postgres` system user (created by Debian's postgresql packages) and DIR

@@ -1,4 +1,4 @@
-# Shell helpers of test/run.sh, test/package.sh, test/demo.sh and
+# Shell helpers of test/drivers/run.sh, test/packaging/package.sh, test/demo/demo.sh and
 # test/bench/*.sh, sourced from the repository's top directory (they `cd`
 # there first).
 
@@ -40,7 +40,7 @@ free_port() {
 
 # build_and_install: installs what is missing, then builds and installs kwatch
 build_and_install() {
-  bash test/install-deps.sh
+  bash test/packaging/install-deps.sh
   make -s
   $SUDO make -s install >/dev/null
 }
@@ -56,14 +56,14 @@ bench_servers() {
   chmod -R a+rX "$bench_dir/k8s"
   port=$(free_port)
   # a fresh PostgreSQL each run (pg.sh writes the port into the config at initdb)
-  bash test/pg.sh stop "$bench_dir/pg" 2>/dev/null || true
+  bash test/drivers/pg.sh stop "$bench_dir/pg" 2>/dev/null || true
   rm -rf "$bench_dir/pg"
-  bash test/pg.sh start "$bench_dir/pg" "$port" "$2"
+  bash test/drivers/pg.sh start "$bench_dir/pg" "$port" "$2"
   trap bench_stop EXIT
 }
 
 bench_stop() {
   if [ "${KWATCH_KEEP:-0}" != 1 ]; then
-    bash test/pg.sh stop "$bench_dir/pg"; bash test/k8s/cluster.sh stop "$bench_dir/k8s" >/dev/null
+    bash test/drivers/pg.sh stop "$bench_dir/pg"; bash test/k8s/cluster.sh stop "$bench_dir/k8s" >/dev/null
   fi
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/demo.sh start|stop -- what `make demo` and `make demo-stop` run.
+# test/demo/demo.sh start|stop -- what `make demo` and `make demo-stop` run.
 #
 # start: installs what is missing, builds and installs kwatch, starts a
 # throwaway PostgreSQL with kwatch preloaded and a local Kubernetes control
@@ -12,11 +12,11 @@
 # Server state lives in $KWATCH_DEMO_DIR (default /var/tmp/kwatch-demo): the
 # PostgreSQL server runs as the postgres user, which must be able to reach it.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 top=$(pwd)
 state=${KWATCH_DEMO_DIR:-/var/tmp/kwatch-demo}
 envfile=${KWATCH_DEMO_ENV:-.demo/env}
-. test/lib.sh
+. test/drivers/lib.sh
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
@@ -42,7 +42,7 @@ server_kubeconfig() {
 }
 
 stop() {
-  [ -d "$state/pg" ] && bash test/pg.sh stop "$state/pg" && echo "PostgreSQL stopped"
+  [ -d "$state/pg" ] && bash test/drivers/pg.sh stop "$state/pg" && echo "PostgreSQL stopped"
   [ -d "$state/k8s" ] && bash test/k8s/cluster.sh stop "$state/k8s" >/dev/null 2>&1 && echo "control plane stopped"
   rm -f "$envfile"
   true
@@ -76,7 +76,7 @@ start() {
   say "3/7 PostgreSQL with kwatch preloaded"
   port=$(cat "$state/pgport" 2>/dev/null || free_port)
   echo "$port" >"$state/pgport"
-  bash test/pg.sh start "$state/pg" "$port" app
+  bash test/drivers/pg.sh start "$state/pg" "$port" app
   export PGHOST="$state/pg" PGPORT=$port PGDATABASE=app PGUSER=postgres
   cat >"$envfile" <<ENV
 export PGHOST='$PGHOST'
@@ -139,7 +139,7 @@ SQL
 
   if [ "$local_cluster" = 1 ]; then
     say "6/7 LISTEN kwatch_pods while shop/web scales 3 -> 5 -> 3"
-    /usr/bin/python3 test/listen.py kwatch_pods 6 &
+    /usr/bin/python3 examples/listen.py kwatch_pods 6 &
     lpid=$!
     sleep 1
     kubectl -n shop scale deployment web --replicas=5 >/dev/null
