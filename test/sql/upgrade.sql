@@ -234,7 +234,37 @@ VALUES ('prod', 'u-odd', '9', '{"metadata": {"name": "odd", "namespace": "ns", "
                    "conditions": [{"type": "Ready", "status": "True"}]}}');
 SELECT name, created_at, restart_count, ready FROM k8s.upgrade_pods WHERE uid = 'u-odd';
 
+-- Extension update 0.4.0 -> 0.5.0 (issue 22): kwatch knows its mirror
+-- tables by OID (kwatch.tables), never by their comment.  The update
+-- records the tables of today's watches and a superuser's tables that carry
+-- kwatch's comment; a role's table that merely carries it is not kwatch's.
+CREATE TABLE k8s.upgrade_forged (cluster text, uid text, resource_version text, object jsonb);
+COMMENT ON TABLE k8s.upgrade_forged IS 'kwatch mirror of secrets (v1)';
+ALTER TABLE k8s.upgrade_forged OWNER TO kw_upgrade_owner;
+SELECT kwatch.create_mirror_table('upgrade_orphan', '', 'v1', 'configmaps');
+ALTER EXTENSION kwatch UPDATE TO '0.5.0';
+SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
+SELECT relid, relname, api_group, plural, made_by = 'kw_upgrade_owner'::regrole AS by_role
+  FROM kwatch.tables ORDER BY relname;
+-- history() takes only a table kwatch made, whatever the comment says
+SELECT kwatch.history('k8s.upgrade_forged');
+-- a table made now is recorded; rows of dropped tables go, and an entry
+-- whose OID names a table of another name (renamed, or the OID reused) no
+-- longer counts
+SELECT kwatch.create_mirror_table('upgrade_new', '', 'v1', 'services');
+SELECT relname, api_group, plural, made_by = current_user::regrole AS by_me
+  FROM kwatch.tables WHERE relname = 'upgrade_new';
+DROP TABLE k8s.upgrade_new;
+SELECT relname, plural FROM kwatch._mirror_table('k8s.upgrade_pods');
+SELECT relname FROM kwatch.tables ORDER BY 1;
+ALTER TABLE k8s.upgrade_orphan RENAME TO upgrade_renamed;
+SELECT count(*) FROM kwatch._mirror_table('k8s.upgrade_renamed');
+-- the catalog is readable by everyone, written by kwatch only
+SELECT has_table_privilege('public', 'kwatch.tables', 'SELECT') AS public_select,
+       has_table_privilege('public', 'kwatch.tables', 'INSERT') AS public_insert,
+       has_function_privilege('public', 'kwatch._mirror_table(regclass)', 'EXECUTE') AS public_lookup;
+
 DELETE FROM kwatch.registrations;
-DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets;
+DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets, k8s.upgrade_renamed;
 DROP OWNED BY kw_upgrade_owner;
 DROP ROLE kw_upgrade_owner;
