@@ -282,6 +282,20 @@ resolve(ForeignServer *server, Oid userid, bool check_transport_rules)
 
 	kw_apply_options(cfg, opts);
 	kw_apply_options(cfg, kw_user_mapping_options(userid, server));
+	cfg->server_name = pstrdup(server->servername);
+
+	/*
+	 * A plugin the kubeconfig names is a program the server would run:
+	 * only on a server whose owner may run programs (issue 22; checked
+	 * again by credential.c before it runs).
+	 */
+	if (cfg->exec)
+	{
+		cfg->exec->server_owner = server->owner;
+		cfg->exec->owner_may_run = kw_role_may_run_programs(server->owner);
+		if (check_transport_rules)
+			kw_check_exec_allowed(cfg);
+	}
 
 	/* the transport rules again, on what a kubeconfig may have supplied */
 	if (check_transport_rules)
@@ -294,7 +308,6 @@ resolve(ForeignServer *server, Oid userid, bool check_transport_rules)
 						http != NULL && defGetBoolean(http));
 	}
 
-	cfg->server_name = pstrdup(server->servername);
 	return cfg;
 }
 
@@ -808,5 +821,7 @@ kw_cluster_config_equal(const KwClusterConfig *a, const KwClusterConfig *b)
 		same_string(a->exec->api_version, b->exec->api_version) &&
 		same_string(a->exec->install_hint, b->exec->install_hint) &&
 		same_string(a->exec->interactive_mode, b->exec->interactive_mode) &&
-		a->exec->provide_cluster_info == b->exec->provide_cluster_info;
+		a->exec->provide_cluster_info == b->exec->provide_cluster_info &&
+		a->exec->server_owner == b->exec->server_owner &&
+		a->exec->owner_may_run == b->exec->owner_may_run;
 }

@@ -1509,5 +1509,7 @@ kw_exec_config_copy(KwExecConfig *src)
 	x->interactive_mode = kc_copy(src->interactive_mode);
 	x->provide_cluster_info = src->provide_cluster_info;
 	x->source = pstrdup(src->source);
+	x->server_owner = src->server_owner;
+	x->owner_may_run = src->owner_may_run;
 	return x;
 }

@@ -123,6 +123,14 @@ typedef struct KwExecConfig
 	char	   *interactive_mode;
 	bool		provide_cluster_info;
 	char	   *source;
+	/*
+	 * Who lets it run (issue 22): the foreign server's owner, and whether
+	 * that role had the privileges of pg_execute_server_program (or was a
+	 * superuser) when connection.c resolved the server.  InvalidOid: not
+	 * resolved for a server, never run.
+	 */
+	Oid			server_owner;
+	bool		owner_may_run;
 } KwExecConfig;
 
 typedef struct KwClusterConfig
@@ -202,6 +210,8 @@ extern void kw_credential_set_nonblocking(bool on);
 extern KwCredState kw_credential_poll(KwClusterConfig *cfg, char **error,
 									  int *sqlstate);
 extern KwCredential *kw_credential_get(KwClusterConfig *cfg);
+extern bool kw_role_may_run_programs(Oid role);
+extern void kw_check_exec_allowed(KwClusterConfig *cfg);
 extern void kw_credential_rejected(KwClusterConfig *cfg,
 								   TimestampTz request_started);
 extern bool kw_credential_can_refresh(KwClusterConfig *cfg);
