@@ -147,6 +147,18 @@ END
 $$;
 REVOKE ALL ON FUNCTION @extschema@.create_mirror_table(text, text, text, text) FROM PUBLIC;
 
+-- _excerpt(s) -> text: `s` for an error message that echoes it: at most
+-- 300 characters, marked "... (N characters, cut)" when longer (issue 22,
+-- hole 4; the C side's kw_excerpt, src/http.c).  NULL stays NULL.
+CREATE FUNCTION @extschema@._excerpt(s text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT CASE WHEN length(s) > 300 THEN left(s, 300) || format('... (%s characters, cut)', length(s))
+              ELSE s END
+$$;
+REVOKE ALL ON FUNCTION @extschema@._excerpt(text) FROM PUBLIC;
+
 -- _watch_impl(...): see watch() (0.3.0's signature, grants kept).  The
 -- resource is resolved, the registration checked against an existing one
 -- of the same server, the table chosen, made or joined (the rules above),
@@ -194,7 +206,7 @@ BEGIN
   namespace := NULLIF(btrim(namespace), '');
 
   IF namespace IS NOT NULL AND namespace !~ '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$' THEN
-    RAISE EXCEPTION 'invalid namespace name "%"', left(namespace, 300)
+    RAISE EXCEPTION 'invalid namespace name "%"', @extschema@._excerpt(namespace)
       USING ERRCODE = 'invalid_parameter_value',
             HINT = 'Namespace names are DNS labels: lower-case letters, digits and "-".';
   END IF;
@@ -218,7 +230,7 @@ BEGIN
                              CASE WHEN d.api_group = '' AND d.plural = 'secrets' THEN 'minimal'
                                   ELSE 'full' END);
   IF notify_payload NOT IN ('full', 'minimal') THEN
-    RAISE EXCEPTION 'invalid notify_payload "%"', left(notify_payload, 300)
+    RAISE EXCEPTION 'invalid notify_payload "%"', @extschema@._excerpt(notify_payload)
       USING ERRCODE = 'invalid_parameter_value',
             HINT = 'Use ''full'' (identity of each change) or ''minimal'' (seq and type only).';
   END IF;
@@ -296,7 +308,7 @@ BEGIN
            AND NOT EXISTS (SELECT 1 FROM @extschema@._mirror_table(
                                            to_regclass(format('k8s.%I', _watch_impl.table_name))) t
                            WHERE (t.api_group, t.plural) = (d.api_group, d.plural))) THEN
-      RAISE EXCEPTION 'table k8s.% is not a mirror of %', left(_watch_impl.table_name, 300), canonical
+      RAISE EXCEPTION 'table k8s.% is not a mirror of %', @extschema@._excerpt(_watch_impl.table_name), canonical
         USING ERRCODE = 'duplicate_table',
               DETAIL = 'kwatch did not make that table for this resource.',
               HINT = 'Choose another table_name; one table mirrors one resource.';
@@ -318,7 +330,7 @@ BEGIN
   -- in bytes: the channel 'kwatch_' || tbl must fit in an identifier
   -- (NAMEDATALEN - 1 = 63 bytes), and a longer table name would be cut
   IF octet_length(tbl) > 56 THEN
-    RAISE EXCEPTION 'table name "%" is too long', left(tbl, 300)
+    RAISE EXCEPTION 'table name "%" is too long', @extschema@._excerpt(tbl)
       USING ERRCODE = 'name_too_long', HINT = 'Pass a shorter table_name => ''...''.';
   END IF;
 

@@ -376,7 +376,7 @@ kw_check_value(DefElem *def, const KwFdwOption *opt)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid value for option \"%s\": \"%s\"",
-							def->defname, value),
+							def->defname, kw_excerpt(value)),
 					 errhint("The API server's URL starts with \"https://\" (or \"http://\"), like \"https://127.0.0.1:6443\".")));
 
 		if ((opt->flags & KW_OPT_DNS_LABEL) &&
@@ -385,7 +385,7 @@ kw_check_value(DefElem *def, const KwFdwOption *opt)
 			 value[0] == '-' || value[strlen(value) - 1] == '-'))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid namespace name \"%s\"", value),
+					 errmsg("invalid namespace name \"%s\"", kw_excerpt(value)),
 					 errhint("Namespace names are DNS labels: lower-case letters, digits and \"-\".")));
 
 		if ((opt->flags & KW_OPT_PEM) && strstr(value, "-----BEGIN ") == NULL)
@@ -453,7 +453,7 @@ kw_check_server_options(List *options)
 			pg_strncasecmp(proxy, "socks5://", 9) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid value for option \"proxy_url\": \"%s\"", proxy),
+					 errmsg("invalid value for option \"proxy_url\": \"%s\"", kw_excerpt(proxy)),
 					 errhint("A proxy URL starts with \"http://\", \"https://\" or \"socks5://\".")));
 	}
 	if ((kw_get_option(options, "impersonate_uid") != NULL ||
@@ -592,7 +592,7 @@ kw_check_transport(const char *server_name, const char *api_server, bool insecur
 	if (api_server && pg_strncasecmp(api_server, "http://", 7) == 0 && !allow_http)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("API server \"%s\" is plain http: credentials would travel in clear", api_server),
+				 errmsg("API server \"%s\" is plain http: credentials would travel in clear", kw_excerpt(api_server)),
 				 server_name ? errdetail("Server \"%s\".", server_name) : 0,
 				 errhint("Use https, or have a superuser add OPTIONS (allow_insecure_http 'true') to the server.")));
 }
@@ -648,7 +648,7 @@ kw_check_foreign_table_options(List *options)
 		if (!(kw_ascii_alnum(*p) || *p == '-' || *p == '.'))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid resource name \"%s\"", resource),
+					 errmsg("invalid resource name \"%s\"", kw_excerpt(resource)),
 					 errhint("Use a resource name such as \"pods\", \"deploy\" or \"deployments.apps\".")));
 
 	/*
@@ -665,7 +665,7 @@ kw_check_foreign_table_options(List *options)
 		 api_version[strlen(api_version) - 1] == '-'))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid API version \"%s\"", api_version),
+				 errmsg("invalid API version \"%s\"", kw_excerpt(api_version)),
 				 errhint("Use the version part of the resource's apiVersion, such as \"v1\" or \"v1beta1\".")));
 }
 

@@ -298,6 +298,14 @@ extern void kw_http_raise_status(KwClusterConfig *cfg, const char *what,
 extern int	kw_http_status_sqlstate(long status);
 extern int	kw_http_curl_sqlstate(int curlcode);
 extern char *kw_status_message(const char *body, size_t len, char **reason);
+
+/*
+ * Every message that echoes user input (a URL with its selectors, a name,
+ * an option's value, the API server's message, which quotes the request)
+ * shows at most this many bytes of it, marked as cut (kw_excerpt).
+ */
+#define KW_ECHO_MAX 300
+extern char *kw_excerpt(const char *s);
 extern void kw_url_append_param(StringInfo url, const char *key,
 								const char *value);
 
