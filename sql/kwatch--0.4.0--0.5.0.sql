@@ -438,3 +438,27 @@ BEGIN
   RETURN to_regclass(format('k8s.%I', t || '_history'));
 END
 $$;
+
+-- =====================================================================
+-- Issue 22: helper functions that nobody needs to call directly are no
+-- longer executable by PUBLIC.  Each one kept public has a caller that runs
+-- with the rights of whoever uses kwatch:
+--   restore_generated_columns(text, text, text)  run as a mirror table's
+--       owner by watch() (src/sync.c, kw_restore_columns_as_owner); alters
+--       only tables its caller owns
+--   _builtin_columns(text, text)  typed_columns() -> live_columns(), which
+--       a live table's scan and IMPORT FOREIGN SCHEMA call as the user
+--   _change_origin()  _history_trigger() calls it as whoever writes the
+--       mirror table (the worker as the table's owner, or the owner)
+--   _default_server(), _wait_synced(integer[], bigint[], interval)
+--       wait_synced(), public; _wait_synced waits only for watches that
+--       kwatch.watches shows the caller (src/sync_wait.c)
+--   _prometheus_label(text)  metrics(), public; a pure function
+-- Revoked: _check_retry_range and _printer_column_defs (called by
+-- watch()'s implementation, as the extension's owner) and _history_trigger
+-- (a trigger function: PostgreSQL checks EXECUTE when the trigger is
+-- created, by history() as the extension's owner, not when it fires).
+-- =====================================================================
+REVOKE ALL ON FUNCTION @extschema@._check_retry_range(text, @extschema@.interval_range) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@._printer_column_defs(jsonb, text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@._history_trigger() FROM PUBLIC;

@@ -263,6 +263,26 @@ SELECT count(*) FROM kwatch._mirror_table('k8s.upgrade_renamed');
 SELECT has_table_privilege('public', 'kwatch.tables', 'SELECT') AS public_select,
        has_table_privilege('public', 'kwatch.tables', 'INSERT') AS public_insert,
        has_function_privilege('public', 'kwatch._mirror_table(regclass)', 'EXECUTE') AS public_lookup;
+-- which functions PUBLIC may execute: the documented API, and the helpers
+-- whose callers run with a user's rights (sql/kwatch--0.4.0--0.5.0.sql says
+-- why each); every other helper is the extension owner's
+SELECT p.oid::regprocedure AS public_function
+  FROM pg_proc p
+ WHERE p.pronamespace = 'kwatch'::regnamespace
+   AND has_function_privilege('public', p.oid, 'EXECUTE')
+ ORDER BY p.oid::regprocedure::text COLLATE "C";
+-- the history trigger still fires for a table owner without EXECUTE on it
+-- (PostgreSQL checks EXECUTE when a trigger is created, not when it fires)
+SELECT kwatch.create_mirror_table('upgrade_hist', '', 'v1', 'configmaps');
+ALTER TABLE k8s.upgrade_hist OWNER TO kw_upgrade_owner;
+SELECT kwatch.history('k8s.upgrade_hist');
+SET ROLE kw_upgrade_owner;
+INSERT INTO k8s.upgrade_hist (cluster, uid, resource_version, object)
+VALUES ('c', 'h1', '1', '{"metadata": {"name": "h1", "uid": "h1"}}');
+SELECT uid, change, upper_inf(valid) AS open FROM k8s.upgrade_hist_history;
+SELECT kwatch._check_retry_range('retry_relist_after', '[1s,5s]');
+RESET ROLE;
+DROP TABLE k8s.upgrade_hist_history, k8s.upgrade_hist;
 
 DELETE FROM kwatch.registrations;
 DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets, k8s.upgrade_renamed;
