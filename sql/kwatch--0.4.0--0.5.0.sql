@@ -342,6 +342,18 @@ BEGIN
   -- non-superuser owns, whose triggers would see everything the superuser's
   -- credentials can list.
   IF to_regclass(format('k8s.%I', tbl)) IS NULL THEN
+    -- a table other roles' watches still name (its owner dropped it): made
+    -- anew by this caller, it would receive their rows as its owner
+    IF EXISTS (SELECT 1 FROM @extschema@.registrations r
+               WHERE r.table_name = tbl
+                 AND NOT (caller_super
+                          OR (EXISTS (SELECT 1 FROM pg_roles a WHERE a.oid = r.owner)
+                              AND pg_has_role(d.caller, r.owner, 'USAGE')))) THEN
+      RAISE EXCEPTION 'table k8s.% is gone, and watches of another role still name it', tbl
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = 'A table made now would be yours, and the worker would write their rows into it.',
+              HINT = 'Pass table_name => for a table of your own.';
+    END IF;
     rel := @extschema@.create_mirror_table(tbl, d.api_group, d.api_version, d.plural);
     EXECUTE format('ALTER TABLE %s OWNER TO %s', rel, d.caller::regrole);
     EXECUTE format('GRANT USAGE ON SCHEMA k8s TO %s', d.caller::regrole);

@@ -510,8 +510,8 @@ def test_a_watch_joins_only_a_table_its_role_owns_and_says_so(ctx, role):
     when kwatch made it for that resource and the caller owns it (or has
     its owner's privileges), with a NOTICE naming the table and its owner;
     rights granted on it (even to PUBLIC) are not enough, a superuser's
-    watch never writes a non-superuser's table, and only the owner drops
-    it.  watch() with another role's registration on the same server says
+    watch never writes a non-superuser's table, and another role's watch
+    does not make it anew once its owner dropped it.  watch() with another role's registration on the same server says
     whose it is, the same way whatever settings it passed."""
     ns = ctx.namespace()
     srv, srv2 = ctx.server(auth="token"), ctx.server("-2", auth="token")
@@ -557,7 +557,12 @@ def test_a_watch_joins_only_a_table_its_role_owns_and_says_so(ctx, role):
         (primary, detail), = msgs
         assert ("by role %s" % role) in primary and "nothing was registered" in detail, msgs
         assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE owner = %s::regrole", (other,)) == 0
-        # only the owner drops the table
+        # a table its owner dropped while its watches still name it is not
+        # made anew for another role (it would receive their rows)
+        run_as(role, pgsql.SQL("DROP TABLE {}").format(pgsql.SQL(table)))
+        e = error_as(other, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s)", (srv_o, ns))
+        assert e.pgcode == "42501" and "is gone" in e.diag.message_primary, e.pgerror
+        assert sql_one("SELECT to_regclass(%s)", (table,)) is None
         run_as(role, "SELECT kwatch.unwatch('configmaps', server => %s)", (srv2,))
         run_as(role, "SELECT kwatch.unwatch('configmaps', server => %s, drop_table => true)", (srv,))
         assert sql_one("SELECT to_regclass(%s)", (table,)) is None
