@@ -286,8 +286,8 @@ resolve(ForeignServer *server, Oid userid, bool check_transport_rules)
 
 	/*
 	 * A plugin the kubeconfig names is a program the server would run:
-	 * only on a server whose owner may run programs (issue 22; checked
-	 * again by credential.c before it runs).
+	 * only on a server whose owner may run programs (COPY ... PROGRAM's
+	 * rule; checked again by credential.c before it runs).
 	 */
 	if (cfg->exec)
 	{

@@ -37,7 +37,7 @@
  * Running a plugin is running a program as the server's OS user: kwatch
  * runs one only for a foreign server whose owner is a superuser or has the
  * privileges of pg_execute_server_program, PostgreSQL's rule for COPY ...
- * PROGRAM (issue 22; pg_read_server_files, which lets a role name the
+ * PROGRAM (pg_read_server_files, which lets a role name the
  * kubeconfig, is not enough).  The validator refuses such a kubeconfig to
  * other roles (fdw_option.c), connection.c when it resolves the server,
  * and this file again before every run.
@@ -513,7 +513,7 @@ start_run(ExecEntry *e)
 	MemoryContext old;
 	char	   *cmd = e->exec->command;
 
-	/* the last word before a program runs (issue 22) */
+	/* the last word before a program runs */
 	if (!exec_allowed(e->exec))
 	{
 		set_failure(e, ERRCODE_INSUFFICIENT_PRIVILEGE, exec_refusal(e->exec, e->server_name));

@@ -27,7 +27,7 @@
  * a bearer token to an API server of their own.  A kubeconfig whose user
  * has an exec credential plugin makes the server run a program: it needs
  * the privileges of pg_execute_server_program too, as COPY ... PROGRAM
- * (kw_check_exec_plugin; checked again at each use, credential.c).
+ * (check_exec_plugin; checked again at each use, credential.c).
  *
  * The validator follows contrib/postgres_fdw/option.c: a table of options
  * per catalog, typed values (defGetBoolean), a closest-match hint for typos
@@ -135,7 +135,7 @@ static void kw_check_value(DefElem *def, const KwFdwOption *opt);
 static void kw_check_server_options(List *options);
 static void kw_check_user_mapping_options(List *options);
 static void kw_check_transport_options(List *options);
-static void kw_check_exec_plugin(List *options);
+static void check_exec_plugin(List *options);
 static void kw_check_foreign_table_options(List *options);
 static void kw_check_conflict(List *options, const char *a, const char *b);
 
@@ -471,22 +471,22 @@ kw_check_server_options(List *options)
 
 	kw_check_transport_options(options);
 	if (has_kubeconfig)
-		kw_check_exec_plugin(options);
+		check_exec_plugin(options);
 }
 
 /*
- * kw_check_exec_plugin
+ * check_exec_plugin
  *		A server's kubeconfig (with its context) whose user runs an exec
  *		credential plugin may be set only by a role that may run programs
  *		(kw_role_may_run_programs: a superuser or a member of
  *		pg_execute_server_program), PostgreSQL's rule for COPY ... PROGRAM;
  *		pg_read_server_files, which lets a role name the file, is not enough
- *		(issue 22).  A kubeconfig that cannot be read now is left to its
+ *		A kubeconfig that cannot be read now is left to its
  *		first use, where connection.c and credential.c check the server's
  *		owner the same way.  Raises ERRCODE_INSUFFICIENT_PRIVILEGE.
  */
 static void
-kw_check_exec_plugin(List *options)
+check_exec_plugin(List *options)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;

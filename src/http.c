@@ -733,7 +733,7 @@ kw_status_message(const char *body, size_t len, char **reason)
  * PostgreSQL itself bounds what it echoes the same way (a statement in
  * log_min_error_statement's context is whole, but parameters are cut by
  * log_parameter_max_length_on_error); a 200 KB label selector must not
- * become a 200 KB DETAIL, log line or last_error (issue 22).
+ * become a 200 KB DETAIL, log line or last_error.
  */
 char *
 kw_excerpt(const char *s)

@@ -124,7 +124,7 @@ typedef struct KwExecConfig
 	bool		provide_cluster_info;
 	char	   *source;
 	/*
-	 * Who lets it run (issue 22): the foreign server's owner, and whether
+	 * Who lets it run: the foreign server's owner, and whether
 	 * that role had the privileges of pg_execute_server_program (or was a
 	 * superuser) when connection.c resolved the server.  InvalidOid: not
 	 * resolved for a server, never run.
