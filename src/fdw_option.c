@@ -480,10 +480,10 @@ kw_check_server_options(List *options)
  *		credential plugin may be set only by a role that may run programs
  *		(kw_role_may_run_programs: a superuser or a member of
  *		pg_execute_server_program), PostgreSQL's rule for COPY ... PROGRAM;
- *		pg_read_server_files, which lets a role name the file, is not enough
- *		A kubeconfig that cannot be read now is left to its
- *		first use, where connection.c and credential.c check the server's
- *		owner the same way.  Raises ERRCODE_INSUFFICIENT_PRIVILEGE.
+ *		pg_read_server_files, which lets a role name the file, is not
+ *		enough.  A kubeconfig that cannot be read now is left to its first
+ *		use, where connection.c and credential.c check the server's owner
+ *		the same way.  Raises ERRCODE_INSUFFICIENT_PRIVILEGE.
  */
 static void
 check_exec_plugin(List *options)
