@@ -71,6 +71,34 @@ SELECT c.oid::regclass, c.relname,
    AND m IS NOT NULL
 ON CONFLICT (relid) DO NOTHING;
 
+-- Watches 0.4.0 let into another role's table (with INSERT, UPDATE and
+-- DELETE granted, or a superuser's into a role's table) keep running: the
+-- update names each, so that an administrator can look at the table and
+-- unwatch what should not write into it.
+DO $$
+DECLARE
+  w record;
+BEGIN
+  FOR w IN
+    SELECT r.id, r.resource, r.server, c.oid::regclass AS rel, c.relowner::regrole AS table_owner
+      FROM @extschema@.registrations r
+      JOIN pg_catalog.pg_class c ON c.relname = r.table_name AND c.relkind IN ('r', 'p')
+                                AND c.relnamespace = to_regnamespace('k8s')
+      JOIN pg_catalog.pg_roles t ON t.oid = c.relowner
+      LEFT JOIN pg_catalog.pg_roles o ON o.oid = r.owner
+     WHERE o.oid IS NULL
+        OR NOT pg_catalog.pg_has_role(r.owner, c.relowner, 'USAGE')
+        OR (o.rolsuper AND NOT t.rolsuper)
+     ORDER BY r.id
+  LOOP
+    RAISE WARNING 'watch % (% on server "%") writes table %, which role % owns', w.id, w.resource,
+                  w.server, w.rel, w.table_owner
+      USING DETAIL = 'kwatch 0.5.0 lets a watch write only a table its role owns, and a superuser''s none of a non-superuser''s; this one predates the rule.',
+            HINT = 'Check the table''s triggers, rules and grants; unwatch the watch if it should not write there.';
+  END LOOP;
+END
+$$;
+
 -- _mirror_table(rel) -> the row of kwatch.tables for table `rel`, or
 -- nothing when kwatch did not make it (or its OID now names another
 -- table).  Drops the rows of tables that are gone.  For watch() and

@@ -242,6 +242,13 @@ CREATE TABLE k8s.upgrade_forged (cluster text, uid text, resource_version text, 
 COMMENT ON TABLE k8s.upgrade_forged IS 'kwatch mirror of secrets (v1)';
 ALTER TABLE k8s.upgrade_forged OWNER TO kw_upgrade_owner;
 SELECT kwatch.create_mirror_table('upgrade_orphan', '', 'v1', 'configmaps');
+-- a superuser's watch that 0.4.0 let into a role's table: named by the update
+SELECT kwatch.create_mirror_table('upgrade_joined', '', 'v1', 'endpoints');
+ALTER TABLE k8s.upgrade_joined OWNER TO kw_upgrade_owner;
+INSERT INTO kwatch.registrations (server, resource, api_group, api_version, plural, kind,
+                                  namespaced, table_name, channel, owner)
+VALUES ('old', 'endpoints', '', 'v1', 'endpoints', 'Endpoints', true, 'upgrade_joined',
+        'kwatch_upgrade_joined', 10);
 ALTER EXTENSION kwatch UPDATE TO '0.5.0';
 SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
 SELECT relid, relname, api_group, plural, made_by = 'kw_upgrade_owner'::regrole AS by_role
