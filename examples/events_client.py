@@ -8,7 +8,7 @@ table (a relist) when the events it needs are no longer in the ring.
 
 usage: events_client.py TABLE [SECONDS]    (connection from PG* variables)
 
-    e.g.  PGDATABASE=app test/events_client.py pods 60
+    e.g.  PGDATABASE=app examples/events_client.py pods 60
 
 prints one line per change and, at the end, the size of its cache.  The
 integration tests (test/integration/test_events.py) drive the EventClient
@@ -28,10 +28,13 @@ The recipe, for a client whose last applied event is `last`:
   4. Relist: L = kwatch.events_last_seq() first, then read the table; the
      cache now reflects at least every event <= L; last = L.  Events > L that
      the table already reflected are re-applied later, which is harmless.
-  5. Each NOTIFY carries the event's seq (one sequence for all tables): if
-     it is last + 1, apply the payload directly; otherwise go to step 2.
+  5. Each NOTIFY is a wake-up and nothing more: go to step 2.  Its payload
+     is never read: channels are public, so any role can send a
+     notification on one (with any payload, even a plausible seq; from a
+     table owner's trigger run by the worker, even with the worker's PID).
+     What is applied, and `last`, come only from kwatch.events and
+     kwatch.events_last_seq(), which only kwatch writes (issue 22).
 """
-import json
 import select
 import sys
 import time
@@ -84,13 +87,13 @@ class EventClient:
         if self.log:
             self.log("relist: %d objects, continuing after seq %d" % (len(self.cache), last))
 
-    def catch_up(self, notified_seq=None):
+    def catch_up(self):
         """Steps 2 and 3: apply every event after self.last, or relist if some are gone.
 
         `upto` is read first: every event up to it is committed, so the scan
         sees all of them (those of other tables are skipped past, not lost).
-        A notification's seq is committed too (and with it every smaller one:
-        one worker applies transactions one after another)."""
+        It is at least the seq of any real notification that woke us: kwatch
+        commits an event before its notification is delivered."""
         before = self.last
         with self.conn.cursor() as cur:
             cur.execute("SELECT kwatch.events_last_seq()")
@@ -98,7 +101,6 @@ class EventClient:
             if upto is None or upto < before:
                 # no stream yet, or a new one (extension re-created after a restart)
                 return self.relist()
-            upto = max(upto, notified_seq or 0)
             cur.execute("SELECT seq, type, cluster, namespace, name, uid, resource_version"
                         " FROM kwatch.events WHERE seq > %s AND seq <= %s AND table_name = %s"
                         " ORDER BY seq", (before, upto, self.table))
@@ -122,13 +124,9 @@ class EventClient:
             self.log("%d %s %s/%s %s" % (seq, type_, ns or "", name, rv))
 
     def on_notify(self, payload):
-        """Step 5: a notification applies directly only if nothing came in between."""
-        p = json.loads(payload)
-        if p.get("seq") == self.last + 1 and not p.get("truncated"):
-            self.apply(p["seq"], p["type"], p["cluster"], p["namespace"], p["name"],
-                       p["uid"], p["resource_version"])
-        elif p.get("seq") is None or p["seq"] > self.last:
-            self.catch_up(p.get("seq"))
+        """Step 5: a notification only wakes us; its payload (anyone's, any
+        text) is not looked at."""
+        self.catch_up()
 
     def run(self, seconds):
         """Follows notifications for `seconds`."""
@@ -137,8 +135,11 @@ class EventClient:
             if select.select([self.conn], [], [], min(1.0, max(0.0, end - time.monotonic()))) == ([], [], []):
                 continue
             self.conn.poll()
-            while self.conn.notifies:
-                self.on_notify(self.conn.notifies.pop(0).payload)
+            if self.conn.notifies:
+                # one catch-up reads everything the notifications announced
+                payloads = [n.payload for n in self.conn.notifies]
+                del self.conn.notifies[:]
+                self.on_notify(payloads[-1])
 
 
 def main():

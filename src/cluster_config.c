@@ -97,6 +97,8 @@ kw_exec_config_copy(KwExecConfig *src)
 	x->install_hint = copy_string(src->install_hint);
 	x->interactive_mode = copy_string(src->interactive_mode);
 	x->provide_cluster_info = src->provide_cluster_info;
+	x->server_owner = src->server_owner;
+	x->owner_may_run = src->owner_may_run;
 	x->source = pstrdup(src->source);
 	return x;
 }
@@ -210,5 +212,7 @@ kw_cluster_config_equal(const KwClusterConfig *a, const KwClusterConfig *b)
 		same_string(a->exec->api_version, b->exec->api_version) &&
 		same_string(a->exec->install_hint, b->exec->install_hint) &&
 		same_string(a->exec->interactive_mode, b->exec->interactive_mode) &&
-		a->exec->provide_cluster_info == b->exec->provide_cluster_info;
+		a->exec->provide_cluster_info == b->exec->provide_cluster_info &&
+		a->exec->server_owner == b->exec->server_owner &&
+		a->exec->owner_may_run == b->exec->owner_may_run;
 }

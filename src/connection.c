@@ -282,6 +282,20 @@ resolve(ForeignServer *server, Oid userid, bool check_transport_rules)
 
 	apply_options(cfg, opts);
 	apply_options(cfg, user_mapping_options(userid, server));
+	cfg->server_name = pstrdup(server->servername);
+
+	/*
+	 * A plugin the kubeconfig names is a program the server would run:
+	 * only on a server whose owner may run programs (COPY ... PROGRAM's
+	 * rule; checked again by credential.c before it runs).
+	 */
+	if (cfg->exec)
+	{
+		cfg->exec->server_owner = server->owner;
+		cfg->exec->owner_may_run = kw_role_may_run_programs(server->owner);
+		if (check_transport_rules)
+			kw_check_exec_allowed(cfg);
+	}
 
 	/* the transport rules again, on what a kubeconfig may have supplied */
 	if (check_transport_rules)
@@ -294,7 +308,6 @@ resolve(ForeignServer *server, Oid userid, bool check_transport_rules)
 						http != NULL && defGetBoolean(http));
 	}
 
-	cfg->server_name = pstrdup(server->servername);
 	return cfg;
 }
 

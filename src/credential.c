@@ -34,6 +34,14 @@
  * request never waits for a plugin.  Backends (live tables, watch()'s
  * probe) wait for the run, interruptibly.
  *
+ * Running a plugin is running a program as the server's OS user: kwatch
+ * runs one only for a foreign server whose owner is a superuser or has the
+ * privileges of pg_execute_server_program, PostgreSQL's rule for COPY ...
+ * PROGRAM (pg_read_server_files, which lets a role name the
+ * kubeconfig, is not enough).  The validator refuses such a kubeconfig to
+ * other roles (fdw_option.c), connection.c when it resolves the server,
+ * and this file again before every run.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -47,9 +55,12 @@
 
 #include <json-c/json.h>
 
+#include "access/xact.h"
+#include "catalog/pg_authid.h"
 #include "common/base64.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/memutils.h"
@@ -329,8 +340,9 @@ entry_key(KwClusterConfig *cfg)
 	ListCell   *lc;
 
 	initStringInfo(&k);
-	appendStringInfo(&k, "%s\n%s\n%s\n%d\n", cfg->api_server, cfg->exec->command,
-					 cfg->exec->api_version, cfg->exec->provide_cluster_info);
+	appendStringInfo(&k, "%s\n%s\n%s\n%d\no:%u\n", cfg->api_server, cfg->exec->command,
+					 cfg->exec->api_version, cfg->exec->provide_cluster_info,
+					 cfg->exec->server_owner);
 	foreach(lc, cfg->exec->args)
 		appendStringInfo(&k, "a:%s\n", (char *) lfirst(lc));
 	foreach(lc, cfg->exec->env)
@@ -380,6 +392,65 @@ find_entry(KwClusterConfig *cfg)
 	}
 	pfree(key);
 	return e;
+}
+
+/*
+ * kw_role_may_run_programs: whether `role` may make the server run a
+ * program of its choice: a superuser, or a role with the privileges of
+ * pg_execute_server_program (PostgreSQL's rule for COPY ... PROGRAM,
+ * commands/copy.c).  Needs a transaction (catalog lookups).
+ */
+bool
+kw_role_may_run_programs(Oid role)
+{
+	return superuser_arg(role) ||
+		has_privs_of_role(role, ROLE_PG_EXECUTE_SERVER_PROGRAM);
+}
+
+/*
+ * exec_allowed: whether plugin `x` may run now: its server's owner may run
+ * programs, asked of the catalog when a transaction is open, else as
+ * connection.c found when it last resolved the server (the worker between
+ * transactions; it resolves again after every change to roles).
+ */
+static bool
+exec_allowed(KwExecConfig *x)
+{
+	if (!OidIsValid(x->server_owner))
+		return false;
+	if (IsTransactionState())
+		return kw_role_may_run_programs(x->server_owner);
+	return x->owner_may_run;
+}
+
+/* exec_refusal: the message of a plugin exec_allowed refused, palloc'd. */
+static char *
+exec_refusal(KwExecConfig *x, const char *server_name)
+{
+	const char *owner = IsTransactionState() && OidIsValid(x->server_owner) ?
+		GetUserNameFromId(x->server_owner, true) : NULL;
+
+	return psprintf("exec credential plugin \"%s\" of %s not run for server \"%s\": its owner%s%s%s is not a superuser and lacks the privileges of the \"pg_execute_server_program\" role",
+					x->command, x->source, server_name ? server_name : "",
+					owner ? ", role \"" : "", owner ? owner : "", owner ? "\"," : "");
+}
+
+/*
+ * kw_check_exec_allowed: ERRORs (42501 insufficient_privilege, naming the
+ * missing role membership) when `cfg` has an exec credential plugin that
+ * its server's owner may not have run (kw_role_may_run_programs).  Returns
+ * nothing otherwise.
+ */
+void
+kw_check_exec_allowed(KwClusterConfig *cfg)
+{
+	if (cfg->exec == NULL || exec_allowed(cfg->exec))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("%s", exec_refusal(cfg->exec, cfg->server_name)),
+			 errdetail("Running a plugin runs a program as the database server's operating system user, which needs the privileges of \"pg_execute_server_program\" (as COPY ... PROGRAM does); \"pg_read_server_files\" only reads files."),
+			 errhint("GRANT pg_execute_server_program TO the server's owner, or give the server credentials that run no program (a user mapping's \"token\").")));
 }
 
 static void
@@ -583,6 +654,13 @@ start_run(ExecEntry *e)
 	pid_t		pid;
 	int			rc;
 	char	   *cmd = e->exec->command;
+
+	/* the last word before a program runs */
+	if (!exec_allowed(e->exec))
+	{
+		set_failure(e, ERRCODE_INSUFFICIENT_PRIVILEGE, exec_refusal(e->exec, e->server_name));
+		return false;
+	}
 
 	if (!exit_callback_registered)
 	{
@@ -893,6 +971,13 @@ kw_credential_poll(KwClusterConfig *cfg, char **error, int *sqlstate)
 	check_interactive(cfg->exec);
 	e = find_entry(cfg);
 	e->last_used = now;
+	e->exec->owner_may_run = cfg->exec->owner_may_run;
+	if (!exec_allowed(cfg->exec))
+	{
+		*error = exec_refusal(cfg->exec, cfg->server_name);
+		*sqlstate = ERRCODE_INSUFFICIENT_PRIVILEGE;
+		return KW_CRED_FAILED;
+	}
 	if (e->run)
 		step_run(e, now);
 	if (cred_usable(e, now))
@@ -989,9 +1074,11 @@ kw_credential_get(KwClusterConfig *cfg)
 		return &plain;
 	}
 	check_interactive(cfg->exec);
+	kw_check_exec_allowed(cfg);
 	e = find_entry(cfg);
 	now = GetCurrentTimestamp();
 	e->last_used = now;
+	e->exec->owner_may_run = cfg->exec->owner_may_run;
 	if (!cred_usable(e, now))
 	{
 		if (nonblocking)

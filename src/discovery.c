@@ -269,14 +269,14 @@ kwatch_discover(PG_FUNCTION_ARGS)
 	if (name[0] == '\0' || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-.") != strlen(name))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid resource name \"%s\"", resource),
+				 errmsg("invalid resource name \"%s\"", kw_excerpt(resource)),
 				 errhint("Use a resource name such as \"pods\", \"deploy\" or \"deployments.apps\".")));
 
 	cfg = server_config_checked(server, &caller);
 	if (!resolve(cfg, name, &r))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("resource \"%s\" not found on server \"%s\"", resource, server),
+				 errmsg("resource \"%s\" not found on server \"%s\"", kw_excerpt(resource), server),
 				 errhint("\"kubectl api-resources\" lists the resources the cluster serves; a CustomResourceDefinition must be established first.")));
 
 	verbs = palloc(sizeof(Datum) * Max(1, list_length(r.verbs)));

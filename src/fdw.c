@@ -224,7 +224,7 @@ discover_cached(KwClusterConfig *cfg, Oid serverid, Oid userid,
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("resource \"%s\" not found on server \"%s\"",
-						resource, cfg->server_name),
+						kw_excerpt(resource), cfg->server_name),
 				 errhint("\"kubectl api-resources\" lists the resources the cluster serves; fix the foreign table's option \"resource\".")));
 	{
 		bool		can_list = false;

@@ -24,7 +24,10 @@
  * path, and in_cluster, which reads the pod's service-account token) may only
  * be set by roles with the privileges of pg_read_server_files, as file_fdw's
  * "filename": otherwise any user could send the contents of a server file as
- * a bearer token to an API server of their own.
+ * a bearer token to an API server of their own.  A kubeconfig whose user
+ * has an exec credential plugin makes the server run a program: it needs
+ * the privileges of pg_execute_server_program too, as COPY ... PROGRAM
+ * (check_exec_plugin; checked again at each use, credential.c).
  *
  * The validator follows contrib/postgres_fdw/option.c: a table of options
  * per catalog, typed values (defGetBoolean), a closest-match hint for typos
@@ -36,6 +39,7 @@
 #include "postgres.h"
 
 #include "access/reloptions.h"
+#include "access/xact.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_foreign_data_wrapper.h"
 #include "catalog/pg_foreign_server.h"
@@ -51,6 +55,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/hsearch.h"
 #include "utils/json.h"
+#include "utils/resowner.h"
 #include "utils/syscache.h"
 #include "utils/varlena.h"
 
@@ -130,6 +135,7 @@ static void check_value(DefElem *def, const KwFdwOption *opt);
 static void check_server_options(List *options);
 static void check_user_mapping_options(List *options);
 static void check_transport_options(List *options);
+static void check_exec_plugin(List *options);
 static void check_foreign_table_options(List *options);
 static void check_conflict(List *options, const char *a, const char *b);
 
@@ -370,7 +376,7 @@ check_value(DefElem *def, const KwFdwOption *opt)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid value for option \"%s\": \"%s\"",
-							def->defname, value),
+							def->defname, kw_excerpt(value)),
 					 errhint("The API server's URL starts with \"https://\" (or \"http://\"), like \"https://127.0.0.1:6443\".")));
 
 		if ((opt->flags & KW_OPT_DNS_LABEL) &&
@@ -379,7 +385,7 @@ check_value(DefElem *def, const KwFdwOption *opt)
 			 value[0] == '-' || value[strlen(value) - 1] == '-'))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid namespace name \"%s\"", value),
+					 errmsg("invalid namespace name \"%s\"", kw_excerpt(value)),
 					 errhint("Namespace names are DNS labels: lower-case letters, digits and \"-\".")));
 
 		if ((opt->flags & KW_OPT_PEM) && strstr(value, "-----BEGIN ") == NULL)
@@ -447,7 +453,7 @@ check_server_options(List *options)
 			pg_strncasecmp(proxy, "socks5://", 9) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid value for option \"proxy_url\": \"%s\"", proxy),
+					 errmsg("invalid value for option \"proxy_url\": \"%s\"", kw_excerpt(proxy)),
 					 errhint("A proxy URL starts with \"http://\", \"https://\" or \"socks5://\".")));
 	}
 	if ((kw_get_option(options, "impersonate_uid") != NULL ||
@@ -464,6 +470,67 @@ check_server_options(List *options)
 				 errmsg("options \"client_certificate\" and \"client_key\" must be set together")));
 
 	check_transport_options(options);
+	if (has_kubeconfig)
+		check_exec_plugin(options);
+}
+
+/*
+ * check_exec_plugin
+ *		A server's kubeconfig (with its context) whose user runs an exec
+ *		credential plugin may be set only by a role that may run programs
+ *		(kw_role_may_run_programs: a superuser or a member of
+ *		pg_execute_server_program), PostgreSQL's rule for COPY ... PROGRAM;
+ *		pg_read_server_files, which lets a role name the file, is not
+ *		enough.  A kubeconfig that cannot be read now is left to its first
+ *		use, where connection.c and credential.c check the server's owner
+ *		the same way.  Raises ERRCODE_INSUFFICIENT_PRIVILEGE.
+ */
+static void
+check_exec_plugin(List *options)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	char	   *volatile command = NULL;
+	char	   *volatile source = NULL;
+
+	if (kw_role_may_run_programs(GetUserId()))
+		return;
+
+	/* a subtransaction: a kubeconfig that does not load is no error here */
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		KwClusterConfig *cfg = kw_kubeconfig_load(kw_option_string(options, "kubeconfig"),
+												  kw_option_string(options, "context"));
+
+		if (cfg->exec)
+		{
+			command = pstrdup(cfg->exec->command);
+			source = pstrdup(cfg->exec->source);
+		}
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_END_TRY();
+
+	if (command != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to set a kubeconfig with exec credential plugin \"%s\" (%s)",
+						command, source),
+				 errdetail("Only superusers and roles with privileges of the \"%s\" role may make the server run programs; \"%s\" only reads files.",
+						   "pg_execute_server_program", "pg_read_server_files"),
+				 errhint("Ask a superuser to set it, or use a kubeconfig whose user has a token or client certificate.")));
 }
 
 /*
@@ -525,7 +592,7 @@ kw_check_transport(const char *server_name, const char *api_server, bool insecur
 	if (api_server && pg_strncasecmp(api_server, "http://", 7) == 0 && !allow_http)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("API server \"%s\" is plain http: credentials would travel in clear", api_server),
+				 errmsg("API server \"%s\" is plain http: credentials would travel in clear", kw_excerpt(api_server)),
 				 server_name ? errdetail("Server \"%s\".", server_name) : 0,
 				 errhint("Use https, or have a superuser add OPTIONS (allow_insecure_http 'true') to the server.")));
 }
@@ -581,7 +648,7 @@ check_foreign_table_options(List *options)
 		if (!(kw_ascii_alnum(*p) || *p == '-' || *p == '.'))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid resource name \"%s\"", resource),
+					 errmsg("invalid resource name \"%s\"", kw_excerpt(resource)),
 					 errhint("Use a resource name such as \"pods\", \"deploy\" or \"deployments.apps\".")));
 
 	/*
@@ -598,7 +665,7 @@ check_foreign_table_options(List *options)
 		 api_version[strlen(api_version) - 1] == '-'))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid API version \"%s\"", api_version),
+				 errmsg("invalid API version \"%s\"", kw_excerpt(api_version)),
 				 errhint("Use the version part of the resource's apiVersion, such as \"v1\" or \"v1beta1\".")));
 }
 

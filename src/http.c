@@ -29,6 +29,7 @@
 #include <curl/curl.h>
 #include <json-c/json.h>
 
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -800,7 +801,7 @@ kw_http_get(KwClusterConfig *cfg, const char *path, KwHttpResponse *resp)
 			if (t->stop_reason)
 				ereport(ERROR,
 						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-						 errmsg("response from %s: %s", url, t->stop_reason)));
+						 errmsg("response from %s: %s", kw_excerpt(url), t->stop_reason)));
 			if (rc != CURLE_OK)
 			{
 				int			sqlstate;
@@ -812,7 +813,7 @@ kw_http_get(KwClusterConfig *cfg, const char *path, KwHttpResponse *resp)
 						(errcode(sqlstate),
 						 errmsg("could not reach Kubernetes API server of \"%s\": %s",
 								t->server_name, msg),
-						 errdetail("%s (GET %s)", detail, url),
+						 errdetail("%s (GET %s)", detail, kw_excerpt(url)),
 						 hint ? errhint("%s", hint) : 0));
 			}
 			resp->status = kw_http_transfer_status(t);
@@ -941,6 +942,30 @@ kw_status_message(const char *body, size_t len, char **reason)
 }
 
 /*
+ * kw_excerpt: `s` for an error message that echoes it: a palloc'd copy of
+ * at most KW_ECHO_MAX bytes, cut at a character boundary of the database
+ * encoding and marked "... (N bytes, cut)" when longer; NULL stays NULL.
+ * PostgreSQL itself bounds what it echoes the same way (a statement in
+ * log_min_error_statement's context is whole, but parameters are cut by
+ * log_parameter_max_length_on_error); a 200 KB label selector must not
+ * become a 200 KB DETAIL, log line or last_error.
+ */
+char *
+kw_excerpt(const char *s)
+{
+	size_t		len;
+	int			keep;
+
+	if (s == NULL)
+		return NULL;
+	len = strlen(s);
+	if (len <= KW_ECHO_MAX)
+		return pstrdup(s);
+	keep = pg_mbcliplen(s, (int) len, KW_ECHO_MAX);
+	return psprintf("%.*s... (%zu bytes, cut)", keep, s, len);
+}
+
+/*
  * kw_http_raise_status: ERRORs for a failed request `what` ("discovery of
  * /api/v1") with the HTTP status mapped to an SQLSTATE and the API server's
  * own message.  Never returns.
@@ -952,13 +977,14 @@ kw_http_raise_status(KwClusterConfig *cfg, const char *what,
 	char	   *reason;
 	char	   *msg = kw_status_message(resp->body.data, resp->body.len, &reason);
 
+	/* the API server's message quotes the request (a bad selector, whole) */
 	ereport(ERROR,
 			(errcode(kw_http_status_sqlstate(resp->status)),
 			 errmsg("Kubernetes API server of \"%s\" refused %s: %s",
 					cfg->server_name ? cfg->server_name : cfg->api_server,
-					what, msg),
+					kw_excerpt(what), kw_excerpt(msg)),
 			 errdetail("HTTP status %ld%s%s.", resp->status,
-					   reason ? ", reason " : "", reason ? reason : ""),
+					   reason ? ", reason " : "", reason ? kw_excerpt(reason) : ""),
 			 resp->status == 401 ?
 			 errhint("Check the token or client certificate of the server or its user mapping.") :
 			 resp->status == 403 ?

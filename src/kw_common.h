@@ -127,6 +127,14 @@ typedef struct KwExecConfig
 	char	   *interactive_mode;
 	bool		provide_cluster_info;
 	char	   *source;
+	/*
+	 * Who lets it run: the foreign server's owner, and whether
+	 * that role had the privileges of pg_execute_server_program (or was a
+	 * superuser) when connection.c resolved the server.  InvalidOid: not
+	 * resolved for a server, never run.
+	 */
+	Oid			server_owner;
+	bool		owner_may_run;
 } KwExecConfig;
 
 /*
@@ -218,6 +226,8 @@ extern void kw_credential_set_nonblocking(bool on);
 extern KwCredState kw_credential_poll(KwClusterConfig *cfg, char **error,
 									  int *sqlstate);
 extern KwCredential *kw_credential_get(KwClusterConfig *cfg);
+extern bool kw_role_may_run_programs(Oid role);
+extern void kw_check_exec_allowed(KwClusterConfig *cfg);
 extern void kw_credential_rejected(KwClusterConfig *cfg,
 								   TimestampTz request_started);
 extern bool kw_credential_can_refresh(KwClusterConfig *cfg);
@@ -326,6 +336,14 @@ extern void kw_http_raise_status(KwClusterConfig *cfg, const char *what,
 extern int	kw_http_status_sqlstate(long status);
 extern int	kw_http_curl_sqlstate(int curlcode);
 extern char *kw_status_message(const char *body, size_t len, char **reason);
+
+/*
+ * Every message that echoes user input (a URL with its selectors, a name,
+ * an option's value, the API server's message, which quotes the request)
+ * shows at most this many bytes of it, marked as cut (kw_excerpt).
+ */
+#define KW_ECHO_MAX 300
+extern char *kw_excerpt(const char *s);
 extern void kw_url_append_param(StringInfo url, const char *key,
 								const char *value);
 

@@ -195,8 +195,8 @@ request_of(KwLiveScan *scan)
 {
 	size_t		n = strlen(scan->cfg->api_server);
 
-	return strncmp(scan->url, scan->cfg->api_server, n) == 0 ?
-		scan->url + n : scan->url;
+	return kw_excerpt(strncmp(scan->url, scan->cfg->api_server, n) == 0 ?
+					  scan->url + n : scan->url);
 }
 
 /*
@@ -306,7 +306,7 @@ finish_page(KwLiveScan *scan)
 				 errmsg("could not list %s on server \"%s\": HTTP %ld%s%s",
 						scan->what, scan->cfg->server_name, scan->status,
 						reason ? " " : "", reason ? reason : ""),
-				 errdetail("%s", msg),
+				 errdetail("%s", kw_excerpt(msg)),
 				 scan->status == 401 ?
 				 errhint("Check the token or client certificate of the server or its user mapping.") :
 				 scan->status == 403 ?

@@ -8,6 +8,7 @@ so expiry is proven from the plugin's and the webhook's logs, not 401s."""
 import json
 import time
 
+import psycopg2
 import pytest
 import yaml
 from psycopg2 import sql as pgsql
@@ -466,3 +467,71 @@ def test_demo_with_an_exec_plugin_kubeconfig(ctx, exec_plugin):
     finally:
         conftest.run(["bash", REPO / "test/demo/demo.sh", "stop"], env=env, check=False)
         shutil.rmtree(state, ignore_errors=True)
+
+
+def test_reading_files_is_not_running_programs(ctx, exec_plugin):
+    """Issue 22, hole 2, replayed: a role with pg_read_server_files (not
+    pg_execute_server_program) sets a kubeconfig whose exec plugin is
+    /bin/sh -c 'id > FILE' and watches: 0.4.0 ran it as the server's OS
+    user.  Now the kubeconfig is refused where it is set (42501, naming
+    pg_execute_server_program), and a server handed to such a role after a
+    superuser set it runs nothing either: not for watch(), not for a live
+    table, not in the worker, whose running watch fails with 42501."""
+    filer = ("kwr_filer_" + conftest.RUN_ID).lower()
+    marker = exec_plugin.dir / "ran-as"
+    evil = exec_plugin.kubeconfig("evil.yaml", command="/bin/sh",
+                                  args=["-c", "id > %s" % marker])
+    good = exec_plugin.kubeconfig()
+    r = pgsql.Identifier(filer)
+    sql(pgsql.SQL("CREATE ROLE {} IN ROLE pg_read_server_files").format(r))
+    try:
+        sql(pgsql.SQL("GRANT USAGE ON FOREIGN DATA WRAPPER kwatch TO {};"
+                      " GRANT EXECUTE ON FUNCTION kwatch.watch, kwatch.unwatch TO {}").format(r, r))
+        conn = conftest.PG.connect(autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(pgsql.SQL("SET ROLE {}").format(r))
+                with pytest.raises(psycopg2.Error) as e:
+                    cur.execute(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch"
+                                          " OPTIONS (kubeconfig {})").format(
+                        pgsql.Identifier(ctx.base + "-evil"), pgsql.Literal(evil)))
+                assert e.value.pgcode == "42501", e.value.pgerror
+                assert "pg_execute_server_program" in e.value.diag.message_detail, e.value.pgerror
+        finally:
+            conn.close()
+
+        # a superuser's server handed to the role: nothing runs for it
+        srv = kubeconfig_server(ctx, evil, "-handed")
+        sql(pgsql.SQL("ALTER SERVER {} OWNER TO {}").format(pgsql.Identifier(srv), r))
+        e = watch_error("pods", srv)
+        assert e.pgcode == "42501", e.pgerror
+        assert "pg_execute_server_program" in e.diag.message_primary, e.pgerror
+        schema = pgsql.Identifier(filer + "_live")
+        sql(pgsql.SQL("CREATE SCHEMA {}").format(schema))
+        try:
+            sql(pgsql.SQL("CREATE FOREIGN TABLE {}.pods (name text) SERVER {}"
+                          " OPTIONS (resource 'pods', use_remote_estimate 'false')").format(
+                schema, pgsql.Identifier(srv)))
+            with pytest.raises(psycopg2.Error) as e:
+                sql(pgsql.SQL("SELECT name FROM {}.pods").format(schema))
+            assert e.value.pgcode == "42501", e.value.pgerror
+        finally:
+            sql(pgsql.SQL("DROP SCHEMA {} CASCADE").format(schema))
+        assert not marker.exists(), "the plugin ran"
+
+        # a running watch whose server is handed over: the worker, which
+        # compares its settings with the catalog at that commit, fails it
+        ns = ctx.namespace()
+        srv2 = kubeconfig_server(ctx, good, "-running")
+        watch("configmaps", srv2, namespace=ns)
+        wait_watching(srv2, "configmaps")
+        sql(pgsql.SQL("ALTER SERVER {} OWNER TO {}").format(pgsql.Identifier(srv2), r))
+        st = conftest.wait_status(srv2, "configmaps", lambda s: s["state"] == "failed", timeout=40,
+                                  msg="the watch of a server handed to the role to fail")
+        assert "pg_execute_server_program" in st["last_error"], st
+        assert not marker.exists(), "the plugin ran"
+    finally:
+        for s in list(ctx.servers):
+            sql(pgsql.SQL("ALTER SERVER {} OWNER TO CURRENT_USER").format(pgsql.Identifier(s)))
+        sql(pgsql.SQL("DROP OWNED BY {} CASCADE").format(r))
+        sql(pgsql.SQL("DROP ROLE {}").format(r))

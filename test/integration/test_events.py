@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import psycopg2
+from psycopg2 import sql as pgsql
 import pytest
 
 import conftest
@@ -314,3 +315,77 @@ def test_sequence_survives_drop_and_create_extension(ctx):
     assert {e["name"] for e in after} >= {"d-0", "d-1", "kube-root-ca.crt"}
     wait_until(lambda: sql_one("SELECT last_seq FROM kwatch.event_state") == last_seq(), 10,
                "event_state written again")
+
+
+def deliver(client):
+    """Hands the client's pending notifications to it one by one, as they
+    came; returns how many there were."""
+    client.conn.poll()
+    payloads = [n.payload for n in client.conn.notifies]
+    del client.conn.notifies[:]
+    for p in payloads:
+        client.on_notify(p)
+    return len(payloads)
+
+
+def test_forged_notifications_lose_nothing(ctx):
+    """Issue 22, hole 3, replayed: channels are public, so a role with LOGIN
+    only sends `NOTIFY kwatch_configmaps, '{"seq":999999999}'` while the
+    example client runs; 0.4.0's client trusted the payload's seq, jumped to
+    it and never applied the real events after.  A forged DELETED of a live
+    object, payloads that are not JSON, and seqs out of range are sent too.
+    The client takes a notification as a wake-up only, reads what changed
+    from kwatch.events, and its cache stays equal to the table."""
+    ns = ctx.namespace()
+    srv = ctx.server()
+    table = watch(CMS, srv, namespace=ns)
+    wait_watching(srv, CMS)
+    made = create_configmaps(ns, "f", 2)
+    wait_until(lambda: sql_one("SELECT count(*) FROM %s WHERE cluster = %%s AND name LIKE 'f-%%%%'" % table,
+                               (srv,)) == 2, 30, "the first ConfigMaps")
+    client = new_client(CMS)
+    client.connect()
+    assert client.cache == mirror_cache(CMS)
+    victim_uid = made["f-0"][0]
+    assert (srv, victim_uid) in client.cache
+
+    mallory = ("kwr_mallory_" + conftest.RUN_ID).lower()
+    sql(pgsql.SQL("CREATE ROLE {} LOGIN").format(pgsql.Identifier(mallory)))
+    forged = ['{"seq":999999999}',
+              '{"seq":%d,"type":"DELETED","cluster":"%s","namespace":"%s","name":"f-0","uid":"%s",'
+              '"resource_version":"1","preexisting":false,"final_state_unknown":false}'
+              % (client.last + 1, srv, ns, victim_uid),
+              'not json', '', '{"seq":-5}', '{"seq":"x","type":7}', '[1,2]',
+              '{"seq":1e400}', '{"seq":%d}' % (2 ** 63)]
+    try:
+        conn = conftest.PG.connect(autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(pgsql.SQL("SET ROLE {}").format(pgsql.Identifier(mallory)))
+                for p in forged:
+                    cur.execute("SELECT pg_notify('kwatch_configmaps', %s)", (p,))
+        finally:
+            conn.close()
+        got = []
+        wait_until(lambda: got.append(deliver(client)) or sum(got) >= len(forged), 30,
+                   "the forged notifications")
+        assert client.last <= last_seq(), "a forged seq moved the client past the stream"
+        assert (srv, victim_uid) in client.cache, "a forged DELETED removed a live object"
+        assert client.cache == mirror_cache(CMS)
+
+        # real changes after the forgeries: all of them reach the client
+        kubectl("patch", "configmap", "f-0", "-n", ns, "-p", '{"data":{"i":"changed"}}')
+        kubectl("delete", "configmap", "f-1", "-n", ns)
+        more = create_configmaps(ns, "g", 2)
+        wait_until(lambda: sql_one("SELECT count(*) FROM %s WHERE cluster = %%s AND name LIKE 'g-%%%%'"
+                                   % table, (srv,)) == 2
+                   and sql_one("SELECT count(*) FROM %s WHERE cluster = %%s AND name = 'f-1'" % table,
+                               (srv,)) == 0, 30, "the real changes in the table")
+        wait_until(lambda: deliver(client) >= 0 and client.cache == mirror_cache(CMS), 30,
+                   "the client to apply the real changes")
+        seen = {(t, u) for _, t, c, u in client.applied if c == srv}
+        assert ("DELETED", made["f-1"][0]) in seen and ("ADDED", more["g-0"][0]) in seen, client.applied
+        assert client.last <= last_seq()
+    finally:
+        client.disconnect()
+        sql(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(mallory)))

@@ -11,6 +11,8 @@ has watches, DROP OWNED removes them; a watch whose role is gone anyway fails
 clearly instead of going on with the PUBLIC mapping's or the server's
 credentials.
 """
+import base64
+
 import psycopg2
 import pytest
 from psycopg2 import sql as pgsql
@@ -414,36 +416,159 @@ def test_no_function_a_role_creates_runs_in_the_worker(ctx, role):
         sql(pgsql.SQL("REVOKE CREATE ON SCHEMA public FROM {}").format(r))
 
 
-def test_another_roles_table_needs_all_three_rights_and_only_its_owner_drops_it(ctx, role):
-    ns = ctx.namespace()
-    srv = ctx.server(auth="token")
-    other = role + "_o"
-    sql(pgsql.SQL("CREATE ROLE {}").format(pgsql.Identifier(other)))
+def run_as_notices(role, query, params=None):
+    """run_as, returning (rows, the NOTICE messages the statement raised)."""
+    conn = as_role(role)
     try:
-        for rl in (role, other):
-            grant(rl, srv)
+        with conn.cursor() as cur:
+            cur.execute(query, params)
+            return (cur.fetchall() if cur.description else None), list(conn.notices)
+    finally:
+        conn.close()
+
+
+def tenant(name, srv):
+    """A role with EXECUTE on watch/unwatch, USAGE on server `srv` and a user
+    mapping there (the cluster's token), as README "Roles" describes."""
+    sql(pgsql.SQL("CREATE ROLE {}").format(pgsql.Identifier(name)))
+    grant(name, srv)
+    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+        pgsql.Identifier(name), pgsql.Identifier(srv), pgsql.Literal(conftest.CLUSTER.token)))
+
+
+def drop_role(name):
+    if sql_one("SELECT count(*) FROM pg_roles WHERE rolname = %s", (name,)):
+        sql(pgsql.SQL("DROP OWNED BY {} CASCADE").format(pgsql.Identifier(name)))
+        sql(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(name)))
+
+
+def test_a_prepared_table_never_receives_another_roles_watch(ctx, role):
+    """Issue 22, hole 1, replayed: a tenant has kwatch make k8s.secrets as
+    the mirror of serviceaccounts, writes kwatch's comment of a Secrets
+    mirror on it, grants INSERT, UPDATE, DELETE to PUBLIC and unwatches.
+    0.4.0 then gave the next Secrets watch (another tenant's, and a
+    superuser's with secret_data) that table, whose owner read every value.
+    Now kwatch knows its tables by OID: the name is not the Secrets mirror,
+    so each watch gets a table of its own and the squatter's stays empty."""
+    srv_a = ctx.server("-a", auth="token")
+    srv_b = ctx.server("-b", auth="token")
+    srv_su = ctx.server("-su", auth="token")      # the superuser's
+    ns_a, ns_b = ctx.namespace("-a"), ctx.namespace("-b")
+    alice, bob = role, role + "_b"
+    grant(alice, srv_a)
+    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+        pgsql.Identifier(alice), pgsql.Identifier(srv_a), pgsql.Literal(conftest.CLUSTER.token)))
+    # the name must be free for the squat (a Secrets mirror left by an
+    # earlier test of the session has no watch any more)
+    assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE table_name = 'secrets'") == 0
+    sql("DROP TABLE IF EXISTS k8s.secrets")
+    ctx.tables.append("secrets_core")
+    try:
+        tenant(bob, srv_b)
+        # the squat, as alice
+        assert run_as(alice, "SELECT kwatch.watch('serviceaccounts', server => %s, namespace => %s,"
+                      " table_name => 'secrets')::text", (srv_a, ns_a)) == [("k8s.secrets",)]
+        run_as(alice, "COMMENT ON TABLE k8s.secrets IS 'kwatch mirror of secrets (v1)';"
+               " GRANT INSERT, UPDATE, DELETE ON k8s.secrets TO PUBLIC;"
+               " SELECT kwatch.unwatch('serviceaccounts', server => %s)", (srv_a,))
+        kubectl("create", "secret", "generic", "bobs", "-n", ns_b, "--from-literal=password=S3cr3t-Bob-Value")
+
+        # bob's Secrets watch: a table of its own, never alice's
+        (table_b,), = run_as(bob, "SELECT kwatch.watch('secrets', server => %s, namespace => %s)::text",
+                             (srv_b, ns_b))
+        assert table_b == "k8s.secrets_core"
+        assert sql_one("SELECT relowner::regrole::text FROM pg_class WHERE oid = 'k8s.secrets_core'::regclass") == bob
+        wait_watching(srv_b, "secrets")
+        assert sql_one("SELECT count(*) FROM k8s.secrets_core WHERE cluster = %s", (srv_b,)) >= 1
+        run_as(bob, "SELECT kwatch.unwatch('secrets', server => %s, drop_table => true)", (srv_b,))
+
+        # the superuser's, with the values in clear: the same
+        table_su = sql_one("SELECT kwatch.watch('secrets', server => %s, namespace => %s,"
+                           " secret_data => true)::text", (srv_su, ns_b))
+        assert table_su == "k8s.secrets_core"
+        assert sql_one("SELECT relowner::regrole::text FROM pg_class WHERE oid = 'k8s.secrets_core'::regclass") \
+            == sql_one("SELECT current_user")
+        wait_watching(srv_su, "secrets")
+        value = base64.b64encode(b"S3cr3t-Bob-Value").decode()
+        assert sql_one("SELECT count(*) FROM k8s.secrets_core WHERE object->'data'->>'password' = %s",
+                       (value,)) == 1
+        # alice's table got nothing, and alice can read nothing of the Secret
+        assert sql_one("SELECT count(*) FROM k8s.secrets") == 0
+        e = error_as(alice, "SELECT object FROM k8s.secrets_core")
+        assert e.pgcode == "42501", e.pgerror
+        # the squatted name itself, asked for by name: refused, not joined
+        e = error_as_super("SELECT kwatch.watch('secrets', server => %s, namespace => %s,"
+                           " table_name => 'secrets')", (srv_a, ns_b))
+        assert e.pgcode in ("42P07", "42710"), e.pgerror
+        sql("SELECT kwatch.unwatch('secrets', server => %s)", (srv_su,))
+    finally:
+        drop_role(bob)
+
+
+def test_a_watch_joins_only_a_table_its_role_owns_and_says_so(ctx, role):
+    """Issue 22, hole 1: an existing mirror table takes another watch only
+    when kwatch made it for that resource and the caller owns it (or has
+    its owner's privileges), with a NOTICE naming the table and its owner;
+    rights granted on it (even to PUBLIC) are not enough, a superuser's
+    watch never writes a non-superuser's table, and another role's watch
+    does not make it anew once its owner dropped it.  watch() with another role's registration on the same server says
+    whose it is, the same way whatever settings it passed."""
+    ns = ctx.namespace()
+    srv, srv2 = ctx.server(auth="token"), ctx.server("-2", auth="token")
+    srv_o, srv_su = ctx.server("-o", auth="token"), ctx.server("-su", auth="token")
+    other = role + "_o"
+    tname = ("kwr_t_" + conftest.RUN_ID).lower()
+    try:
+        for s in (srv, srv2):
+            grant(role, s)
             sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
-                pgsql.Identifier(rl), pgsql.Identifier(srv), pgsql.Literal(conftest.CLUSTER.token)))
-        tname = ("kwr_t_" + conftest.RUN_ID).lower()
+                pgsql.Identifier(role), pgsql.Identifier(s), pgsql.Literal(conftest.CLUSTER.token)))
+        tenant(other, srv_o)
         table = run_as(role, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s,"
                        " table_name => %s)::text", (srv, ns, tname))[0][0]
-        run_as(role, "SELECT kwatch.unwatch('configmaps', server => %s)", (srv,))
-        # INSERT alone is not the right to have the worker write the table
-        sql(pgsql.SQL("GRANT INSERT ON {} TO {}").format(pgsql.SQL(table), pgsql.Identifier(other)))
+        assert sql_one("SELECT made_by::text FROM kwatch.tables WHERE relid = %s::regclass", (table,)) == role
+        # the same role on a second server joins its table, and is told so
+        rows, notices = run_as_notices(role, "SELECT kwatch.watch('configmaps', server => %s,"
+                                       " namespace => %s, table_name => %s)::text", (srv2, ns, tname))
+        assert rows == [(table,)]
+        assert any("joins table %s, owned by role %s" % (table, role) in n for n in notices), notices
+        # another role: not with INSERT, UPDATE, DELETE granted, not even to PUBLIC
+        sql(pgsql.SQL("GRANT INSERT, UPDATE, DELETE ON {} TO PUBLIC").format(pgsql.SQL(table)))
         e = error_as(other, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s,"
-                     " table_name => %s)", (srv, ns, tname))
-        assert e.pgcode == "42501", e.pgerror
-        # all three: the watch may write it, but not drop it
-        sql(pgsql.SQL("GRANT UPDATE, DELETE ON {} TO {}").format(pgsql.SQL(table), pgsql.Identifier(other)))
-        run_as(other, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s, table_name => %s)",
-               (srv, ns, tname))
-        e = error_as(other, "SELECT kwatch.unwatch('configmaps', server => %s, drop_table => true)", (srv,))
-        assert e.pgcode == "42501" and "must be owner of table" in e.diag.message_primary, e.pgerror
-        assert sql_one("SELECT to_regclass(%s)", (table,)) is not None
-        run_as(other, "SELECT kwatch.unwatch('configmaps', server => %s)", (srv,))
+                     " table_name => %s)", (srv_o, ns, tname))
+        assert e.pgcode == "42501" and "permission denied for table" in e.diag.message_primary, e.pgerror
+        # a superuser: not into a tenant's table
+        e = error_as_super("SELECT kwatch.watch('configmaps', server => %s, namespace => %s,"
+                           " table_name => %s)", (srv_su, ns, tname))
+        assert e.pgcode == "42501" and "superuser" in e.diag.message_primary, e.pgerror
+        assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE table_name = %s", (tname,)) == 2
+        # the other role on the first role's server: told whose the watch is,
+        # the same with the same settings or other ones (no probing)
+        grant(other, srv)
+        sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+            pgsql.Identifier(other), pgsql.Identifier(srv), pgsql.Literal(conftest.CLUSTER.token)))
+        msgs = set()
+        for kw in ("namespace => %s, table_name => %s", "namespace => %s, label_selector => 'x=y',"
+                   " table_name => %s"):
+            e = error_as(other, "SELECT kwatch.watch('configmaps', server => %%s, %s)" % kw, (srv, ns, tname))
+            assert e.pgcode == "42710", e.pgerror
+            msgs.add((e.diag.message_primary, e.diag.message_detail))
+        assert len(msgs) == 1, msgs
+        (primary, detail), = msgs
+        assert ("by role %s" % role) in primary and "nothing was registered" in detail, msgs
+        assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE owner = %s::regrole", (other,)) == 0
+        # a table its owner dropped while its watches still name it is not
+        # made anew for another role (it would receive their rows)
+        run_as(role, pgsql.SQL("DROP TABLE {}").format(pgsql.SQL(table)))
+        e = error_as(other, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s)", (srv_o, ns))
+        assert e.pgcode == "42501" and "is gone" in e.diag.message_primary, e.pgerror
+        assert sql_one("SELECT to_regclass(%s)", (table,)) is None
+        run_as(role, "SELECT kwatch.unwatch('configmaps', server => %s)", (srv2,))
+        run_as(role, "SELECT kwatch.unwatch('configmaps', server => %s, drop_table => true)", (srv,))
+        assert sql_one("SELECT to_regclass(%s)", (table,)) is None
     finally:
-        sql(pgsql.SQL("DROP OWNED BY {} CASCADE").format(pgsql.Identifier(other)))
-        sql(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(other)))
+        drop_role(other)
+        sql(pgsql.SQL("DROP TABLE IF EXISTS k8s.{}").format(pgsql.Identifier(tname)))
 
 
 def test_revoked_usage_stops_a_running_watch(ctx, role):

@@ -1,4 +1,5 @@
 """kwatch.watch: errors, transactions, resource names."""
+import psycopg2
 import pytest
 from psycopg2 import sql as pgsql
 
@@ -128,3 +129,33 @@ def test_resource_names_resolve(ctx, names, table, canonical):
     # unwatch accepts the names too
     assert sql_one("SELECT kwatch.unwatch(%s, server => %s)", (names[-1], srv)) is True
     assert registrations(srv) == 0
+
+
+def test_a_huge_selector_is_never_echoed_whole(ctx):
+    """Issue 22, hole 4, replayed: a 200 KB label selector came back whole
+    in an error's DETAIL (the request URL).  Every message that echoes user
+    input shows a bounded excerpt, marked as cut: the API server's answer,
+    the URL, a name, an option's value."""
+    ns = ctx.namespace()
+    srv = ctx.server()
+    huge = "app in (" + "x" * 200000 + ")"
+    e = watch_error("podtemplates", srv, namespace=ns, label_selector=huge)
+    shown = "\n".join(filter(None, (e.diag.message_primary, e.diag.message_detail,
+                                    e.diag.message_hint, e.diag.context)))
+    assert len(shown) < 4000, (len(shown), shown[:500])
+    assert "x" * 1000 not in shown
+    assert "cut)" in shown, shown
+    assert registrations(srv) == 0
+    # names and values that are echoed: cut the same way
+    for stmt, params in [("SELECT kwatch.watch(%s, server => %s)", ("p" * 100000, srv)),
+                         ("SELECT kwatch.watch('pods', server => %s, namespace => %s)", (srv, "N" * 100000)),
+                         ("SELECT kwatch.watch('pods', server => %s, table_name => %s)", (srv, "t" * 100000))]:
+        with pytest.raises(psycopg2.Error) as err:
+            sql(stmt, params)
+        d = err.value.diag
+        shown = "\n".join(filter(None, (d.message_primary, d.message_detail, d.message_hint)))
+        assert len(shown) < 4000 and "cut)" in shown, (err.value.pgcode, shown[:500])
+    with pytest.raises(psycopg2.Error) as err:
+        sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {})").format(
+            pgsql.Identifier(ctx.base + "-huge"), pgsql.Literal("ftp://" + "h" * 100000)))
+    assert len(err.value.diag.message_primary) < 4000 and "cut)" in err.value.diag.message_primary

@@ -150,6 +150,57 @@ ALTER USER MAPPING FOR CURRENT_USER SERVER kc OPTIONS (DROP token);
 SELECT pg_temp.show('kc');
 
 --
+-- Exec credential plugins run programs (issue 22): a role with only
+-- pg_read_server_files may name a kubeconfig, but not one whose user runs a
+-- plugin (PostgreSQL keeps reading files and running programs apart, as for
+-- COPY ... PROGRAM); the server's owner is checked again where the plugin
+-- would run.
+--
+CREATE FUNCTION pg_temp.try(stmt text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	d text := current_setting('regress.srcdir');
+	st text;
+	msg text;
+	det text;
+BEGIN
+	EXECUTE stmt;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL;
+	RETURN replace('ERROR ' || st || ': ' || msg
+				   || CASE WHEN det <> '' THEN E'\nDETAIL: ' || det ELSE '' END, d, '@srcdir@');
+END
+$$;
+CREATE ROLE kw_filer IN ROLE pg_read_server_files;
+GRANT USAGE ON FOREIGN DATA WRAPPER kwatch TO kw_filer;
+SET ROLE kw_filer;
+SELECT pg_temp.try(format('CREATE SERVER filer_exec FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig %L)', :'exec'));
+SELECT pg_temp.try(format('CREATE SERVER filer_kc FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig %L)', :'multi'));
+SELECT pg_temp.try(format('ALTER SERVER filer_kc OPTIONS (SET kubeconfig %L)', :'exec'));
+-- a file that cannot be read now is left to its use
+SELECT pg_temp.try(format('ALTER SERVER filer_kc OPTIONS (SET kubeconfig %L)', :'missing'));
+RESET ROLE;
+-- a server handed to such a role (or whose file was rewritten after the
+-- check): refused where the plugin would run, before it runs
+CREATE SERVER su_exec FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig :'exec');
+ALTER SERVER su_exec OWNER TO kw_filer;
+SELECT pg_temp.try('SELECT kwatch.watch(''pods'', server => ''su_exec'')');
+-- a user mapping's token replaces the plugin: nothing runs, nothing refused
+CREATE USER MAPPING FOR CURRENT_USER SERVER su_exec OPTIONS (token 't');
+SELECT kwatch.server_config('su_exec')->>'exec' IS NULL AS no_plugin;
+DROP USER MAPPING FOR CURRENT_USER SERVER su_exec;
+-- pg_execute_server_program is what it takes
+GRANT pg_execute_server_program TO kw_filer;
+SET ROLE kw_filer;
+SELECT pg_temp.try(format('ALTER SERVER filer_kc OPTIONS (SET kubeconfig %L)', :'exec'));
+RESET ROLE;
+SET client_min_messages = warning;
+DROP SERVER su_exec, filer_kc CASCADE;
+DROP OWNED BY kw_filer;
+DROP ROLE kw_filer;
+RESET client_min_messages;
+
+--
 -- Servers without a kubeconfig.
 --
 CREATE SERVER api FOREIGN DATA WRAPPER kwatch

@@ -234,7 +234,64 @@ VALUES ('prod', 'u-odd', '9', '{"metadata": {"name": "odd", "namespace": "ns", "
                    "conditions": [{"type": "Ready", "status": "True"}]}}');
 SELECT name, created_at, restart_count, ready FROM k8s.upgrade_pods WHERE uid = 'u-odd';
 
+-- Extension update 0.4.0 -> 0.5.0 (issue 22): kwatch knows its mirror
+-- tables by OID (kwatch.tables), never by their comment.  The update
+-- records the tables of today's watches and a superuser's tables that carry
+-- kwatch's comment; a role's table that merely carries it is not kwatch's.
+CREATE TABLE k8s.upgrade_forged (cluster text, uid text, resource_version text, object jsonb);
+COMMENT ON TABLE k8s.upgrade_forged IS 'kwatch mirror of secrets (v1)';
+ALTER TABLE k8s.upgrade_forged OWNER TO kw_upgrade_owner;
+SELECT kwatch.create_mirror_table('upgrade_orphan', '', 'v1', 'configmaps');
+-- a superuser's watch that 0.4.0 let into a role's table: named by the update
+SELECT kwatch.create_mirror_table('upgrade_joined', '', 'v1', 'endpoints');
+ALTER TABLE k8s.upgrade_joined OWNER TO kw_upgrade_owner;
+INSERT INTO kwatch.registrations (server, resource, api_group, api_version, plural, kind,
+                                  namespaced, table_name, channel, owner)
+VALUES ('old', 'endpoints', '', 'v1', 'endpoints', 'Endpoints', true, 'upgrade_joined',
+        'kwatch_upgrade_joined', 10);
+ALTER EXTENSION kwatch UPDATE TO '0.5.0';
+SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
+SELECT relid, relname, api_group, plural, made_by = 'kw_upgrade_owner'::regrole AS by_role
+  FROM kwatch.tables ORDER BY relname;
+-- history() takes only a table kwatch made, whatever the comment says
+SELECT kwatch.history('k8s.upgrade_forged');
+-- a table made now is recorded; rows of dropped tables go, and an entry
+-- whose OID names a table of another name (renamed, or the OID reused) no
+-- longer counts
+SELECT kwatch.create_mirror_table('upgrade_new', '', 'v1', 'services');
+SELECT relname, api_group, plural, made_by = current_user::regrole AS by_me
+  FROM kwatch.tables WHERE relname = 'upgrade_new';
+DROP TABLE k8s.upgrade_new;
+SELECT relname, plural FROM kwatch._mirror_table('k8s.upgrade_pods');
+SELECT relname FROM kwatch.tables ORDER BY 1;
+ALTER TABLE k8s.upgrade_orphan RENAME TO upgrade_renamed;
+SELECT count(*) FROM kwatch._mirror_table('k8s.upgrade_renamed');
+-- the catalog is readable by everyone, written by kwatch only
+SELECT has_table_privilege('public', 'kwatch.tables', 'SELECT') AS public_select,
+       has_table_privilege('public', 'kwatch.tables', 'INSERT') AS public_insert,
+       has_function_privilege('public', 'kwatch._mirror_table(regclass)', 'EXECUTE') AS public_lookup;
+-- which functions PUBLIC may execute: the documented API, and the helpers
+-- whose callers run with a user's rights (sql/kwatch--0.4.0--0.5.0.sql says
+-- why each); every other helper is the extension owner's
+SELECT p.oid::regprocedure AS public_function
+  FROM pg_proc p
+ WHERE p.pronamespace = 'kwatch'::regnamespace
+   AND has_function_privilege('public', p.oid, 'EXECUTE')
+ ORDER BY p.oid::regprocedure::text COLLATE "C";
+-- the history trigger still fires for a table owner without EXECUTE on it
+-- (PostgreSQL checks EXECUTE when a trigger is created, not when it fires)
+SELECT kwatch.create_mirror_table('upgrade_hist', '', 'v1', 'configmaps');
+ALTER TABLE k8s.upgrade_hist OWNER TO kw_upgrade_owner;
+SELECT kwatch.history('k8s.upgrade_hist');
+SET ROLE kw_upgrade_owner;
+INSERT INTO k8s.upgrade_hist (cluster, uid, resource_version, object)
+VALUES ('c', 'h1', '1', '{"metadata": {"name": "h1", "uid": "h1"}}');
+SELECT uid, change, upper_inf(valid) AS open FROM k8s.upgrade_hist_history;
+SELECT kwatch._check_retry_range('retry_relist_after', '[1s,5s]');
+RESET ROLE;
+DROP TABLE k8s.upgrade_hist_history, k8s.upgrade_hist;
+
 DELETE FROM kwatch.registrations;
-DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets;
+DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets, k8s.upgrade_renamed;
 DROP OWNED BY kw_upgrade_owner;
 DROP ROLE kw_upgrade_owner;
