@@ -262,7 +262,8 @@ kw_apply_submit(StringInfo request, void *owner)
 	for (int j = 0; j < pool_size; j++)
 		any_running |= (pool[j].handle != NULL);
 
-	while ((i = idle_worker()) >= 0)
+	/* at most two tries: a worker that keeps dying at start is not retried in a loop */
+	for (int attempt = 0; attempt < 2 && (i = idle_worker()) >= 0; attempt++)
 	{
 		PoolWorker *pw = &pool[i];
 		shm_mq_result r;

@@ -24,6 +24,7 @@ import os
 import random
 import select
 import threading
+import signal
 import time
 import traceback
 from collections import Counter
@@ -348,6 +349,25 @@ class Faults:
         if pid:
             sql("SELECT pg_terminate_backend(%s)", (pid,))
 
+    def apply_terminate(self, rnd):
+        """an apply worker terminated (pg_terminate_backend), mid-batch when
+        one is busy: its batch rolls back, whether it committed is unknown to
+        the worker, whose watch relists from its last resourceVersion."""
+        pids = _apply_pids()
+        if pids:
+            sql("SELECT pg_terminate_backend(%s)", (rnd.choice(pids),))
+
+    def apply_kill(self, rnd):
+        """an apply worker killed with SIGKILL, mid-batch when one is busy:
+        PostgreSQL restarts every process, the watches resume from their
+        checkpoints."""
+        pids = _apply_pids()
+        if pids:
+            os.kill(rnd.choice(pids), signal.SIGKILL)
+            time.sleep(1)
+            conftest.PG.close()
+            conftest.wait_until(lambda: _worker_pid_or_none(), 60, "the kwatch worker after a crash")
+
     def table_lock(self, rnd):
         """LOCK on one mirror table for 3-8 s: that watch keeps its batch
         (lock_timeout) while the others flow; it catches up after."""
@@ -393,11 +413,22 @@ class Faults:
         self.e.proxy.cut()  # so that the watches ask again now
 
     MENU = ["apiserver_restart", "compact", "compact_and_restart", "etcd_stop", "pg_restart",
-            "worker_kill", "table_lock", "alter_table", "net_cut", "net_freeze", "net_errors"]
+            "worker_kill", "apply_terminate", "apply_kill", "table_lock", "alter_table", "net_cut",
+            "net_freeze", "net_errors"]
 
     def inject(self, name, rnd):
         getattr(self, name)(rnd)
         self.injected[name] += 1
+
+
+def _apply_pids():
+    """The apply workers' pids, busy ones first (none when PostgreSQL is away)."""
+    try:
+        return [r[0] for r in sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply'"
+                                  " ORDER BY state = 'active' DESC")]
+    except psycopg2.Error:
+        conftest.PG.close()
+        return []
 
 
 def _worker_pid_or_none():
