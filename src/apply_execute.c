@@ -20,6 +20,7 @@
  */
 #include "postgres.h"
 
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -124,6 +125,19 @@ add_counts(KwApplyCounts *to, const KwApplyCounts *c)
 }
 
 /*
+ * partly_committed: the batch failed after some of its events committed
+ * one by one: sending it again would apply those again (older versions
+ * over newer ones, notified twice), so its failure is never one to retry
+ * (SQLSTATE 55000, whatever the cause was): the watch relists.
+ */
+static void
+partly_committed(KwApplyResult *res)
+{
+	res->error = psprintf("part of the batch was committed before: %s", res->error);
+	res->sqlstate = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
+}
+
+/*
  * apply_events_singly: applies the events one per transaction after their
  * batch failed on an object PostgreSQL rejects.  A rejected object is
  * skipped: counted, logged with its identity, and its row (an older
@@ -146,7 +160,11 @@ apply_events_singly(KwSyncPlans *plans, const KwApplyRequest *req, KwApplyResult
 							 &res->error, &res->sqlstate))
 		{
 			if (!object_error(res->sqlstate))
+			{
+				if (i > 0)
+					partly_committed(res);
 				return;
+			}
 			res->skipped++;
 			ereport(WARNING,
 					(errcode(ERRCODE_DATA_EXCEPTION),
@@ -159,14 +177,21 @@ apply_events_singly(KwSyncPlans *plans, const KwApplyRequest *req, KwApplyResult
 			one.type = KW_EV_DELETED;
 			if (!kw_apply_events(plans, reg, &one, 1, one.obj.resource_version, &c,
 								 &res->error, &res->sqlstate))
+			{
+				if (i > 0)
+					partly_committed(res);
 				return;
+			}
 		}
 		add_counts(&res->counts, &c);
 	}
 	/* the last event may be a bookmark's: its resourceVersion is the checkpoint */
 	if (!kw_apply_events(plans, reg, NULL, 0, req->rv, &res->counts,
 						 &res->error, &res->sqlstate))
+	{
+		partly_committed(res);
 		return;
+	}
 	res->ok = true;
 	res->error = NULL;
 }
@@ -274,6 +299,9 @@ kw_apply_execute(const KwApplyRequest *req, KwApplyResult *res)
 			break;
 	}
 	apply_deadline_end();
+	/* a table owner's RAISE may be long: the status slot keeps KW_ERROR_LEN */
+	if (res->error && strlen(res->error) >= KW_ERROR_LEN)
+		res->error[pg_mbcliplen(res->error, strlen(res->error), KW_ERROR_LEN - 1)] = '\0';
 	if (!res->ok && (res->sqlstate == ERRCODE_QUERY_CANCELED ||
 					 res->sqlstate == ERRCODE_LOCK_NOT_AVAILABLE))
 		res->error = res->sqlstate == ERRCODE_LOCK_NOT_AVAILABLE ?

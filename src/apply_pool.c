@@ -32,6 +32,7 @@
 
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "utils/timestamp.h"
 #include "postmaster/bgworker.h"
 #include "storage/dsm.h"
 #include "storage/shm_mq.h"
@@ -42,11 +43,21 @@
 
 #define KW_APPLY_REQUEST_QUEUE (1024 * 1024)
 #define KW_APPLY_RESULT_QUEUE (64 * 1024)
+/*
+ * An apply worker still busy this long after its request's deadline (a
+ * table owner's code that catches the query_canceled the deadline raises,
+ * or sets its own lock_timeout) is terminated: FATAL cannot be caught.
+ */
+#define KW_APPLY_GRACE_MS 10000
 
 struct KwApplyTicket
 {
 	int			worker;			/* index in pool[], -1 = ran in-process */
 	void	   *owner;			/* the submitter (a watch), for logs */
+	int32		watch_id;		/* the request's watch (0: none) */
+	TimestampTz submitted_at;
+	int			timeout_ms;		/* the request's kwatch.apply_timeout */
+	bool		terminated;		/* overdue: its worker was told to stop */
 	bool		done;
 	bool		cancelled;		/* the submitter is gone: discard the result */
 	StringInfoData result;		/* the encoded KwApplyResult, once done */
@@ -248,11 +259,14 @@ run_here(StringInfo request, void *owner)
  * with kw_apply_poll; NULL when every worker is busy (try again on a later
  * pass).  Without any apply worker (kwatch.max_apply_workers = 0, or none
  * could ever be started), runs the request here and returns a done
- * ticket.  `owner` is the submitter, kept for its own use.  Blocks only
- * while the worker copies the request out of its queue.
+ * ticket.  `owner` is the submitter, kept for its own use; `watch_id` the
+ * request's watch (kw_apply_in_flight); `timeout_ms` its deadline
+ * (kwatch.apply_timeout, 0 none), past which, and KW_APPLY_GRACE_MS more,
+ * its worker is terminated.  Blocks only while the worker copies the
+ * request out of its queue.
  */
 KwApplyTicket *
-kw_apply_submit(StringInfo request, void *owner)
+kw_apply_submit(StringInfo request, void *owner, int32 watch_id, int timeout_ms)
 {
 	int			i;
 	bool		any_running = false;
@@ -275,6 +289,9 @@ kw_apply_submit(StringInfo request, void *owner)
 
 			t->worker = i;
 			t->owner = owner;
+			t->watch_id = watch_id;
+			t->submitted_at = GetCurrentTimestamp();
+			t->timeout_ms = timeout_ms;
 			pw->ticket = t;
 			return t;
 		}
@@ -308,7 +325,22 @@ kw_apply_pool_collect(void)
 			continue;
 		r = shm_mq_receive(pw->results, &len, &data, true);
 		if (r == SHM_MQ_WOULD_BLOCK)
+		{
+			KwApplyTicket *t = pw->ticket;
+
+			if (t->timeout_ms > 0 && !t->terminated &&
+				TimestampDifferenceExceeds(t->submitted_at, GetCurrentTimestamp(),
+										   t->timeout_ms + KW_APPLY_GRACE_MS))
+			{
+				ereport(WARNING,
+						(errcode(ERRCODE_QUERY_CANCELED),
+						 errmsg("kwatch: apply worker %d is still busy with watch %d %d ms past kwatch.apply_timeout; terminating it",
+								i + 1, t->watch_id, KW_APPLY_GRACE_MS)));
+				TerminateBackgroundWorker(pw->handle);
+				t->terminated = true;
+			}
 			continue;
+		}
 		any = true;
 		if (r == SHM_MQ_DETACHED)
 		{
@@ -330,6 +362,20 @@ kw_apply_pool_collect(void)
 		pw->ticket = NULL;
 	}
 	return any;
+}
+
+/*
+ * kw_apply_in_flight: whether a request of watch `watch_id` is still being
+ * applied (also one whose submitter is gone: a watch stopped and started
+ * again must not overlap its former self's last batch).
+ */
+bool
+kw_apply_in_flight(int32 watch_id)
+{
+	for (int i = 0; i < pool_size; i++)
+		if (pool[i].ticket != NULL && pool[i].ticket->watch_id == watch_id)
+			return true;
+	return false;
 }
 
 /*

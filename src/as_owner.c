@@ -16,9 +16,12 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "catalog/pg_class.h"
+#include "nodes/parsenodes.h"
+#include "tcop/utility.h"
 #include "utils/guc.h"
 #include "utils/syscache.h"
 
@@ -42,13 +45,76 @@ kw_rel_owner(Oid relid)
 }
 
 /*
+ * Deferred triggers.  A trigger the owner's code queues is fired by
+ * PostgreSQL as whoever is the current user when it fires (before
+ * PostgreSQL 18 the queuing role is not recorded): a deferred one would
+ * fire at commit as kwatch's role, the superuser of an apply worker or the
+ * caller of unwatch().  So kwatch sets every constraint IMMEDIATE before it
+ * acts as an owner (kw_fire_deferred_triggers: what the caller had deferred
+ * fires then, as the caller), whereupon the owner's deferrable triggers
+ * fire at the end of each of its statements, as the owner; and while it
+ * acts as an owner, SET CONSTRAINTS ... DEFERRED is refused (a utility
+ * hook), so the owner's code cannot defer them again.
+ */
+static int	owner_depth = 0;	/* kw_as_owner_begin calls not yet ended */
+static bool callback_registered = false;
+static ProcessUtility_hook_type prev_utility = NULL;
+
+static void
+owner_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
+		owner_depth = 0;
+}
+
+static void
+refuse_deferral(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+				ProcessUtilityContext context, ParamListInfo params,
+				QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *stmt = pstmt->utilityStmt;
+
+	if (owner_depth > 0 && IsA(stmt, ConstraintsSetStmt) &&
+		((ConstraintsSetStmt *) stmt)->deferred)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot defer constraints while kwatch writes a mirror table as its owner"),
+				 errdetail("A deferred trigger would fire at commit with the rights of another role.")));
+	if (prev_utility)
+		prev_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+								queryEnv, dest, qc);
+}
+
+/*
+ * kw_as_owner_init: installs the hook that refuses SET CONSTRAINTS ...
+ * DEFERRED while kwatch acts as a table's owner.  Called by _PG_init.
+ */
+void
+kw_as_owner_init(void)
+{
+	prev_utility = ProcessUtility_hook;
+	ProcessUtility_hook = refuse_deferral;
+}
+
+/*
  * kw_as_owner_begin: from here on, act as `owner` (see KwAsOwner, above):
- * its rights, SECURITY_RESTRICTED_OPERATION, search_path pinned.  Undone by
- * kw_as_owner_end, or by the transaction's abort.
+ * its rights, SECURITY_RESTRICTED_OPERATION, search_path pinned, no
+ * deferral of constraints (above; the caller has set them IMMEDIATE with
+ * kw_fire_deferred_triggers).  Undone by kw_as_owner_end, or by the
+ * transaction's abort.
  */
 void
 kw_as_owner_begin(Oid owner, KwAsOwner *s)
 {
+	if (!callback_registered)
+	{
+		RegisterXactCallback(owner_xact_callback, NULL);
+		callback_registered = true;
+	}
+	owner_depth++;
 	GetUserIdAndSecContext(&s->save_userid, &s->save_sec_context);
 	SetUserIdAndSecContext(owner, s->save_sec_context |
 						   SECURITY_LOCAL_USERID_CHANGE |
@@ -61,12 +127,14 @@ kw_as_owner_begin(Oid owner, KwAsOwner *s)
 }
 
 /*
- * kw_fire_deferred_triggers: fires the triggers the table owner's
- * constraints deferred to commit (SET CONSTRAINTS ALL IMMEDIATE: trigger.c,
- * AfterTriggerSetState), now, while still acting as that owner: at commit
- * they would run as the worker's superuser, and after the event stream's
- * lock was taken (events.c).  Call before kw_as_owner_end, once the
- * owner's statements are done.  ERRORs: whatever the triggers raise.
+ * kw_fire_deferred_triggers: SET CONSTRAINTS ALL IMMEDIATE (trigger.c,
+ * AfterTriggerSetState): fires now, as the current user, every trigger
+ * deferred so far in the transaction, and makes every later one fire at
+ * the end of its statement.  kwatch calls it before it acts as a table's
+ * owner (above: at the start of every transaction of its own,
+ * transaction.c, and in the SQL functions of owner_functions.c, where the
+ * caller's transaction keeps the IMMEDIATE mode).  Needs SPI connected.
+ * ERRORs: whatever the triggers raise.
  */
 void
 kw_fire_deferred_triggers(void)
@@ -84,6 +152,8 @@ kw_as_owner_end(KwAsOwner *s)
 {
 	if (!s->switched)
 		return;
+	if (owner_depth > 0)
+		owner_depth--;
 	AtEOXact_GUC(false, s->save_nestlevel);
 	SetUserIdAndSecContext(s->save_userid, s->save_sec_context);
 	s->switched = false;

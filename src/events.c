@@ -66,6 +66,7 @@
 #include "nodes/makefuncs.h"
 #include "storage/ipc.h"
 #include "storage/lmgr.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
@@ -229,7 +230,8 @@ kw_events_writer_init(void)
  * kw_events_restore: continues the sequence from
  * max(kwatch.event_state.last_seq, the shared counter) + 1.  Reads the
  * table through SPI, so it must run in a transaction with SPI connected
- * (the worker's registration reload).  Repeated calls are cheap no-ops once
+ * (the worker's registration reload), under the writers' lock (taken here:
+ * it waits for a committing writer).  Repeated calls are cheap no-ops once
  * the ring is ready, unless the table is ahead of shared memory (restored
  * from a dump), in which case the ring restarts after the table's value.
  */
@@ -242,6 +244,8 @@ kw_events_restore(void)
 
 	if (ring == NULL)
 		return;
+	/* no writer between its commit and its COMMIT callback meanwhile */
+	LockRelationOid(event_state_relid(), ShareRowExclusiveLock);
 	if (SPI_execute("SELECT max(last_seq) FROM kwatch.event_state", true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read kwatch.event_state");
 	if (SPI_processed > 0)
@@ -401,7 +405,22 @@ kw_events_checkpoint(void)
 			 * writer, anything written but not published is an aborted
 			 * transaction's: reuse those seqs.
 			 */
-			LockRelationOid(event_state_relid(), ShareRowExclusiveLock);
+			int			save_lock_timeout = LockTimeout;
+
+			/*
+			 * Waited for as long as it takes: only kwatch's writers take it,
+			 * each for its commit only.
+			 */
+			LockTimeout = 0;
+			PG_TRY();
+			{
+				LockRelationOid(event_state_relid(), ShareRowExclusiveLock);
+			}
+			PG_FINALLY();
+			{
+				LockTimeout = save_lock_timeout;
+			}
+			PG_END_TRY();
 			pg_atomic_write_u64(&ring->written, pg_atomic_read_u64(&ring->published));
 		}
 	}

@@ -610,7 +610,6 @@ kw_sync_apply_events(KwSyncPlans *p, KwRegistration *reg, KwEvent *events,
 	}
 	if (n > 0)
 		apply_segment(p, reg, cluster, segment, n, counts);
-	kw_fire_deferred_triggers();
 	kw_as_owner_end(&as_owner);
 	kw_events_checkpoint();
 }
@@ -739,8 +738,11 @@ kw_sync_known_rows(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
 	KwAsOwner	as_owner = {0};
 
 	kw_as_owner_begin(table_owner(reg), &as_owner);
-	rc = SPI_execute_with_args(psprintf("SELECT uid, resource_version FROM %s WHERE cluster = $1",
-										p->qualified), 1, &type, &arg, NULL, true, 0);
+	/* what a real object can hold: an owner's oversized rows are not sent back */
+	rc = SPI_execute_with_args(psprintf("SELECT uid, resource_version FROM %s WHERE cluster = $1"
+										" AND octet_length(uid) < 128"
+										" AND octet_length(resource_version) < %d",
+										p->qualified, KW_RV_LEN), 1, &type, &arg, NULL, true, 0);
 	kw_as_owner_end(&as_owner);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read current rows: %s", SPI_result_code_string(rc));
@@ -751,6 +753,10 @@ kw_sync_known_rows(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
 		char	   *rv = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
 
 		kw_known_add(known, uid, rv);
+		if (uid)
+			pfree(uid);
+		if (rv)
+			pfree(rv);
 	}
 	SPI_freetuptable(SPI_tuptable);
 	return known;
@@ -892,7 +898,6 @@ stage_batch(KwSyncPlans *p, KwRegistration *reg, KwObject *objs, int n,
 		SPITupleTable *rows = SPI_tuptable;
 		uint64		nrows = SPI_processed;
 
-		kw_fire_deferred_triggers();
 		kw_as_owner_end(&as_owner);
 		notify_rows(reg, rows, nrows, KW_EV_ADDED, true, NULL, counts);
 		SPI_freetuptable(rows);
@@ -1131,15 +1136,15 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 		elog(ERROR, "relist merge failed: %s", SPI_result_code_string(rc));
 	merged = SPI_tuptable;
 	nmerged = SPI_processed;
-	kw_fire_deferred_triggers();
 	kw_as_owner_end(&as_owner);
 
 	notify_rows(reg, swept, nswept, KW_EV_DELETED, false, known, counts);
 	SPI_freetuptable(swept);
 	notify_rows(reg, merged, nmerged, KW_EV_ADDED, true, known, counts);
 	SPI_freetuptable(merged);
-	kw_events_checkpoint();
 
+	/* before the event stream's lock (events.c): the owner may read this table */
 	if (SPI_execute(psprintf("TRUNCATE %s", stage), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not empty staging table");
+	kw_events_checkpoint();
 }

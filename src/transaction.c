@@ -41,6 +41,8 @@ kw_run_in_transaction(KwTxnBody body, void *arg, char **errmsg, int *sqlstate)
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
 		PushActiveSnapshot(GetTransactionSnapshot());
+		/* a table owner's deferrable triggers fire as the owner (as_owner.c) */
+		kw_fire_deferred_triggers();
 		body(arg);
 		SPI_finish();
 		PopActiveSnapshot();

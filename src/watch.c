@@ -1009,7 +1009,7 @@ forget_request(KwWatch *w)
 static void
 submit(KwWatch *w)
 {
-	w->ticket = kw_apply_submit(&w->sent, w);
+	w->ticket = kw_apply_submit(&w->sent, w, w->reg.id, kw_apply_timeout_ms);
 }
 
 /*

@@ -74,6 +74,7 @@ static int	maxsocks = 0;
 static WaitEventSet *wes = NULL;	/* rebuilt when wes_dirty */
 static bool wes_dirty = true;
 static TimestampTz curl_deadline = 0;	/* 0 = no timer */
+static TimestampTz next_reload = 0;	/* registrations read again by then */
 
 /*
  * kw_register_worker: registers the worker with the postmaster (called
@@ -258,6 +259,12 @@ reload_watches(void)
 				running = true;
 				break;
 			}
+		}
+		if (!running && kw_apply_in_flight(r->id))
+		{
+			/* its former self's last batch is still being applied: next pass */
+			next_reload = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+			continue;
 		}
 		if (!running)
 		{
@@ -473,7 +480,6 @@ multi_init(void)
 
 /* The loop's schedule, kept across passes. */
 static uint64 seen_generation = 0;	/* of kw_shared->generation */
-static TimestampTz next_reload = 0;
 static TimestampTz last_prune = 0;
 static bool prune_behind = false;	/* the last round filled a batch */
 static TimestampTz polled_at = 0;	/* when the last wait returned */
@@ -546,7 +552,7 @@ prune_if_due(TimestampTz now)
 
 		initStringInfo(&buf);
 		kw_apply_request_encode(&buf, &req);
-		prune_ticket = kw_apply_submit(&buf, NULL);
+		prune_ticket = kw_apply_submit(&buf, NULL, 0, kw_apply_timeout_ms);
 		pfree(buf.data);
 		if (prune_ticket == NULL)
 			return TimestampTzPlusMilliseconds(now, 1000);	/* all busy */

@@ -368,6 +368,58 @@ def test_a_table_owners_code_never_acts_with_more_rights(ctx, role):
         sql(pgsql.SQL("DROP SCHEMA {} CASCADE").format(s))
 
 
+def test_a_table_owners_deferred_triggers_fire_as_the_owner(ctx, role):
+    """A deferred constraint trigger the owner puts on its mirror table
+    fires as the owner, in the apply worker, not at commit as the worker's
+    superuser; the owner's code cannot defer constraints again while kwatch
+    writes its table (the batch is refused and retried, other rows still
+    arrive once the trigger is gone)."""
+    ns = ctx.namespace()
+    dev = ctx.server(auth="token")
+    grant(role, dev)
+    r, s = pgsql.Identifier(role), pgsql.Identifier(role + "_d")
+    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+        r, pgsql.Identifier(dev), pgsql.Literal(conftest.CLUSTER.token)))
+    sql(pgsql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(s, r))
+    tname = ("kwr_dt_" + conftest.RUN_ID).lower()
+    table = "k8s." + tname
+    try:
+        run_as(role, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s, table_name => %s)",
+               (dev, ns, tname))
+        wait_watching(dev, "configmaps")
+        run_as(role, pgsql.SQL("""
+            CREATE TABLE {s}.seen (who text, superuser boolean);
+            CREATE FUNCTION {s}.note() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN
+              INSERT INTO {s}.seen SELECT current_user, rolsuper FROM pg_catalog.pg_roles
+                WHERE rolname = current_user;
+              RETURN NULL; END$$;
+            CREATE CONSTRAINT TRIGGER note AFTER INSERT OR UPDATE ON {t}
+              DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {s}.note();
+        """).format(s=s, t=pgsql.SQL(table)))
+        kubectl("create", "configmap", "deferred-1", "-n", ns, "--from-literal=a=b")
+        seen = wait_until(lambda: sql(pgsql.SQL("SELECT who, superuser FROM {}.seen").format(s)), 30,
+                          "the deferred trigger to fire")
+        assert all(who == role and not sup for who, sup in seen), seen
+
+        # the owner's code may not defer constraints again
+        run_as(role, pgsql.SQL("""
+            CREATE OR REPLACE FUNCTION {s}.note() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN
+              SET CONSTRAINTS ALL DEFERRED; RETURN NULL; END$$;
+            DROP TRIGGER note ON {t};
+            CREATE TRIGGER redefer AFTER INSERT OR UPDATE ON {t} FOR EACH ROW EXECUTE FUNCTION {s}.note();
+        """).format(s=s, t=pgsql.SQL(table)))
+        kubectl("create", "configmap", "deferred-2", "-n", ns, "--from-literal=a=b")
+        wait_until(lambda: "cannot defer constraints" in (watch_status(dev, "configmaps")["last_error"] or ""),
+                   30, "the re-deferral to be refused")
+        run_as(role, pgsql.SQL("DROP TRIGGER redefer ON {}").format(pgsql.SQL(table)))
+        conftest.assert_table_matches_server(table, dev, ["configmaps", "-n", ns], timeout=60)
+    finally:
+        if sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (dev,)):
+            sql("SELECT kwatch.unwatch('configmaps', server => %s)", (dev,))
+        sql(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.SQL(table)))
+        sql(pgsql.SQL("DROP SCHEMA {} CASCADE").format(s))
+
+
 def test_watch_status_shows_a_role_only_what_kwatch_watches_does(ctx, role):
     srv = ctx.server()
     ns = ctx.namespace()
