@@ -55,6 +55,7 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_namespace.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 
@@ -645,6 +646,30 @@ kw_sync_count_rows(KwRegistration *reg)
 }
 
 /*
+ * stage_schema_check: ERRORs (42501) unless schema kwatch_stage belongs to
+ * a superuser: a role with CREATE on the database could have made it
+ * first, and as its owner drop or replace what kwatch keeps there.
+ */
+static void
+stage_schema_check(void)
+{
+	HeapTuple	tup = SearchSysCache1(NAMESPACEOID,
+									  ObjectIdGetDatum(get_namespace_oid("kwatch_stage", false)));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for schema kwatch_stage");
+	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+	ReleaseSysCache(tup);
+	if (!superuser_arg(owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("schema kwatch_stage is owned by role \"%s\", not a superuser",
+						GetUserNameFromId(owner, false)),
+				 errhint("kwatch keeps its staging tables there: drop that schema, or have a superuser own it.")));
+}
+
+/*
  * kw_sync_relist_begin: prepares a relist: creates (once) and empties the
  * watch's staging table, and returns a hash of uid -> resourceVersion of
  * the rows the mirror table holds now (allocated in `cxt`), so unchanged
@@ -701,6 +726,7 @@ kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt,
 		(SPI_execute("CREATE SCHEMA kwatch_stage", false, 0) != SPI_OK_UTILITY ||
 		 SPI_execute("GRANT USAGE ON SCHEMA kwatch_stage TO PUBLIC", false, 0) != SPI_OK_UTILITY))
 		elog(ERROR, "could not create schema kwatch_stage");
+	stage_schema_check();
 	rc = SPI_execute(psprintf("SELECT to_regclass('%s') IS NULL", stage), true, 1);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not look up staging table");
