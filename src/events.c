@@ -473,12 +473,23 @@ kw_events_available(void)
 
 /*
  * kw_events_last_seq: seq of the last event of a committed transaction
- * (0 before the first one ever).
+ * (0 before the first one ever).  Beyond `published` (set by the writer's
+ * COMMIT callback), also the events of a transaction pg_xact already
+ * records as committed (kw_events_read): a listener can receive a
+ * transaction's NOTIFY before its writer's callback ran (async.c delivers
+ * an entry once its xid committed), and must then find events_last_seq()
+ * at least the notified seq.
  */
 int64
 kw_events_last_seq(void)
 {
-	return (int64) pg_atomic_read_u64(&ring->published);
+	uint64		last = pg_atomic_read_u64(&ring->published);
+	uint64		written = pg_atomic_read_u64(&ring->written);
+	KwEventRecord rec;
+
+	while (last < written && kw_events_read((int64) last + 1, &rec) == KW_EVREAD_OK)
+		last++;
+	return (int64) last;
 }
 
 /*
