@@ -196,7 +196,14 @@ REVOKE ALL ON FUNCTION @extschema@._excerpt(text) FROM PUBLIC;
 -- privileges the caller lacks), 42P07 a table name taken by a table kwatch
 -- did not make for this resource, 42501 an existing mirror table the
 -- caller may not have the worker write, 42622 a table name too long.
-CREATE OR REPLACE FUNCTION @extschema@._watch_impl(resource text,
+-- It gains apply_timeout (issue 21, "Apply workers" at the end of this
+-- script): the watch's own kwatch.apply_timeout.
+ALTER TABLE @extschema@.registrations ADD COLUMN apply_timeout interval
+  CHECK (apply_timeout IS NULL OR apply_timeout >= interval '0');
+DROP FUNCTION @extschema@._watch_impl(text, text, text, text, text, boolean, text, boolean,
+                                      text, @extschema@.interval_range,
+                                      @extschema@.interval_range, boolean, interval, bigint);
+CREATE FUNCTION @extschema@._watch_impl(resource text,
                       server text DEFAULT NULL,
                       namespace text DEFAULT NULL,
                       label_selector text DEFAULT NULL,
@@ -209,7 +216,8 @@ CREATE OR REPLACE FUNCTION @extschema@._watch_impl(resource text,
                       retry_watch_after @extschema@.interval_range DEFAULT NULL,
                       history boolean DEFAULT false,
                       history_retention interval DEFAULT NULL,
-                      history_max_rows bigint DEFAULT NULL)
+                      history_max_rows bigint DEFAULT NULL,
+                      apply_timeout interval DEFAULT NULL)
 RETURNS regclass
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -265,6 +273,11 @@ BEGIN
 
   PERFORM @extschema@._check_retry_range('retry_relist_after', retry_relist_after);
   PERFORM @extschema@._check_retry_range('retry_watch_after', retry_watch_after);
+  IF _watch_impl.apply_timeout < interval '0' THEN
+    RAISE EXCEPTION 'invalid apply_timeout "%"', _watch_impl.apply_timeout
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'A length of time, 0 for no limit, or NULL for kwatch.apply_timeout.';
+  END IF;
 
   SELECT * INTO existing FROM @extschema@.registrations r
   WHERE r.server = srv AND r.api_group = d.api_group AND r.plural = d.plural;
@@ -289,6 +302,7 @@ BEGIN
        AND existing.notify_payload = _watch_impl.notify_payload
        AND existing.retry_relist_after IS NOT DISTINCT FROM _watch_impl.retry_relist_after
        AND existing.retry_watch_after IS NOT DISTINCT FROM _watch_impl.retry_watch_after
+       AND existing.apply_timeout IS NOT DISTINCT FROM _watch_impl.apply_timeout
        AND (_watch_impl.table_name IS NULL OR existing.table_name = _watch_impl.table_name) THEN
       rel := format('k8s.%I', existing.table_name)::regclass;
       IF existing.owner <> d.caller THEN
@@ -431,11 +445,11 @@ BEGIN
   INSERT INTO @extschema@.registrations
     (server, resource, api_group, api_version, plural, kind, namespaced,
      namespace, label_selector, field_selector, table_name, channel, notify, owner,
-     secret_data, notify_payload, retry_relist_after, retry_watch_after)
+     secret_data, notify_payload, retry_relist_after, retry_watch_after, apply_timeout)
   VALUES (srv, canonical, d.api_group, d.api_version, d.plural, d.kind, d.namespaced,
           namespace, label_selector, field_selector, tbl, 'kwatch_' || tbl,
           _watch_impl.notify, d.caller, COALESCE(_watch_impl.secret_data, false), _watch_impl.notify_payload,
-          _watch_impl.retry_relist_after, _watch_impl.retry_watch_after);
+          _watch_impl.retry_relist_after, _watch_impl.retry_watch_after, _watch_impl.apply_timeout);
 
   IF _watch_impl.history THEN
     PERFORM @extschema@._history_impl(rel, true, history_retention, history_max_rows);
@@ -444,6 +458,11 @@ BEGIN
   RETURN rel;
 END
 $$;
+REVOKE ALL ON FUNCTION @extschema@._watch_impl(text, text, text, text, text, boolean, text, boolean,
+                                               text, @extschema@.interval_range,
+                                               @extschema@.interval_range, boolean, interval, bigint,
+                                               interval)
+  FROM PUBLIC;
 
 -- _history_impl(table_name, enabled, retention, max_rows): as in 0.3.0,
 -- but a mirror table is one kwatch made (kwatch.tables), not one whose
@@ -502,3 +521,59 @@ $$;
 REVOKE ALL ON FUNCTION @extschema@._check_retry_range(text, @extschema@.interval_range) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@._printer_column_defs(jsonb, text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@._history_trigger() FROM PUBLIC;
+
+-- =====================================================================
+-- Issue 21: apply workers.  A watch may have its own deadline for the
+-- batches it applies (watch(apply_timeout => ...), NULL: the
+-- kwatch.apply_timeout setting; 0: none), stored in
+-- registrations.apply_timeout (added with _watch_impl above).  watch()
+-- gains the argument; the EXECUTE grants of the old watch() pass to the
+-- new one.
+-- =====================================================================
+CREATE TEMP TABLE kwatch_watch_grants AS
+  SELECT a.grantee FROM pg_catalog.pg_proc p, LATERAL pg_catalog.aclexplode(p.proacl) a
+  WHERE p.oid = '@extschema@.watch(text, text, text, text, text, boolean, text, boolean, text,
+                                   @extschema@.interval_range, @extschema@.interval_range,
+                                   boolean, interval, bigint)'::regprocedure
+    AND a.privilege_type = 'EXECUTE'
+    AND a.grantee <> (SELECT e.extowner FROM pg_catalog.pg_extension e WHERE e.extname = 'kwatch');
+DROP FUNCTION @extschema@.watch(text, text, text, text, text, boolean, text, boolean, text,
+                                @extschema@.interval_range, @extschema@.interval_range,
+                                boolean, interval, bigint);
+
+-- watch(...): see _watch_impl above; run as a C entry point that checks
+-- its caller (src/privileged.c).
+CREATE FUNCTION @extschema@.watch(resource text,
+                      server text DEFAULT NULL,
+                      namespace text DEFAULT NULL,
+                      label_selector text DEFAULT NULL,
+                      field_selector text DEFAULT NULL,
+                      notify boolean DEFAULT true,
+                      table_name text DEFAULT NULL,
+                      secret_data boolean DEFAULT false,
+                      notify_payload text DEFAULT NULL,
+                      retry_relist_after @extschema@.interval_range DEFAULT NULL,
+                      retry_watch_after @extschema@.interval_range DEFAULT NULL,
+                      history boolean DEFAULT false,
+                      history_retention interval DEFAULT NULL,
+                      history_max_rows bigint DEFAULT NULL,
+                      apply_timeout interval DEFAULT NULL)
+RETURNS regclass
+AS 'MODULE_PATHNAME', 'kwatch_privileged_entry'
+LANGUAGE C;
+REVOKE ALL ON FUNCTION @extschema@.watch(text, text, text, text, text, boolean, text, boolean, text,
+                                         @extschema@.interval_range, @extschema@.interval_range,
+                                         boolean, interval, bigint, interval) FROM PUBLIC;
+DO $$
+DECLARE
+  g oid;
+BEGIN
+  FOR g IN SELECT grantee FROM kwatch_watch_grants LOOP
+    EXECUTE format('GRANT EXECUTE ON FUNCTION @extschema@.watch(text, text, text, text, text, boolean,'
+                   ' text, boolean, text, @extschema@.interval_range, @extschema@.interval_range, boolean,'
+                   ' interval, bigint, interval) TO %s',
+                   CASE g WHEN 0 THEN 'PUBLIC' ELSE g::regrole::text END);
+  END LOOP;
+END
+$$;
+DROP TABLE kwatch_watch_grants;

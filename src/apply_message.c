@@ -94,6 +94,7 @@ put_registration(StringInfo buf, const KwRegistration *r)
 	pq_sendbyte(buf, r->notify_minimal);
 	for (int i = 0; i < lengthof(r->retry_ms); i++)
 		pq_sendint32(buf, r->retry_ms[i]);
+	pq_sendint32(buf, r->apply_timeout_ms);
 	pq_sendint32(buf, r->owner);
 	put_str(buf, r->resource_version);
 	put_str(buf, r->created_at);
@@ -119,6 +120,7 @@ get_registration(StringInfo msg, KwRegistration *r)
 	r->notify_minimal = pq_getmsgbyte(msg);
 	for (int i = 0; i < lengthof(r->retry_ms); i++)
 		r->retry_ms[i] = (int) pq_getmsgint(msg, 4);
+	r->apply_timeout_ms = (int32) pq_getmsgint(msg, 4);
 	r->owner = (Oid) pq_getmsgint(msg, 4);
 	r->resource_version = get_str(msg, NULL);
 	r->created_at = get_str(msg, NULL);

@@ -116,7 +116,10 @@ kw_registrations_read(int32 only_id, MemoryContext cxt)
 					 "   CASE WHEN api_group = '' AND plural = 'secrets' THEN 'minimal'"
 					 "   ELSE 'full' END) = 'minimal',"
 					 " (to_jsonb(r)->'retry_ms'->>0)::int, (to_jsonb(r)->'retry_ms'->>1)::int,"
-					 " (to_jsonb(r)->'retry_ms'->>2)::int, (to_jsonb(r)->'retry_ms'->>3)::int"
+					 " (to_jsonb(r)->'retry_ms'->>2)::int, (to_jsonb(r)->'retry_ms'->>3)::int,"
+	/* of 0.5.0: the watch's own kwatch.apply_timeout, in ms (NULL: none) */
+					 " LEAST(extract(epoch FROM (to_jsonb(r)->>'apply_timeout')::interval) * 1000,"
+					 "       2147483647)::int"
 					 " FROM kwatch.registrations r WHERE $1 = 0 OR id = $1 ORDER BY id",
 							   1, &argtype, &arg, NULL, true, 0);
 	if (rc != SPI_OK_SELECT)
@@ -151,6 +154,11 @@ kw_registrations_read(int32 only_id, MemoryContext cxt)
 			Datum		ms = SPI_getbinval(t, d, 19 + k, &isnull);
 
 			r->retry_ms[k] = isnull ? 0 : DatumGetInt32(ms);
+		}
+		{
+			Datum		ms = SPI_getbinval(t, d, 23, &isnull);
+
+			r->apply_timeout_ms = isnull ? -1 : DatumGetInt32(ms);
 		}
 		regs = lappend(regs, r);
 	}

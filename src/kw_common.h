@@ -460,6 +460,8 @@ typedef struct KwRegistration
 	bool		notify_minimal; /* notify_payload 'minimal': seq and type only */
 	int			retry_ms[4];	/* retry ranges, ms: relist lower, upper,
 								 * watch lower, upper; 0 = the GUCs' backoff */
+	int			apply_timeout_ms;	/* watch(apply_timeout), ms; -1 = the
+									 * kwatch.apply_timeout setting */
 	Oid			owner;
 	char	   *resource_version;	/* checkpoint: resume point */
 	char	   *created_at;		/* with id, tells a re-created registration apart */

@@ -1003,13 +1003,23 @@ forget_request(KwWatch *w)
 }
 
 /*
+ * apply_timeout: the deadline of the watch's batches, ms (0: none): its
+ * own (watch(apply_timeout)), else kwatch.apply_timeout.
+ */
+static int
+apply_timeout(KwWatch *w)
+{
+	return w->reg.apply_timeout_ms >= 0 ? w->reg.apply_timeout_ms : kw_apply_timeout_ms;
+}
+
+/*
  * submit: hands w->sent to the apply pool; when every apply worker is busy
  * it stays queued and kw_watch_flush tries again on a later pass.
  */
 static void
 submit(KwWatch *w)
 {
-	w->ticket = kw_apply_submit(&w->sent, w, w->reg.id, kw_apply_timeout_ms);
+	w->ticket = kw_apply_submit(&w->sent, w, w->reg.id, apply_timeout(w));
 }
 
 /*
@@ -1022,7 +1032,7 @@ send_request(KwWatch *w, KwApplyRequest *req, const char *rv)
 {
 	Assert(w->sent.len == 0 && w->ticket == NULL);
 	req->reg = w->reg;
-	req->timeout_ms = kw_apply_timeout_ms;
+	req->timeout_ms = apply_timeout(w);
 	req->direct = w->list_direct;
 	kw_apply_request_encode(&w->sent, req);
 	w->sent_op = req->op;
@@ -1542,6 +1552,7 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 	r->secret_data = reg->secret_data;
 	r->notify_minimal = reg->notify_minimal;
 	memcpy(r->retry_ms, reg->retry_ms, sizeof(r->retry_ms));
+	r->apply_timeout_ms = reg->apply_timeout_ms;
 	r->owner = reg->owner;
 	r->resource_version = NULL;
 	r->created_at = reg->created_at ? pstrdup(reg->created_at) : NULL;
@@ -1632,5 +1643,6 @@ kw_watch_same_registration(KwWatch *w, KwRegistration *reg)
 		r->notify == reg->notify && r->owner == reg->owner &&
 		r->secret_data == reg->secret_data &&
 		r->notify_minimal == reg->notify_minimal &&
-		memcmp(r->retry_ms, reg->retry_ms, sizeof(r->retry_ms)) == 0;
+		memcmp(r->retry_ms, reg->retry_ms, sizeof(r->retry_ms)) == 0 &&
+		r->apply_timeout_ms == reg->apply_timeout_ms;
 }

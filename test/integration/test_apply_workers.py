@@ -36,10 +36,15 @@ def apply_backends(wait_event=None):
 
 
 def test_a_slow_or_locked_table_stalls_only_its_own_watch(ctx, settings):
-    settings(apply_timeout="4s", backoff_initial="200ms", backoff_max="2s")
+    """The slow watch has a deadline of its own (watch(apply_timeout)),
+    shorter than kwatch.apply_timeout's default; the locked one waits 2 s
+    per lock wait."""
+    settings(backoff_initial="200ms", backoff_max="2s")
     ns = ctx.namespace()
     srv = ctx.server()
-    slow = watch("limitranges", srv, namespace=ns)
+    slow = watch("limitranges", srv, namespace=ns, apply_timeout="4s")
+    assert sql_one("SELECT apply_timeout FROM kwatch.registrations WHERE server = %s"
+                   " AND resource = 'limitranges'", (srv,)).total_seconds() == 4
     locked = watch("resourcequotas", srv, namespace=ns)
     fast = watch("configmaps", srv, namespace=ns)
     sql("SELECT kwatch.wait_synced(server => %s, timeout => '60s')", (srv,))
@@ -83,7 +88,7 @@ spec: {hard: {pods: "10"}}
             cur.execute(pgsql.SQL("SELECT count(*) FROM {} WHERE cluster = %s").format(pgsql.SQL(locked)),
                         (srv,))
             assert cur.fetchone()[0] == 0
-        wait_until(lambda: "kwatch.apply_timeout" in (watch_status(srv, "limitranges")["last_error"] or ""),
+        wait_until(lambda: "kwatch.apply_timeout (4000 ms)" in (watch_status(srv, "limitranges")["last_error"] or ""),
                    30, "the slow watch's error")
         wait_until(lambda: "stayed locked" in (watch_status(srv, "resourcequotas")["last_error"] or ""),
                    30, "the locked watch's error")

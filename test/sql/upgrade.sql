@@ -249,8 +249,16 @@ INSERT INTO kwatch.registrations (server, resource, api_group, api_version, plur
                                   namespaced, table_name, channel, owner)
 VALUES ('old', 'endpoints', '', 'v1', 'endpoints', 'Endpoints', true, 'upgrade_joined',
         'kwatch_upgrade_joined', 10);
+GRANT EXECUTE ON FUNCTION kwatch.watch TO kw_upgrade_owner;
 ALTER EXTENSION kwatch UPDATE TO '0.5.0';
 SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
+-- (issue 21) watch() gains apply_timeout, a watch's own deadline for its
+-- batches; the roles granted EXECUTE on the old watch() keep it
+SELECT pg_get_function_identity_arguments('kwatch.watch'::regproc) LIKE '%, apply_timeout interval'
+         AS has_apply_timeout,
+       has_function_privilege('kw_upgrade_owner', 'kwatch.watch'::regproc, 'EXECUTE') AS still_granted,
+       (SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+         WHERE attrelid = 'kwatch.registrations'::regclass AND attname = 'apply_timeout') AS column_type;
 SELECT relid, relname, api_group, plural, made_by = 'kw_upgrade_owner'::regrole AS by_role
   FROM kwatch.tables ORDER BY relname;
 -- history() takes only a table kwatch made, whatever the comment says
