@@ -329,8 +329,8 @@ kw_apply_pool_collect(void)
 			KwApplyTicket *t = pw->ticket;
 
 			if (t->timeout_ms > 0 && !t->terminated &&
-				TimestampDifferenceExceeds(t->submitted_at, GetCurrentTimestamp(),
-										   t->timeout_ms + KW_APPLY_GRACE_MS))
+				GetCurrentTimestamp() - t->submitted_at >
+				((int64) t->timeout_ms + KW_APPLY_GRACE_MS) * 1000)
 			{
 				ereport(WARNING,
 						(errcode(ERRCODE_QUERY_CANCELED),

@@ -118,8 +118,8 @@ kw_registrations_read(int32 only_id, MemoryContext cxt)
 					 " (to_jsonb(r)->'retry_ms'->>0)::int, (to_jsonb(r)->'retry_ms'->>1)::int,"
 					 " (to_jsonb(r)->'retry_ms'->>2)::int, (to_jsonb(r)->'retry_ms'->>3)::int,"
 	/* of 0.5.0: the watch's own kwatch.apply_timeout, in ms (NULL: none) */
-					 " LEAST(extract(epoch FROM (to_jsonb(r)->>'apply_timeout')::interval) * 1000,"
-					 "       2147483647)::int"
+					 " (SELECT LEAST(ms, 2147483647)::int FROM (SELECT extract(epoch FROM"
+					 "   (to_jsonb(r)->>'apply_timeout')::interval) * 1000 AS ms) t WHERE ms IS NOT NULL)"
 					 " FROM kwatch.registrations r WHERE $1 = 0 OR id = $1 ORDER BY id",
 							   1, &argtype, &arg, NULL, true, 0);
 	if (rc != SPI_OK_SELECT)

@@ -42,6 +42,7 @@ def test_a_slow_or_locked_table_stalls_only_its_own_watch(ctx, settings):
     settings(backoff_initial="200ms", backoff_max="2s")
     ns = ctx.namespace()
     srv = ctx.server()
+    ctx.tables += ["limitranges", "resourcequotas"]     # other tests expect none
     slow = watch("limitranges", srv, namespace=ns, apply_timeout="4s")
     assert sql_one("SELECT apply_timeout FROM kwatch.registrations WHERE server = %s"
                    " AND resource = 'limitranges'", (srv,)).total_seconds() == 4
@@ -141,6 +142,7 @@ def slow_switch_off(table):
 def kill_apply_worker_mid_batch(ctx, how):
     ns = ctx.namespace()
     srv = ctx.server()
+    ctx.tables.append("podtemplates")     # other tests expect none
     table = watch("podtemplates", srv, namespace=ns)
     sql("SELECT kwatch.wait_synced(server => %s, timeout => '60s')", (srv,))
     lst = ctx.listener("kwatch_podtemplates")
