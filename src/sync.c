@@ -49,6 +49,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -722,6 +723,15 @@ kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt,
 	 * EXTERNAL, largest toast_tuple_target): it is read once, by the merge,
 	 * and compressing it would only cost CPU.
 	 */
+	/*
+	 * Apply workers may begin several relists at once: the first creates
+	 * the schema, the others wait for it (an advisory lock of kwatch's own,
+	 * for the transaction) instead of failing on pg_namespace's unique index.
+	 */
+	if (!OidIsValid(get_namespace_oid("kwatch_stage", true)) &&
+		SPI_execute("SELECT pg_catalog.pg_advisory_xact_lock(1802985800, 1)", false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not lock the creation of schema kwatch_stage");
+	AcceptInvalidationMessages();	/* see a schema made meanwhile */
 	if (!OidIsValid(get_namespace_oid("kwatch_stage", true)) &&
 		(SPI_execute("CREATE SCHEMA kwatch_stage", false, 0) != SPI_OK_UTILITY ||
 		 SPI_execute("GRANT USAGE ON SCHEMA kwatch_stage TO PUBLIC", false, 0) != SPI_OK_UTILITY))

@@ -218,3 +218,23 @@ def test_a_requested_relist_survives_a_crash_of_its_merge(ctx):
     assert_table_matches_server(table, srv, ["configmaps", "-n", ns])
     st = watch_status(srv, "configmaps")
     assert st["state"] == "watching" and st["synced"], st
+
+
+def test_relists_begun_at_once_share_the_staging_schema(ctx):
+    """Relists that begin in several apply workers at once (after a 410 on
+    every watch, as when the API server's history is compacted) make the
+    staging schema once: no watch fails on pg_namespace's unique index."""
+    ns = ctx.namespace()
+    srv = ctx.server()
+    resources = ["configmaps", "serviceaccounts", "services", "endpoints"]
+    for r in resources:
+        watch(r, srv, namespace=ns)
+    sql("SELECT kwatch.wait_synced(server => %s, timeout => '60s')", (srv,))
+    sql("DROP SCHEMA IF EXISTS kwatch_stage CASCADE")
+    sql("SELECT kwatch.relist(r, server => %s) FROM unnest(%s::text[]) r", (srv, resources))
+    for r in resources:
+        sql("SELECT kwatch.relist(%s, server => %s, wait => true, timeout => '60s')", (r, srv))
+    for r in resources:
+        st = watch_status(srv, r)
+        assert st["state"] == "watching" and "duplicate key" not in (st["last_error"] or ""), st
+    assert sql_one("SELECT count(*) FROM pg_namespace WHERE nspname = 'kwatch_stage'") == 1
