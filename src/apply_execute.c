@@ -82,27 +82,6 @@ plans_for(const KwRegistration *reg)
 }
 
 /*
- * kw_apply_execute_reset: forgets every prepared statement (SIGHUP, or a
- * request to start over); they are made again on next use.
- */
-void
-kw_apply_execute_reset(void)
-{
-	HASH_SEQ_STATUS seq;
-	PlanEntry  *e;
-
-	if (plan_cache == NULL)
-		return;
-	hash_seq_init(&seq, plan_cache);
-	while ((e = hash_seq_search(&seq)) != NULL)
-		kw_sync_plans_free(e->plans);
-	hash_destroy(plan_cache);
-	MemoryContextDelete(plan_cxt);
-	plan_cache = NULL;
-	plan_cxt = NULL;
-}
-
-/*
  * object_error: whether an error applying objects is the objects' fault: a
  * data exception (class 22: text jsonb refuses, like a lone surrogate
  * escape) or a limit (class 54: nesting beyond max_stack_depth, a value

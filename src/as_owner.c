@@ -17,9 +17,9 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
 #include "catalog/pg_class.h"
+#include "commands/trigger.h"
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
 #include "utils/guc.h"
@@ -133,14 +133,17 @@ kw_as_owner_begin(Oid owner, KwAsOwner *s)
  * the end of its statement.  kwatch calls it before it acts as a table's
  * owner (above: at the start of every transaction of its own,
  * transaction.c, and in the SQL functions of owner_functions.c, where the
- * caller's transaction keeps the IMMEDIATE mode).  Needs SPI connected.
+ * caller's transaction keeps the IMMEDIATE mode).  Needs a transaction.
  * ERRORs: whatever the triggers raise.
  */
 void
 kw_fire_deferred_triggers(void)
 {
-	if (SPI_execute("SET CONSTRAINTS ALL IMMEDIATE", false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "could not fire deferred triggers");
+	ConstraintsSetStmt stmt = {.type = T_ConstraintsSetStmt, .constraints = NIL,
+	.deferred = false};
+
+	/* what the statement runs, without parsing one per transaction */
+	AfterTriggerSetState(&stmt);
 }
 
 /*

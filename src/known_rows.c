@@ -20,8 +20,6 @@
 
 #include "kw_apply.h"
 
-#define KW_UID_KEYLEN 128
-
 typedef struct KnownEntry
 {
 	char		uid[KW_UID_KEYLEN];

@@ -76,6 +76,12 @@ typedef struct KwApplyResult
 	char	  **known_rvs;
 } KwApplyResult;
 
+/*
+ * Longest uid (with its NUL) kept in a hash of uids; Kubernetes uids are 36
+ * bytes.  A longer one is never a real object's.
+ */
+#define KW_UID_KEYLEN 128
+
 /* in known_rows.c: uid -> resourceVersion of a table's rows at a LIST's start */
 extern struct HTAB *kw_known_create(long n, MemoryContext cxt);
 extern void kw_known_add(struct HTAB *known, const char *uid, const char *rv);
@@ -91,7 +97,6 @@ extern void kw_apply_result_decode(const char *data, Size len, KwApplyResult *re
 
 /* in apply_execute.c: running a request (in an apply worker, or in-process) */
 extern void kw_apply_execute(const KwApplyRequest *req, KwApplyResult *res);
-extern void kw_apply_execute_reset(void);
 
 /* in apply_worker.c */
 PGDLLEXPORT void kwatch_apply_main(Datum main_arg);

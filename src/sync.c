@@ -65,7 +65,6 @@
 #include "kw_events.h"
 #include "kw_sync.h"
 
-#define KW_UID_KEYLEN 128
 
 struct KwSyncPlans
 {
@@ -776,9 +775,9 @@ kw_sync_known_rows(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt)
 	kw_as_owner_begin(table_owner(reg), &as_owner);
 	/* what a real object can hold: an owner's oversized rows are not sent back */
 	rc = SPI_execute_with_args(psprintf("SELECT uid, resource_version FROM %s WHERE cluster = $1"
-										" AND octet_length(uid) < 128"
+										" AND octet_length(uid) < %d"
 										" AND octet_length(resource_version) < %d",
-										p->qualified, KW_RV_LEN), 1, &type, &arg, NULL, true, 0);
+										p->qualified, KW_UID_KEYLEN, KW_RV_LEN), 1, &type, &arg, NULL, true, 0);
 	kw_as_owner_end(&as_owner);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read current rows: %s", SPI_result_code_string(rc));

@@ -1254,10 +1254,6 @@ kw_watch_flush(KwWatch *w)
 	{
 		req.op = KW_APPLY_RELIST_FINISH;
 		req.rv = w->list_rv;
-		if (w->list_items >= 5000)
-			ereport(DEBUG1,
-					(errmsg("kwatch: merging the LIST of " INT64_FORMAT " %s from server \"%s\"",
-							w->list_items, w->reg.plural, w->reg.server)));
 	}
 	else
 		return false;
