@@ -101,6 +101,23 @@ extern int	kw_event_buffer;
 extern void kw_define_gucs(void);
 
 /* ---------------------------------------------------------------------
+ * in list_strategy.c: streaming list or LIST, per API server
+ * ---------------------------------------------------------------------
+ */
+typedef enum KwListStrategy
+{
+	KW_LIST_STRATEGY_AUTO,		/* streaming where served, else LIST */
+	KW_LIST_STRATEGY_STREAM,	/* always a streaming list */
+	KW_LIST_STRATEGY_LIST		/* always LIST */
+} KwListStrategy;
+
+extern int	kw_list_strategy;
+extern bool kw_list_should_stream(const char *api_server);
+extern bool kw_list_stream_known(const char *api_server);
+extern void kw_list_stream_support(const char *api_server, bool supported,
+								   const char *why);
+
+/* ---------------------------------------------------------------------
  * in cluster_config.c: connection settings of one cluster
  * ---------------------------------------------------------------------
  */
