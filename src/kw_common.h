@@ -348,6 +348,8 @@ extern void kw_http_transfer_release(KwHttpTransfer *t);
 extern void kw_http_transfer_destroy(KwHttpTransfer *t);
 extern void kw_http_get(KwClusterConfig *cfg, const char *path,
 						KwHttpResponse *resp);
+extern void kw_http_get_accept(KwClusterConfig *cfg, const char *path,
+							   const char *accept, KwHttpResponse *resp);
 extern void kw_http_raise_status(KwClusterConfig *cfg, const char *what,
 								 KwHttpResponse *resp) pg_attribute_noreturn();
 extern int	kw_http_status_sqlstate(long status);
