@@ -15,6 +15,8 @@ OBJS = \
 	src/redact.o \
 	src/column_functions.o \
 	src/watch.o \
+	src/watch_apply.o \
+	src/watch_status.o \
 	src/list_strategy.o \
 	src/transaction.o \
 	src/as_owner.o \
