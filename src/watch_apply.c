@@ -220,7 +220,14 @@ static void
 list_committed(KwWatch *w, KwApplyCounts *counts)
 {
 	w->objects = w->list_items;
-	kw_watch_set_str(w, &w->resume_rv, w->list_rv);
+
+	/*
+	 * The merged list's resourceVersion, as sent: a streaming list's stream
+	 * may have failed meanwhile (restart_list cleared list_rv); the table
+	 * holds that list all the same, and the WATCH from its resourceVersion
+	 * finds out what the failure meant (a 410 relists).
+	 */
+	kw_watch_set_str(w, &w->resume_rv, w->sent_rv);
 	w->need_list = false;
 	w->list_started = false;
 	w->list_finish_pending = false;
