@@ -31,6 +31,7 @@ OBJS = \
 	src/notify.o \
 	src/catalog.o \
 	src/sync_wait.o \
+	src/wait_current.o \
 	src/ownership.o \
 	src/privileged.o \
 	src/discovery.o \
