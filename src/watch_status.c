@@ -68,8 +68,10 @@ kw_watch_set_synced(KwWatch *w, bool synced, bool list_done)
 }
 
 /*
- * kw_watch_publish_progress: shows the watch's resume resourceVersion and
- * object count.
+ * kw_watch_publish_progress: shows the watch's resume resourceVersion (its
+ * committed checkpoint: called only after a commit or when the watch is
+ * loaded) and object count, and wakes kwatch.wait_current() (wait_current.c),
+ * which waits for that checkpoint to reach the server's resourceVersion.
  */
 void
 kw_watch_publish_progress(KwWatch *w)
@@ -79,6 +81,7 @@ kw_watch_publish_progress(KwWatch *w)
 			KW_RV_LEN);
 	w->slot->objects = w->objects;
 	LWLockRelease(kw_shared->lock);
+	kw_status_broadcast();
 }
 
 /*
