@@ -79,7 +79,7 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 # PGXS tracks no header dependencies (without --enable-depend): a changed
 # struct in the shared header must rebuild every object.
-$(OBJS): $(wildcard $(srcdir)/src/kw_*.h)
+$(OBJS): $(wildcard $(srcdir)/src/kw_*.h) $(srcdir)/src/pg_compat.h
 # The version is compiled in (KWATCH_VERSION, used by http.c): a new
 # default_version must rebuild what uses it.
 src/http.o: $(srcdir)/kwatch.control
