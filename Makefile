@@ -96,7 +96,7 @@ all install installcheck:
 	@echo "kwatch: PostgreSQL server headers are missing; run 'make deps' first" >&2; exit 1
 endif
 
-.PHONY: deps test deb demo demo-stop bench print-regress soak bench-recovery
+.PHONY: deps test test-versions deb demo demo-stop bench print-regress soak bench-recovery
 
 print-regress:
 	@echo $(REGRESS)
@@ -109,6 +109,13 @@ deps:
 # tests against a real control plane.
 test:
 	@bash test/drivers/run.sh
+
+# PostgreSQL 17 and 18 (README, "Supported PostgreSQL versions"): a Debian
+# 13 and an unstable chroot (debootstrap, cached in /var/cache/kwatch-pg),
+# kwatch built, packaged and tested in each: pg_regress and the worker's
+# integration tests.  `make test` runs it last; VERSIONS="17" for one.
+test-versions:
+	@bash test/versions/run.sh $(VERSIONS)
 
 # The Debian package postgresql-15-kwatch (README), built by
 # dpkg-buildpackage from a copy of the work tree, never in it, into DEB_DIR
