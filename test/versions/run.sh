@@ -80,7 +80,7 @@ archive() {
 
 in_root() {  # in_root ROOT COMMAND...: COMMAND in ROOT, in a private mount namespace
   local root=$1; shift
-  unshare --mount --propagation private bash "$top/test/versions/chroot.sh" "$root" "$@"
+  unshare --mount --propagation private bash "$top/test/versions/chroot.sh" "$root" "$@" {lock}>&-
 }
 
 # prepare VERSION: the chroot for VERSION: debootstrapped unless it was
@@ -140,7 +140,13 @@ copy_tree() {
     { echo "[versions] no control plane binaries in $k8s_cache (bash test/k8s/build.sh)" >&2; return 1; }
 }
 
-mkdir -p "$logdir"
+mkdir -p "$logdir" "$cache"
+# One run at a time uses the chroots (each run rebuilds /build in them).
+exec {lock}>"$cache/.lock"
+if ! flock -n "$lock"; then
+  echo "[versions] another make test-versions holds $cache/.lock; waiting for it"
+  flock "$lock"
+fi
 bash test/packaging/install-deps.sh
 command -v debootstrap >/dev/null || { echo "test-versions: debootstrap is missing" >&2; exit 1; }
 
