@@ -55,6 +55,7 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -643,7 +644,7 @@ kwatch_wait_current(PG_FUNCTION_ARGS)
 		nsp = get_namespace_oid("k8s", true);
 		relid = OidIsValid(nsp) ? get_relname_relid(reg->table_name, nsp) : InvalidOid;
 		can_compare = OidIsValid(relid) &&
-			pg_namespace_aclcheck(nsp, GetUserId(), ACL_USAGE) == ACLCHECK_OK &&
+			KW_NAMESPACE_USAGE(nsp, GetUserId()) == ACLCHECK_OK &&
 			pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
 
 		target = current_rv(cfg, reg, &cost);
