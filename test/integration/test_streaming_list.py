@@ -226,3 +226,34 @@ def test_error_after_initial_events_end_never_applies_events_without_their_list(
     except AssertionError as e:
         raise AssertionError("after the ERROR: %s; %s" % (seen, e))
     assert ck is None or len(rows) == 3, "a checkpoint committed on a table without its list: " + seen
+
+
+def test_change_between_initial_events_and_their_bookmark_is_part_of_the_list(ctx, streaming):
+    """Review (doc/protocol.md rule 19): a serving API server sends the
+    initial-events-end bookmark at its next bookmark tick (about a second,
+    apiserver cacher dispatchEvents), so on a busy collection a MODIFIED or
+    DELETED can come between the last initial ADDED and the bookmark;
+    client-go's reflector applies them to its temporary store (watchList,
+    handleListWatch) and does not fall back.  kwatch must neither take the
+    server for one that ignores sendInitialEvents (and LIST from it for the
+    worker's life) nor lose the change."""
+    srv = fake_server(ctx, streaming)
+    for i in range(3):
+        streaming.create("pods", pod("p%d" % i))
+    at_list = streaming.objects("pods")
+    streaming.update("pods", "default", "p0", lambda o: o["metadata"]["labels"].update(v="2"))
+    p0 = [o for o in streaming.objects("pods") if o["metadata"]["name"] == "p0"][0]
+    data = b"".join([_wire(streaming, "ADDED", o) for o in at_list] + [
+        _wire(streaming, "MODIFIED", p0),
+        _wire(streaming, "BOOKMARK", {"metadata": {
+            "resourceVersion": streaming.resource_version,
+            "annotations": {"k8s.io/initial-events-end": "true"}}})])
+    streaming.inject("raw", on="watchlist", data=data, after_events=0, close=True)
+    table = watch("pods", srv)
+    wait_converged(table, srv, streaming, "pods")
+    wait_status(srv, "pods", lambda s: s["state"] == "watching" and s["synced"], msg="watching, synced")
+    kinds = [r.kind for r in worker_requests(streaming)]
+    assert "list" not in kinds, "a serving server was taken for one that ignores streaming lists: %s" % kinds
+    sql("SELECT kwatch.relist(%s, %s, wait => true)", ("pods", srv))
+    kinds = [r.kind for r in worker_requests(streaming)]
+    assert kinds.count("watchlist") == 2 and "list" not in kinds, kinds
