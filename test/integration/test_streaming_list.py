@@ -257,3 +257,33 @@ def test_change_between_initial_events_and_their_bookmark_is_part_of_the_list(ct
     sql("SELECT kwatch.relist(%s, %s, wait => true)", ("pods", srv))
     kinds = [r.kind for r in worker_requests(streaming)]
     assert kinds.count("watchlist") == 2 and "list" not in kinds, kinds
+
+
+def test_changes_before_the_bookmark_are_merged_with_the_list_in_one_transaction(ctx, streaming):
+    """A MODIFIED and a DELETED between the initial ADDED events and the
+    bookmark: the merge and those changes commit together (one checkpoint,
+    the bookmark's), each change notified once, the deleted object never
+    left behind, the object count right."""
+    srv = fake_server(ctx, streaming)
+    for i in range(4):
+        streaming.create("pods", pod("p%d" % i))
+    at_list = streaming.objects("pods")
+    p0 = streaming.update("pods", "default", "p0", lambda o: o["metadata"]["labels"].update(v="2"))
+    gone = [o for o in streaming.objects("pods") if o["metadata"]["name"] == "p3"][0]
+    streaming.delete("pods", "default", "p3")
+    gone = dict(gone, metadata=dict(gone["metadata"], resourceVersion=streaming.resource_version))
+    data = b"".join([_wire(streaming, "ADDED", o) for o in at_list] + [
+        _wire(streaming, "MODIFIED", p0), _wire(streaming, "DELETED", gone),
+        _wire(streaming, "BOOKMARK", {"metadata": {
+            "resourceVersion": streaming.resource_version,
+            "annotations": {"k8s.io/initial-events-end": "true"}}})])
+    streaming.inject("raw", on="watchlist", data=data, after_events=0, close=False)
+    table = watch("pods", srv)
+    st = wait_status(srv, "pods", lambda s: s["synced"] and s["syncs"] == 1, msg="synced")
+    wait_converged(table, srv, streaming, "pods")
+    assert st["resource_version"] == streaming.resource_version, st
+    assert st["objects"] == 3 and st["last_error"] is None, st
+    evs = [(t, n) for t, n, _ in events_of(srv)]
+    assert sorted(evs[:4]) == [("ADDED", "p%d" % i) for i in range(4)], evs
+    assert evs[4:] == [("MODIFIED", "p0"), ("DELETED", "p3")], evs
+    assert "list" not in [r.kind for r in worker_requests(streaming)]
