@@ -4,8 +4,9 @@
 #      the same sources, installs it with dpkg -i over what make install
 #      wrote, and runs pg_regress (the SQL surface, on a temp instance
 #      preloading kwatch) against the installed package;
-#   2. builds (or reuses) the real Kubernetes control plane and runs pytest:
-#      the worker against it (test/integration).
+#   2. builds (or reuses) the real Kubernetes control plane (1.20) and the
+#      modern one (the 1.36 generic API server, custom resources only) and
+#      runs pytest: the worker against them (test/integration).
 # Stops at the first failure, saying which step failed.
 # Test state lives in $KWATCH_TEST_DIR (default /var/tmp/kwatch-test): the
 # servers run as the `postgres` user when we are root, and must be able to
@@ -30,5 +31,8 @@ bash test/packaging/package.sh || { echo "make test: the Debian package step fai
 step "Kubernetes control plane (built once, cached in ${KWATCH_K8S_CACHE:-/var/cache/kwatch-k8s})"
 $SUDO bash test/k8s/build.sh
 
-step "integration tests against the real control plane"
+step "modern control plane: Kubernetes 1.36 generic API server + etcd 3.5 from Debian unstable (built once, cached in ${KWATCH_K8S_MODERN_CACHE:-/var/cache/kwatch-k8s-modern})"
+$SUDO bash test/k8s/modern-build.sh
+
+step "integration tests against the real control planes (1.20 and 1.36)"
 /usr/bin/python3 -m pytest test/integration -v -p no:cacheprovider
