@@ -8,6 +8,7 @@ and recorded in kwatch.events once: the initial sync, changes (spec, labels,
 the status subresource, delete), kwatch.relist(), a 410 after compaction
 and an API server restart, bookmarks moving the checkpoint, PostgreSQL and
 API server restarts, and seeded random changes with faults."""
+import json
 import os
 
 import pytest
@@ -268,3 +269,60 @@ def test_certificates_converge_under_faults(plane, ctx, seed):
         wl.round(8)
         converged_and_read("after the " + what)
         wait_watching(every, CERTS, timeout=60)
+
+
+def test_modern_plane_streams_lists_and_counts_them(modern, ctx):
+    """The infrastructure, without kwatch: the modern plane answers a WATCH
+    with sendInitialEvents=true by streaming the objects as ADDED events and
+    a BOOKMARK annotated k8s.io/initial-events-end, and its /metrics count it
+    (ModernCluster.watch_list_count: the streaming tests' proof)."""
+    ensure_certificate_crd()
+    ns = ctx.namespace()
+    made = create_certificates(ns, {"a": {}, "b": {}})
+    before = modern.watch_list_count("cert-manager.io", "certificates")
+    status, body = modern.get("/apis/cert-manager.io/v1/namespaces/%s/certificates?watch=1"
+                              "&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+                              "&allowWatchBookmarks=true&timeoutSeconds=2" % ns)
+    assert status == 200, body[:500]
+    events = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+    added = {e["object"]["metadata"]["name"]: e["object"]["metadata"]["uid"]
+             for e in events if e["type"] == "ADDED"}
+    assert added == {n: uid for n, (uid, _) in made.items()}, events
+    ends = [e for e in events if e["type"] == "BOOKMARK" and
+            e["object"]["metadata"].get("annotations", {}).get("k8s.io/initial-events-end") == "true"]
+    assert len(ends) == 1, events
+    assert [e["type"] for e in events].index("BOOKMARK") == 2, "the bookmark follows the objects"
+    wait_until(lambda: modern.watch_list_count("cert-manager.io", "certificates") >= before + 1, 10,
+               "apiserver_watch_list_duration_seconds_count to count the streaming list")
+    # no core API, no Namespace objects: what ctx.namespace() relies on
+    status, _ = modern.get("/api/v1/namespaces")
+    assert status == 404
+
+
+def test_legacy_plane_audit_log_shows_kwatch_requests(ctx, settings):
+    """The 1.20 plane's audit log (cluster.sh) gives the URIs kwatch sent:
+    the objects came by a LIST, then a WATCH from its resourceVersion
+    without sendInitialEvents (a 1.20 server has no streaming lists).  A
+    WATCH is logged when it ends (kube-apiserver 1.20 writes its
+    ResponseStarted stage late): short WATCHes here."""
+    settings(watch_timeout=2)
+    legacy = conftest.CLUSTER
+    assert not legacy.modern
+    ensure_certificate_crd()
+    ns = ctx.namespace()
+    srv = ctx.server()
+    create_certificates(ns, {"a": {}})
+    since = legacy.audit_size()
+    table = watch(CERTS, srv, namespace=ns)
+    wait_watching(srv, CERTS)
+    assert_table_matches_server(table, srv, certificates_get(ns))
+    path = "/apis/cert-manager.io/v1/namespaces/%s/certificates" % ns
+    uris = wait_until(lambda: [u for u in legacy.audit_uris(since) if u.startswith(path)
+                               and "watch=" in u], 20, "kwatch's WATCH in the audit log", interval=0.5) and \
+        [u for u in legacy.audit_uris(since) if u.startswith(path)]
+    lists = [u for u in uris if "watch=" not in u]
+    watches = [u for u in uris if "watch=" in u]
+    assert lists, uris
+    assert all("resourceVersion=" in u and "sendInitialEvents=true" not in u for u in watches), uris
+    # the WATCH starts where the LIST that filled the table ended
+    assert uris.index(watches[0]) > uris.index(lists[-1]) or len(lists) > 1, uris
