@@ -15,6 +15,7 @@ OBJS = \
 	src/redact.o \
 	src/column_functions.o \
 	src/watch.o \
+	src/list_strategy.o \
 	src/transaction.o \
 	src/as_owner.o \
 	src/owner_functions.o \

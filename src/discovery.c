@@ -4,16 +4,26 @@
  *		Resolving a user's resource name through the API server's
  *		discovery documents, and probing a LIST before registering it.
  *
- * PROTOCOL 29 (client-go restmapper/discovery.go): /api/v1 and
- * /apis/<group>/<version> list resources with name (plural), singularName,
- * shortNames, kind, namespaced and verbs; names with a slash are
- * subresources.  A user's name ("pods", "pod", "po", "Pod",
- * "deployments.apps", "crontabs.stable.example.com") is matched against the
- * core group first, then every group in the order /apis gives them, the
- * preferred version first.  CustomResourceDefinitions appear there once
- * established, so a CRD created after the worker started is found the same
- * way.  A group version that fails to answer (an aggregated API that is
- * down) is skipped, as kubectl does.
+ * PROTOCOL 29 (client-go restmapper/discovery.go): the core group and
+ * every group list resources with name (plural), singularName, shortNames,
+ * kind, namespaced and verbs; names with a slash are subresources.  A
+ * user's name ("pods", "pod", "po", "Pod", "deployments.apps",
+ * "crontabs.stable.example.com") is matched against the core group first,
+ * then every group in the order the server gives them, the preferred
+ * version first.  CustomResourceDefinitions appear there once established,
+ * so a CRD created after the worker started is found the same way.  A
+ * group version that fails to answer (an aggregated API that is down) is
+ * skipped, as kubectl does.
+ *
+ * Two formats (walk()): aggregated discovery (GET /api and GET /apis with
+ * the Accept header of KW_ACCEPT_AGGREGATED, apidiscovery.k8s.io/v2, GA in
+ * 1.30, v2beta1 in 1.26-1.29: every group, version and resource in one
+ * document each; client-go discovery/aggregated_discovery.go), used when
+ * the server answers with it; the legacy documents otherwise (APIGroupList
+ * at /apis, an APIResourceList per /apis/<group>/<version>).  The core
+ * group is read from /api/v1 on either.  A group-qualified name is resolved
+ * through /apis/<group> alone.  A server without /api/v1 (a generic API
+ * server that serves custom resources only) has no core group.
  *
  *-------------------------------------------------------------------------
  */
@@ -40,23 +50,52 @@
 #include "kw_worker.h"
 #include "kw_fdw.h"
 
-/* get_json: GET `path` and parse it; NULL (with a DEBUG1 note) on failure unless must. */
+/*
+ * Accept header of aggregated discovery (client-go discovery_client.go
+ * AcceptV2 + AcceptV2Beta1 + plain JSON, in that order of preference): a
+ * server of 1.30+ answers apidiscovery.k8s.io/v2, 1.26-1.29 v2beta1 (same
+ * fields), an older one its legacy document (APIVersions, APIGroupList).
+ */
+#define KW_ACCEPT_AGGREGATED \
+	"application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList," \
+	"application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList," \
+	"application/json"
+
+/* What fetch() does with a status other than 200. */
+typedef enum FetchMode
+{
+	FETCH_MUST,					/* raise it */
+	FETCH_MUST_OR_404,			/* raise it, except 404: NULL */
+	FETCH_SKIP					/* NULL (a group version that fails to answer) */
+} FetchMode;
+
+/*
+ * fetch: GET `path` with `accept` (NULL: application/json) and parse it.
+ * NULL when the status is not 200 and `mode` allows it (a DEBUG1 note for
+ * FETCH_SKIP).  ERRORs: the mapped SQLSTATE of the status
+ * (kw_http_raise_status), 22032 for a body that is not JSON (except in
+ * FETCH_SKIP mode).  Each request is logged at DEBUG2 as "kwatch: discovery
+ * GET <path>" (the tests count them).  The caller frees the result with
+ * json_object_put.
+ */
 static json_object *
-get_json(KwClusterConfig *cfg, const char *path, bool must)
+fetch(KwClusterConfig *cfg, const char *path, const char *accept, FetchMode mode)
 {
 	KwHttpResponse resp;
 	json_object *obj;
 
-	kw_http_get(cfg, path, &resp);
+	kw_http_get_accept(cfg, path, accept, &resp);
+	elog(DEBUG2, "kwatch: discovery GET %s: HTTP %ld, %d bytes", path, resp.status, resp.body.len);
 	if (resp.status != 200)
 	{
-		if (must)
+		if (mode == FETCH_MUST || (mode == FETCH_MUST_OR_404 && resp.status != 404))
 			kw_http_raise_status(cfg, psprintf("discovery request GET %s", path), &resp);
-		elog(DEBUG1, "kwatch: skipping %s: HTTP %ld", path, resp.status);
+		if (mode == FETCH_SKIP)
+			elog(DEBUG1, "kwatch: skipping %s: HTTP %ld", path, resp.status);
 		return NULL;
 	}
 	obj = json_tokener_parse(resp.body.data);
-	if (obj == NULL && must)
+	if (obj == NULL && mode != FETCH_SKIP)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_JSON_TEXT),
 				 errmsg("discovery document %s from server \"%s\" is not valid JSON",
@@ -64,149 +103,309 @@ get_json(KwClusterConfig *cfg, const char *path, bool must)
 	return obj;
 }
 
+/* has_kind: whether document `doc` says kind `kind`. */
+static bool
+has_kind(json_object *doc, const char *kind)
+{
+	const char *k = doc ? kw_json_get_string(doc, "kind") : NULL;
+
+	return k != NULL && strcmp(k, kind) == 0;
+}
+
 /*
- * match_resource_list: searches an APIResourceList for `name`; fills *out
- * and returns true on a match of plural, singular, short name or kind.
+ * is_aggregated: whether `doc` is an aggregated discovery document
+ * (kind APIGroupDiscoveryList of apidiscovery.k8s.io/v2 or v2beta1) rather
+ * than a legacy one: the server chose by the Accept header, and a server
+ * without aggregated discovery (before 1.26, or with the feature off)
+ * answers plain JSON.
  */
 static bool
-match_resource_list(json_object *list, const char *name, const char *group,
-					const char *version, KwResource *out)
+is_aggregated(json_object *doc)
+{
+	const char *av = doc ? kw_json_get_string(doc, "apiVersion") : NULL;
+
+	return has_kind(doc, "APIGroupDiscoveryList") && av != NULL &&
+		strncmp(av, "apidiscovery.k8s.io/", 20) == 0;
+}
+
+/*
+ * DiscEntry: one resource as discovery lists it, in either format: the
+ * KwResource plus what only name matching needs.
+ */
+typedef struct DiscEntry
+{
+	KwResource	r;
+	const char *singular;		/* "" when not given */
+	json_object *short_names;	/* array of strings, or NULL */
+} DiscEntry;
+
+/* Called for each resource in discovery order; returns true to stop. */
+typedef bool (*DiscVisit) (DiscEntry *e, void *arg);
+
+/* string_list: the strings of json array `arr` (member of `obj`), palloc'd. */
+static List *
+string_list(json_object *obj, const char *member)
+{
+	json_object *arr;
+	List	   *out = NIL;
+
+	if (obj && json_object_object_get_ex(obj, member, &arr) &&
+		json_object_is_type(arr, json_type_array))
+	{
+		for (size_t j = 0; j < json_object_array_length(arr); j++)
+		{
+			const char *v = json_object_get_string(json_object_array_get_idx(arr, j));
+
+			if (v)
+				out = lappend(out, pstrdup(v));
+		}
+	}
+	return out;
+}
+
+/*
+ * walk_resource_list: visits the resources of a legacy APIResourceList
+ * (/api/v1, /apis/<group>/<version>: name, singularName, shortNames, kind,
+ * namespaced, verbs); names with a slash are subresources and are skipped.
+ * Returns true when the visitor stopped.
+ */
+static bool
+walk_resource_list(json_object *list, const char *group, const char *version,
+				   DiscVisit visit, void *arg)
 {
 	json_object *resources;
-	size_t		n;
 
 	if (!list || !json_object_object_get_ex(list, "resources", &resources) ||
 		!json_object_is_type(resources, json_type_array))
 		return false;
-	n = json_object_array_length(resources);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < json_object_array_length(resources); i++)
 	{
 		json_object *r = json_object_array_get_idx(resources, i);
 		const char *plural = kw_json_get_string(r, "name");
 		const char *singular = kw_json_get_string(r, "singularName");
 		const char *kind = kw_json_get_string(r, "kind");
-		json_object *shorts,
-				   *verbs,
-				   *ns;
-		bool		hit = false;
+		json_object *ns;
+		DiscEntry	e;
 
 		if (plural == NULL || strchr(plural, '/') != NULL)
 			continue;			/* subresource */
-		if (strcmp(plural, name) == 0 ||
-			(singular && singular[0] && strcmp(singular, name) == 0) ||
-			(kind && pg_strcasecmp(kind, name) == 0))
-			hit = true;
-		if (!hit && json_object_object_get_ex(r, "shortNames", &shorts) &&
-			json_object_is_type(shorts, json_type_array))
-		{
-			for (size_t j = 0; j < json_object_array_length(shorts); j++)
-			{
-				const char *s = json_object_get_string(json_object_array_get_idx(shorts, j));
-
-				if (s && strcmp(s, name) == 0)
-					hit = true;
-			}
-		}
-		if (!hit)
-			continue;
-
-		out->api_group = pstrdup(group);
-		out->api_version = pstrdup(version);
-		out->plural = pstrdup(plural);
-		out->kind = pstrdup(kind ? kind : "");
-		out->namespaced = json_object_object_get_ex(r, "namespaced", &ns) &&
+		e.r.api_group = pstrdup(group);
+		e.r.api_version = pstrdup(version);
+		e.r.plural = pstrdup(plural);
+		e.r.kind = pstrdup(kind ? kind : "");
+		e.r.namespaced = json_object_object_get_ex(r, "namespaced", &ns) &&
 			json_object_get_boolean(ns);
-		out->verbs = NIL;
-		if (json_object_object_get_ex(r, "verbs", &verbs) &&
-			json_object_is_type(verbs, json_type_array))
-		{
-			for (size_t j = 0; j < json_object_array_length(verbs); j++)
-			{
-				const char *v = json_object_get_string(json_object_array_get_idx(verbs, j));
-
-				if (v)
-					out->verbs = lappend(out->verbs, pstrdup(v));
-			}
-		}
-		return true;
+		e.r.verbs = string_list(r, "verbs");
+		e.singular = singular ? singular : "";
+		if (!json_object_object_get_ex(r, "shortNames", &e.short_names))
+			e.short_names = NULL;
+		if (visit(&e, arg))
+			return true;
 	}
 	return false;
 }
 
 /*
- * resolve: finds `name` (lower-cased, optionally "resource.group") on the
- * cluster.  Returns false when no group serves it.  Frees json-c memory
- * even on ERROR.
+ * walk_aggregated: visits the resources of an APIGroupDiscoveryList
+ * (apidiscovery.k8s.io/v2 and v2beta1: items[] of groups, metadata.name ""
+ * for the core group; versions[] in order of preference, the first one the
+ * preferred version; resources[] with resource, singularResource,
+ * shortNames, responseKind.kind, scope Namespaced|Cluster, verbs;
+ * subresources apart), in the document's order.  A version whose freshness is "Stale" (an aggregated API
+ * server that did not answer) is skipped, as client-go's
+ * aggregated_discovery.go leaves it out and reports it failed.  Returns
+ * true when the visitor stopped.
  */
 static bool
-resolve(KwClusterConfig *cfg, const char *name, KwResource *out)
+walk_aggregated(json_object *doc, DiscVisit visit, void *arg)
 {
-	char	   *res = pstrdup(name);
-	char	   *group = NULL;
-	char	   *dot = strchr(res, '.');
-	json_object *volatile doc = NULL;
-	volatile bool found = false;
+	json_object *items;
 
-	if (dot)
+	if (!json_object_object_get_ex(doc, "items", &items) ||
+		!json_object_is_type(items, json_type_array))
+		return false;
+	for (size_t i = 0; i < json_object_array_length(items); i++)
 	{
-		*dot = '\0';
-		group = dot + 1;
+		json_object *g = json_object_array_get_idx(items, i);
+		json_object *meta,
+				   *versions;
+		const char *gname = NULL;
+
+		if (json_object_object_get_ex(g, "metadata", &meta))
+			gname = kw_json_get_string(meta, "name");
+		if (gname == NULL)
+			gname = "";			/* the core group has no name */
+		if (!json_object_object_get_ex(g, "versions", &versions) ||
+			!json_object_is_type(versions, json_type_array))
+			continue;
+		for (size_t j = 0; j < json_object_array_length(versions); j++)
+		{
+			json_object *v = json_object_array_get_idx(versions, j);
+			const char *version = kw_json_get_string(v, "version");
+			const char *fresh = kw_json_get_string(v, "freshness");
+			json_object *resources;
+
+			if (version == NULL || (fresh && strcmp(fresh, "Stale") == 0) ||
+				!json_object_object_get_ex(v, "resources", &resources) ||
+				!json_object_is_type(resources, json_type_array))
+				continue;
+			for (size_t k = 0; k < json_object_array_length(resources); k++)
+			{
+				json_object *r = json_object_array_get_idx(resources, k);
+				const char *plural = kw_json_get_string(r, "resource");
+				const char *singular = kw_json_get_string(r, "singularResource");
+				const char *scope = kw_json_get_string(r, "scope");
+				const char *kind = NULL;
+				json_object *rk;
+				DiscEntry	e;
+
+				if (plural == NULL || strchr(plural, '/') != NULL)
+					continue;
+				if (json_object_object_get_ex(r, "responseKind", &rk))
+					kind = kw_json_get_string(rk, "kind");
+				e.r.api_group = pstrdup(gname);
+				e.r.api_version = pstrdup(version);
+				e.r.plural = pstrdup(plural);
+				e.r.kind = pstrdup(kind ? kind : "");
+				e.r.namespaced = scope != NULL && strcmp(scope, "Namespaced") == 0;
+				e.r.verbs = string_list(r, "verbs");
+				e.singular = singular ? singular : "";
+				if (!json_object_object_get_ex(r, "shortNames", &e.short_names))
+					e.short_names = NULL;
+				if (visit(&e, arg))
+					return true;
+			}
+		}
 	}
+	return false;
+}
+
+/*
+ * walk_legacy_group: visits the resources of the legacy APIGroup `g`
+ * (name, versions[], preferredVersion), the preferred version first, then
+ * the others in order: one request per version visited
+ * (/apis/<group>/<version>); a version that fails to answer is skipped (an
+ * aggregated API that is down), as kubectl does.  Returns true when the
+ * visitor stopped.
+ */
+static bool
+walk_legacy_group(KwClusterConfig *cfg, json_object *g, DiscVisit visit, void *arg)
+{
+	const char *gname = kw_json_get_string(g, "name");
+	json_object *pref,
+			   *versions;
+	const char *pv = NULL;
+
+	if (gname == NULL ||
+		!json_object_object_get_ex(g, "versions", &versions) ||
+		!json_object_is_type(versions, json_type_array))
+		return false;
+	if (json_object_object_get_ex(g, "preferredVersion", &pref))
+		pv = kw_json_get_string(pref, "version");
+	for (int pass = 0; pass < 2; pass++)
+	{
+		for (size_t j = 0; j < json_object_array_length(versions); j++)
+		{
+			const char *v = kw_json_get_string(json_object_array_get_idx(versions, j), "version");
+			json_object *rl;
+			volatile bool stop = false;
+
+			if (v == NULL || (pass == 0) != (pv != NULL && strcmp(v, pv) == 0))
+				continue;
+			rl = fetch(cfg, psprintf("/apis/%s/%s", gname, v), NULL, FETCH_SKIP);
+			PG_TRY();
+			{
+				stop = walk_resource_list(rl, gname, v, visit, arg);
+			}
+			PG_FINALLY();
+			{
+				if (rl)
+					json_object_put(rl);
+			}
+			PG_END_TRY();
+			if (stop)
+				return true;
+		}
+	}
+	return false;
+}
+
+/* What walk() visits. */
+typedef enum DiscScope
+{
+	SCOPE_ALL,					/* the core group, then every group */
+	SCOPE_CORE,					/* the core group only */
+	SCOPE_GROUP					/* one named group only */
+} DiscScope;
+
+/*
+ * walk: visits the resources the cluster serves in discovery order
+ * (PROTOCOL 29): the core group first, then the groups in the server's
+ * order; within a group the preferred version first.  Stops when the
+ * visitor returns true; returns whether it did.
+ *
+ * The core group has one version, v1, whose document /api/v1 every server
+ * with a core group serves in the legacy format: it is read directly (the
+ * aggregated /api would hold the same resources, and a legacy server would
+ * first answer it with an APIVersions that costs one more request).
+ *
+ * Requests (each a GET; "modern" is a server with aggregated discovery,
+ * 1.26+, "legacy" one without, such as 1.20):
+ * - SCOPE_ALL: GET /api/v1, then (unless the visitor stopped there) GET
+ *   /apis with the aggregated Accept header: 2 on a modern server (1 for a
+ *   core resource).  A legacy server answers /apis with an APIGroupList,
+ *   and each group version is one more request until the visitor stops:
+ *   2 + the group versions visited (as kwatch did before aggregated
+ *   discovery).  A server without a core group (404 on /api/v1: a generic
+ *   API server such as apiextensions-apiserver) is not an error.
+ * - SCOPE_CORE: GET /api/v1: 1.
+ * - SCOPE_GROUP: GET /apis/<group> (its APIGroup, a few hundred bytes on
+ *   any server), then /apis/<group>/<version>, the preferred version
+ *   first: 2 when the preferred version serves the resource; 1 when the
+ *   group does not exist (404).  Its size does not grow with the number of
+ *   groups on the cluster, unlike the aggregated /apis.
+ * ERRORs: the mapped SQLSTATE of a non-200 answer to /api/v1 (except
+ * 404), /apis or /apis/<group> (except 404); 22032 for a document that
+ * is not JSON.  json-c memory is freed on ERROR too.
+ */
+static bool
+walk(KwClusterConfig *cfg, DiscScope scope, const char *group,
+	 DiscVisit visit, void *arg)
+{
+	json_object *volatile doc = NULL;
+	volatile bool stop = false;
 
 	PG_TRY();
 	{
-		/* core group: /api/v1 (PROTOCOL 29: core first) */
-		if (group == NULL || strcmp(group, "core") == 0 || group[0] == '\0')
+		if (scope == SCOPE_ALL || scope == SCOPE_CORE)
 		{
-			doc = get_json(cfg, "/api/v1", true);
-			found = match_resource_list(doc, res, "", "v1", out);
-			json_object_put(doc);
+			doc = fetch(cfg, "/api/v1", NULL, FETCH_MUST_OR_404);
+			stop = walk_resource_list(doc, "", "v1", visit, arg);
+			if (doc)
+				json_object_put(doc);
 			doc = NULL;
 		}
-		if (!found && !(group && (strcmp(group, "core") == 0 || group[0] == '\0')))
+		if (!stop && scope == SCOPE_ALL)
 		{
-			json_object *groups;
-			json_object *list = get_json(cfg, "/apis", true);
-
-			doc = list;
-			if (json_object_object_get_ex(list, "groups", &groups) &&
-				json_object_is_type(groups, json_type_array))
+			doc = fetch(cfg, "/apis", KW_ACCEPT_AGGREGATED, FETCH_MUST);
+			if (is_aggregated(doc))
+				stop = walk_aggregated(doc, visit, arg);
+			else
 			{
-				for (size_t i = 0; !found && i < json_object_array_length(groups); i++)
-				{
-					json_object *g = json_object_array_get_idx(groups, i);
-					const char *gname = kw_json_get_string(g, "name");
-					json_object *pref,
-							   *versions;
-					const char *pv = NULL;
+				json_object *groups;
 
-					if (gname == NULL || (group && strcmp(group, gname) != 0))
-						continue;
-					if (json_object_object_get_ex(g, "preferredVersion", &pref))
-						pv = kw_json_get_string(pref, "version");
-					if (!json_object_object_get_ex(g, "versions", &versions) ||
-						!json_object_is_type(versions, json_type_array))
-						continue;
-					/* preferred version first, then the others in order */
-					for (int pass = 0; !found && pass < 2; pass++)
-					{
-						for (size_t j = 0; !found && j < json_object_array_length(versions); j++)
-						{
-							const char *v = kw_json_get_string(json_object_array_get_idx(versions, j), "version");
-							json_object *rl;
-
-							if (v == NULL)
-								continue;
-							if ((pass == 0) != (pv != NULL && strcmp(v, pv) == 0))
-								continue;
-							rl = get_json(cfg, psprintf("/apis/%s/%s", gname, v), false);
-							found = match_resource_list(rl, res, gname, v, out);
-							if (rl)
-								json_object_put(rl);
-						}
-					}
-				}
+				if (json_object_object_get_ex(doc, "groups", &groups) &&
+					json_object_is_type(groups, json_type_array))
+					for (size_t i = 0; !stop && i < json_object_array_length(groups); i++)
+						stop = walk_legacy_group(cfg, json_object_array_get_idx(groups, i),
+												 visit, arg);
 			}
+		}
+		if (scope == SCOPE_GROUP)
+		{
+			doc = fetch(cfg, psprintf("/apis/%s", group), NULL, FETCH_MUST_OR_404);
+			if (doc && has_kind(doc, "APIGroup"))
+				stop = walk_legacy_group(cfg, doc, visit, arg);
 		}
 	}
 	PG_FINALLY();
@@ -215,7 +414,68 @@ resolve(KwClusterConfig *cfg, const char *name, KwResource *out)
 			json_object_put(doc);
 	}
 	PG_END_TRY();
-	return found;
+	return stop;
+}
+
+/* What match_visit looks for and where it puts what it found. */
+typedef struct MatchArg
+{
+	const char *name;			/* lower-cased */
+	KwResource *out;
+} MatchArg;
+
+/*
+ * match_visit: a DiscVisit that stops at the first resource whose plural,
+ * singular, short name or kind (case-insensitively) is the name sought
+ * (client-go restmapper: the same four).
+ */
+static bool
+match_visit(DiscEntry *e, void *arg)
+{
+	MatchArg   *m = (MatchArg *) arg;
+	bool		hit = false;
+
+	if (strcmp(e->r.plural, m->name) == 0 ||
+		(e->singular[0] && strcmp(e->singular, m->name) == 0) ||
+		(e->r.kind[0] && pg_strcasecmp(e->r.kind, m->name) == 0))
+		hit = true;
+	if (!hit && e->short_names && json_object_is_type(e->short_names, json_type_array))
+	{
+		for (size_t j = 0; !hit && j < json_object_array_length(e->short_names); j++)
+		{
+			const char *s = json_object_get_string(json_object_array_get_idx(e->short_names, j));
+
+			hit = s && strcmp(s, m->name) == 0;
+		}
+	}
+	if (hit)
+		*m->out = e->r;
+	return hit;
+}
+
+/*
+ * resolve: finds `name` (lower-cased, "resource" or "resource.group";
+ * "resource.core" and "resource." name the core group) on the cluster.  An
+ * unqualified name is sought in the core group, then in every group
+ * (SCOPE_ALL); a qualified one in its group only, through /apis/<group>
+ * (SCOPE_GROUP).  Returns false when nothing serves it.  Requests: see
+ * walk().
+ */
+static bool
+resolve(KwClusterConfig *cfg, const char *name, KwResource *out)
+{
+	char	   *res = pstrdup(name);
+	char	   *dot = strchr(res, '.');
+	MatchArg	m;
+
+	m.name = res;
+	m.out = out;
+	if (dot == NULL)
+		return walk(cfg, SCOPE_ALL, NULL, match_visit, &m);
+	*dot = '\0';
+	if (dot[1] == '\0' || strcmp(dot + 1, "core") == 0)
+		return walk(cfg, SCOPE_CORE, NULL, match_visit, &m);
+	return walk(cfg, SCOPE_GROUP, dot + 1, match_visit, &m);
 }
 
 /*
@@ -365,6 +625,8 @@ kwatch_probe(PG_FUNCTION_ARGS)
  * kwatch._discover does (PROTOCOL 29), filling *out (palloc'd in the
  * current context).  Returns false when no group serves it; ERRORs as
  * kw_http_get when the API server is unreachable or refuses discovery.
+ * Requests: 1 or 2 for a group-qualified name, 1 or 2 for an unqualified
+ * one on a server with aggregated discovery (more on a legacy one): walk().
  */
 bool
 kw_discover_resource(KwClusterConfig *cfg, const char *name, KwResource *out)
@@ -390,123 +652,53 @@ has_verb(List *verbs, const char *verb)
 }
 
 /*
- * add_listable: appends to *out a KwResource for every resource of the
- * APIResourceList `list` (group/version) that has the list verb; names with
- * a slash are subresources and are skipped (PROTOCOL 29).
+ * listable_visit: a DiscVisit that appends (to the List ** `arg`) a copy of
+ * each resource with the list verb whose (group, plural) is not there yet:
+ * since a group's preferred version is visited first, each resource comes
+ * at that version or, when it lacks it, at the first other version serving
+ * it.  Never stops.
  */
-static void
-add_listable(json_object *list, const char *group, const char *version,
-			 List **out)
+static bool
+listable_visit(DiscEntry *e, void *arg)
 {
-	json_object *resources;
+	List	  **out = (List **) arg;
+	KwResource *r;
+	ListCell   *lc;
 
-	if (!list || !json_object_object_get_ex(list, "resources", &resources) ||
-		!json_object_is_type(resources, json_type_array))
-		return;
-	for (size_t i = 0; i < json_object_array_length(resources); i++)
+	if (!has_verb(e->r.verbs, "list"))
+		return false;
+	foreach(lc, *out)
 	{
-		json_object *r = json_object_array_get_idx(resources, i);
-		const char *plural = kw_json_get_string(r, "name");
-		KwResource	one;
-		KwResource *res;
+		KwResource *o = (KwResource *) lfirst(lc);
 
-		if (plural == NULL || strchr(plural, '/') != NULL)
-			continue;
-		if (!match_resource_list(list, plural, group, version, &one) ||
-			!has_verb(one.verbs, "list"))
-			continue;
-		res = palloc(sizeof(KwResource));
-		*res = one;
-		*out = lappend(*out, res);
+		if (strcmp(o->api_group, e->r.api_group) == 0 &&
+			strcmp(o->plural, e->r.plural) == 0)
+			return false;
 	}
+	r = palloc(sizeof(KwResource));
+	*r = e->r;
+	*out = lappend(*out, r);
+	return false;
 }
 
 /*
  * kw_discover_listable: every resource of cluster `cfg` that can be listed,
- * as a List of KwResource *: the core group (/api/v1) first, then each
- * group of /apis in the server's order, each resource at the group's
- * preferred version or, when that version lacks it, the first other version
- * serving it (client-go discovery.ServerPreferredResources, which "kubectl
- * api-resources --verbs=list" shows).  A group version that
- * fails to answer is skipped (an aggregated API that is down), as kubectl
- * does.  ERRORs when /api/v1 or /apis cannot be read.
+ * as a List of KwResource *: the core group first, then each group in the
+ * server's order, each resource at the group's preferred version or, when
+ * that version lacks it, the first other version serving it (client-go
+ * discovery.ServerPreferredResources, which "kubectl api-resources
+ * --verbs=list" shows).  Requests: 2 on a server with aggregated
+ * discovery (GET /api/v1, GET /apis); on a legacy one 2 + one per group
+ * version (walk(), SCOPE_ALL).  A group version that fails to answer (an
+ * aggregated API that is down, a Stale one) is skipped, as kubectl does.
+ * ERRORs when /api/v1 (except 404) or /apis cannot be read.
  */
 List *
 kw_discover_listable(KwClusterConfig *cfg)
 {
 	List	   *out = NIL;
-	json_object *volatile doc = NULL;
 
-	PG_TRY();
-	{
-		json_object *groups;
-
-		doc = get_json(cfg, "/api/v1", true);
-		add_listable(doc, "", "v1", &out);
-		json_object_put(doc);
-		doc = NULL;
-		doc = get_json(cfg, "/apis", true);
-		if (json_object_object_get_ex(doc, "groups", &groups) &&
-			json_object_is_type(groups, json_type_array))
-		{
-			for (size_t i = 0; i < json_object_array_length(groups); i++)
-			{
-				json_object *g = json_object_array_get_idx(groups, i);
-				const char *gname = kw_json_get_string(g, "name");
-				json_object *pref,
-						   *versions;
-				const char *pv = NULL;
-
-				if (json_object_object_get_ex(g, "preferredVersion", &pref))
-					pv = kw_json_get_string(pref, "version");
-				if (gname == NULL || pv == NULL ||
-					!json_object_object_get_ex(g, "versions", &versions) ||
-					!json_object_is_type(versions, json_type_array))
-					continue;
-				/* preferred version first, then the others for what it lacks */
-				for (int pass = 0; pass < 2; pass++)
-				{
-					for (size_t j = 0; j < json_object_array_length(versions); j++)
-					{
-						const char *v = kw_json_get_string(json_object_array_get_idx(versions, j), "version");
-						json_object *rl;
-						List	   *found = NIL;
-						ListCell   *lc;
-
-						if (v == NULL || (pass == 0) != (strcmp(v, pv) == 0))
-							continue;
-						rl = get_json(cfg, psprintf("/apis/%s/%s", gname, v), false);
-						add_listable(rl, gname, v, &found);
-						if (rl)
-							json_object_put(rl);
-						foreach(lc, found)
-						{
-							KwResource *r = (KwResource *) lfirst(lc);
-							bool		seen = false;
-							ListCell   *lc2;
-
-							foreach(lc2, out)
-							{
-								KwResource *o = (KwResource *) lfirst(lc2);
-
-								if (strcmp(o->api_group, r->api_group) == 0 &&
-									strcmp(o->plural, r->plural) == 0)
-									seen = true;
-							}
-							if (!seen)
-								out = lappend(out, r);
-						}
-					}
-				}
-			}
-		}
-	}
-	PG_FINALLY();
-	{
-		if (doc)
-			json_object_put(doc);
-	}
-	PG_END_TRY();
+	walk(cfg, SCOPE_ALL, NULL, listable_visit, &out);
 	return out;
 }
 

@@ -39,6 +39,13 @@ char	   *kw_debug_error_on_object = NULL;
 int			kw_max_apply_workers = 4;
 int			kw_apply_timeout_ms = 60000;
 
+static const struct config_enum_entry list_strategy_options[] = {
+	{"auto", KW_LIST_STRATEGY_AUTO, false},
+	{"stream", KW_LIST_STRATEGY_STREAM, false},
+	{"list", KW_LIST_STRATEGY_LIST, false},
+	{NULL, 0, false}
+};
+
 /*
  * kw_define_gucs: defines every kwatch.* setting and reserves the prefix so
  * that typos ("kwatch.databse") are reported.  Called once from _PG_init.
@@ -100,6 +107,14 @@ kw_define_gucs(void)
 							 "from the last resourceVersion sends no limit. Off: every LIST is a paged, "
 							 "consistent read from etcd.",
 							 &kw_list_from_watch_cache, true,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("kwatch.list_strategy",
+							 "How a watch lists: a streaming list (sendInitialEvents) or a LIST.",
+							 "auto: a streaming list where the API server serves one (Kubernetes 1.27+ "
+							 "with WatchList on; on by default since 1.32), else LIST, decided once per "
+							 "server; stream or list force either.",
+							 &kw_list_strategy, KW_LIST_STRATEGY_AUTO, list_strategy_options,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("kwatch.watch_timeout",

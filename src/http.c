@@ -772,6 +772,36 @@ sync_progress_cb(void *clientp, curl_off_t dltotal, curl_off_t dlnow,
 void
 kw_http_get(KwClusterConfig *cfg, const char *path, KwHttpResponse *resp)
 {
+	kw_http_get_accept(cfg, path, NULL, resp);
+}
+
+/*
+ * set_accept: replaces the transfer's Accept header (the first one
+ * set_headers made, "application/json") with "Accept: `accept`".
+ */
+static void
+set_accept(KwHttpTransfer *t, const char *accept)
+{
+	struct curl_slist *h = curl_slist_append(NULL, psprintf("Accept: %s", accept));
+
+	for (struct curl_slist *p = t->headers ? t->headers->next : NULL; p; p = p->next)
+		h = curl_slist_append(h, p->data);
+	curl_slist_free_all(t->headers);
+	t->headers = h;
+	curl_easy_setopt((CURL *) t->easy, CURLOPT_HTTPHEADER, h);
+}
+
+/*
+ * kw_http_get_accept: kw_http_get with the request's Accept header
+ * `accept` (a media type list such as aggregated discovery's
+ * "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,
+ * application/json"); NULL: application/json.  Same results and errors as
+ * kw_http_get.
+ */
+void
+kw_http_get_accept(KwClusterConfig *cfg, const char *path, const char *accept,
+				   KwHttpResponse *resp)
+{
 	for (int attempt = 0; attempt < 2; attempt++)
 	{
 		KwHttpTransfer *volatile t = NULL;
@@ -788,6 +818,8 @@ kw_http_get(KwClusterConfig *cfg, const char *path, KwHttpResponse *resp)
 			CURLcode	rc;
 
 			t = kw_http_transfer_create(cfg, url, false, sync_feed, &resp->body, NULL);
+			if (accept)
+				set_accept(t, accept);
 			/* after the credential was obtained (by the transfer's headers) */
 			started = GetCurrentTimestamp();
 			easy = (CURL *) t->easy;

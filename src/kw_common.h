@@ -101,6 +101,23 @@ extern int	kw_event_buffer;
 extern void kw_define_gucs(void);
 
 /* ---------------------------------------------------------------------
+ * in list_strategy.c: streaming list or LIST, per API server
+ * ---------------------------------------------------------------------
+ */
+typedef enum KwListStrategy
+{
+	KW_LIST_STRATEGY_AUTO,		/* streaming where served, else LIST */
+	KW_LIST_STRATEGY_STREAM,	/* always a streaming list */
+	KW_LIST_STRATEGY_LIST		/* always LIST */
+} KwListStrategy;
+
+extern int	kw_list_strategy;
+extern bool kw_list_should_stream(const char *api_server);
+extern bool kw_list_stream_known(const char *api_server);
+extern void kw_list_stream_support(const char *api_server, bool supported,
+								   const char *why);
+
+/* ---------------------------------------------------------------------
  * in cluster_config.c: connection settings of one cluster
  * ---------------------------------------------------------------------
  */
@@ -331,6 +348,8 @@ extern void kw_http_transfer_release(KwHttpTransfer *t);
 extern void kw_http_transfer_destroy(KwHttpTransfer *t);
 extern void kw_http_get(KwClusterConfig *cfg, const char *path,
 						KwHttpResponse *resp);
+extern void kw_http_get_accept(KwClusterConfig *cfg, const char *path,
+							   const char *accept, KwHttpResponse *resp);
 extern void kw_http_raise_status(KwClusterConfig *cfg, const char *what,
 								 KwHttpResponse *resp) pg_attribute_noreturn();
 extern int	kw_http_status_sqlstate(long status);

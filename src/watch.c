@@ -9,6 +9,13 @@
  *		 |                                              |  again from last RV
  *		 +---- 410 / ERROR event / malformed stream ----+
  *
+ * Where the API server serves them (list_strategy.c), the LIST is a
+ * streaming list instead (KEP-3157; doc/protocol.md "Streaming lists"): one
+ * WATCH with sendInitialEvents=true whose ADDED events, up to the bookmark
+ * annotated k8s.io/initial-events-end, are the list's items (staged and
+ * merged exactly as a LIST's pages: on_initial_event); the bookmark's
+ * resourceVersion is the list's, and the same stream goes on as the WATCH.
+ *
  * The worker calls, in each pass of its loop:
  *	 - kw_watch_flush() when kw_watch_has_pending(): applies what the
  *	   stream decoded since the last pass, in one short transaction;
@@ -49,6 +56,14 @@
 #define KW_SHORT_WATCH_LIMIT 3
 /* A watch streaming this long is healthy again: backoff resets. */
 #define KW_HEALTHY_RESET_MS 10000
+/*
+ * A first streaming list on a server (a probe) silent this long without
+ * its initial-events-end bookmark shows a server that ignored
+ * sendInitialEvents: one that serves them sends the bookmark right after
+ * the last initial event (client-go's reflector warns after the same 10 s:
+ * reflector.go newInitialEventsEndBookmarkTicker).
+ */
+#define KW_INITIAL_EVENTS_END_WAIT_MS 10000
 /* Malformed watch streams in a row (no event in between) before relisting. */
 #define KW_DECODE_RELIST_AFTER 3
 
@@ -62,7 +77,8 @@ typedef enum KwXfer
 struct KwWatch
 {
 	MemoryContext cxt;			/* the watch's lifetime */
-	MemoryContext batch_cxt;	/* pending events/items, reset per flush */
+	MemoryContext batch_cxt;	/* pending events, reset when they are sent */
+	MemoryContext items_cxt;	/* pending list items, reset when they are sent */
 	MemoryContext list_cxt;		/* relist bookkeeping (known objects) */
 	MemoryContext cfg_cxt;		/* cfg, reloaded after 401/403 */
 	KwRegistration reg;
@@ -86,6 +102,10 @@ struct KwWatch
 	TimestampTz xfer_started;
 	int64		xfer_events;
 	int			watch_timeout_s;	/* timeoutSeconds the WATCH in flight asked */
+	bool		streaming;		/* the WATCH in flight is a streaming list that
+								 * has not reached its initial-events-end */
+	bool		stream_probe;	/* ... whose server's answer is not known yet */
+	bool		stream_refused; /* ... the server turned out not to serve one */
 
 	/* reflector state */
 	char	   *resume_rv;		/* last RV received; NULL = must list */
@@ -130,6 +150,8 @@ struct KwWatch
 };
 
 static void stop_transfer(KwWatch *w);
+static void start_stream_list(KwWatch *w);
+static void reset_items(KwWatch *w);
 static void restart_list(KwWatch *w, bool with_rv);
 static void send_request(KwWatch *w, KwApplyRequest *req, const char *rv);
 
@@ -389,6 +411,113 @@ inject_error(const char *name)
 						name)));
 }
 
+/*
+ * stream_refused: the streaming list in flight shows that its server does
+ * not serve streaming lists (`why`): end it; stream_ended_by_us lists with
+ * LIST instead.
+ */
+static void
+stream_refused(KwWatch *w, const char *why)
+{
+	w->abort_reason = MemoryContextStrdup(w->cxt, why);
+	w->abort_src = KW_ERRSRC_HTTP;
+	w->stream_refused = true;
+}
+
+/* initial_events_end: whether a BOOKMARK's object carries k8s.io/initial-events-end: "true". */
+static bool
+initial_events_end(json_object *o)
+{
+	json_object *meta,
+			   *ann;
+	const char *v;
+
+	if (!json_object_object_get_ex(o, "metadata", &meta) ||
+		!json_object_object_get_ex(meta, "annotations", &ann))
+		return false;
+	v = kw_json_get_string(ann, "k8s.io/initial-events-end");
+	return v != NULL && strcmp(v, "true") == 0;
+}
+
+/*
+ * on_initial_event: one event of a streaming list before its
+ * initial-events-end bookmark (doc/protocol.md "Streaming lists";
+ * apimachinery meta/v1 ListOptions.SendInitialEvents, client-go
+ * reflector.go watchList).  An ADDED event is a list item, staged like a
+ * LIST's (an object whose resourceVersion the table holds goes without its
+ * body, PROTOCOL 23); the bookmark ends the list at its resourceVersion and
+ * the merge becomes pending while the stream goes on as the WATCH.  Any
+ * other event first (a MODIFIED, a DELETED or a bookmark without the
+ * annotation) is a server that ignored sendInitialEvents: stream_refused.
+ */
+static void
+on_initial_event(KwWatch *w, KwEventType t, json_object *o)
+{
+	KwObject	obj;
+	char	   *why = NULL;
+	KwDecodeResult r;
+	const char *known;
+
+	if (t == KW_EV_BOOKMARK)
+	{
+		json_object *meta = NULL;
+		const char *rv;
+
+		if (!initial_events_end(o))
+		{
+			stream_refused(w, "a BOOKMARK without k8s.io/initial-events-end came first: the server ignored sendInitialEvents");
+			return;
+		}
+		json_object_object_get_ex(o, "metadata", &meta);
+		rv = kw_json_get_string(meta, "resourceVersion");
+		if (rv == NULL || rv[0] == '\0')
+		{
+			w->abort_reason = MemoryContextStrdup(w->cxt, "the initial-events-end BOOKMARK has no resourceVersion");
+			w->abort_src = KW_ERRSRC_DECODE;
+			return;
+		}
+		COUNT(w, bookmarks, 1);
+		set_str(w, &w->list_rv, rv);
+		w->list_rv_seen = true;
+		w->list_finish_pending = true;
+		w->streaming = false;
+		if (w->stream_probe)
+		{
+			COUNT(w, list_calls, 1);
+			w->stream_probe = false;
+		}
+		kw_list_stream_support(w->cfg->api_server, true, NULL);
+		return;
+	}
+	if (t != KW_EV_ADDED)
+	{
+		stream_refused(w, psprintf("a %s event came before the initial-events-end bookmark: the server ignored sendInitialEvents",
+								   kw_event_type_name(t)));
+		return;
+	}
+
+	if (w->redact)
+		kw_redact_secret_object(o);
+	r = kw_decode_object(o, w->object_api_version, w->reg.kind, &obj, &why);
+	if (r == KW_DECODE_SKIP)
+	{
+		skip_object(w, why);
+		return;
+	}
+	inject_error(obj.name);
+	if (r == KW_DECODE_SANITIZED || kw_watch_decoder_event_sanitized(w->wdec))
+		note_sanitized(w, &obj);
+	known = kw_known_rv(w->known, obj.uid);
+	if (known != NULL && strcmp(known, obj.resource_version) == 0)
+	{
+		pfree(obj.json);		/* unchanged: staged without its body */
+		obj.json = NULL;
+		obj.json_len = 0;
+	}
+	push_item(w, &obj);
+	w->list_items++;
+}
+
 /* on_watch_event: one decoded watch event -> pending batch (PROTOCOL 14-16). */
 static void
 on_watch_event(void *arg, KwEventType t, void *jobj)
@@ -402,6 +531,15 @@ on_watch_event(void *arg, KwEventType t, void *jobj)
 	if (w->abort_reason)
 		return;
 	w->xfer_events++;
+
+	if (w->streaming && t != KW_EV_ERROR)
+	{
+		MemoryContext old = MemoryContextSwitchTo(w->items_cxt);
+
+		on_initial_event(w, t, o);
+		MemoryContextSwitchTo(old);
+		return;
+	}
 
 	if (t == KW_EV_BOOKMARK)
 	{
@@ -436,7 +574,9 @@ on_watch_event(void *arg, KwEventType t, void *jobj)
 		w->abort_src = KW_ERRSRC_HTTP;
 		/* "Too large resource version": our RV is newer than the server's */
 		w->abort_relist_no_rv = (c == 504 ||
-								 (msg && strstr(msg, "Too large resource version")));
+								 (msg && strstr(msg, "Too large resource version")) ||
+		/* a streaming list's 410: a consistent one next (reflector.go watchList) */
+								 (w->streaming && c == 410));
 		return;
 	}
 
@@ -456,6 +596,8 @@ on_watch_event(void *arg, KwEventType t, void *jobj)
 	w->pending_rv = obj.resource_version;
 }
 
+static void list_item(KwWatch *w, KwListItem *item);
+
 /*
  * on_list_item: one LIST item -> pending staging batch.  An object whose
  * resourceVersion equals the one the table holds is staged without its body
@@ -465,6 +607,16 @@ static void
 on_list_item(void *arg, KwListItem *item)
 {
 	KwWatch    *w = (KwWatch *) arg;
+	MemoryContext old = MemoryContextSwitchTo(w->items_cxt);
+
+	list_item(w, item);
+	MemoryContextSwitchTo(old);
+}
+
+/* list_item: on_list_item's work, in the items' context. */
+static void
+list_item(KwWatch *w, KwListItem *item)
+{
 	const char *known;
 	KwObject	obj;
 
@@ -596,6 +748,7 @@ stop_transfer(KwWatch *w)
 	kw_watch_decoder_free(w->wdec);
 	w->wdec = NULL;
 	w->xfer = XFER_NONE;
+	w->streaming = false;
 }
 
 /*
@@ -665,12 +818,65 @@ start_list_page(KwWatch *w)
 		return;
 	}
 
+	if (w->continue_token == NULL && kw_list_should_stream(w->cfg->api_server))
+	{
+		start_stream_list(w);
+		return;
+	}
 	initStringInfo(&url);
 	collection_url(w, &url);
 	list_parameters(w, &url);
 	set_state(w, KW_STATE_LISTING);
 	start_transfer(w, XFER_LIST, url.data);
 	COUNT(w, list_calls, 1);
+	pfree(url.data);
+}
+
+/*
+ * watch_timeout: timeoutSeconds for the next WATCH: random in [min, 2*min)
+ * to spread reconnects, as client-go's reflector (minWatchTimeout).
+ */
+static int
+watch_timeout(void)
+{
+	return kw_watch_timeout_s +
+		(int) (pg_prng_double(&pg_global_prng_state) * kw_watch_timeout_s);
+}
+
+/*
+ * start_stream_list: the list as a streaming list (doc/protocol.md
+ * "Streaming lists"), with the parameters of client-go's reflector
+ * (reflector.go watchList): watch, sendInitialEvents=true,
+ * resourceVersionMatch=NotOlderThan, allowWatchBookmarks and a
+ * timeoutSeconds; resourceVersion is the last one seen for a relist from it
+ * (data at least that new), and absent otherwise, which asks for a
+ * consistent snapshot (the state as of the request, as a quorum read) --
+ * after a 410 or 504, for kwatch.relist(), and for the first list.
+ */
+static void
+start_stream_list(KwWatch *w)
+{
+	StringInfoData url;
+	int			timeout = watch_timeout();
+
+	initStringInfo(&url);
+	collection_url(w, &url);
+	kw_url_append_param(&url, "watch", "true");
+	kw_url_append_param(&url, "sendInitialEvents", "true");
+	kw_url_append_param(&url, "resourceVersionMatch", "NotOlderThan");
+	if (w->list_with_rv && w->resume_rv)
+		kw_url_append_param(&url, "resourceVersion", w->resume_rv);
+	kw_url_append_param(&url, "allowWatchBookmarks", "true");
+	kw_url_append_param(&url, "timeoutSeconds", psprintf("%d", timeout));
+	set_state(w, KW_STATE_LISTING);
+	start_transfer(w, XFER_WATCH, url.data);
+	w->watch_timeout_s = timeout;
+	w->streaming = true;
+	w->stream_refused = false;
+	/* a probe (the server's answer is not known) counts once it is served */
+	w->stream_probe = !kw_list_stream_known(w->cfg->api_server);
+	if (!w->stream_probe)
+		COUNT(w, list_calls, 1);
 	pfree(url.data);
 }
 
@@ -683,9 +889,7 @@ start_watch(KwWatch *w)
 
 	initStringInfo(&url);
 	collection_url(w, &url);
-	/* client-go: a random timeout in [min, 2*min) spreads reconnects */
-	timeout = kw_watch_timeout_s +
-		(int) (pg_prng_double(&pg_global_prng_state) * kw_watch_timeout_s);
+	timeout = watch_timeout();
 	kw_url_append_param(&url, "watch", "true");
 	kw_url_append_param(&url, "resourceVersion", w->resume_rv);
 	kw_url_append_param(&url, "allowWatchBookmarks", "true");
@@ -709,7 +913,26 @@ restart_list(KwWatch *w, bool with_rv)
 	w->list_finish_pending = false;
 	set_str(w, &w->continue_token, NULL);
 	set_str(w, &w->list_rv, NULL);
-	w->nitems = 0;				/* staged rows are emptied by relist_begin */
+	reset_items(w);				/* staged rows are emptied by relist_begin */
+}
+
+/*
+ * stream_not_served: the streaming list in flight was refused or ignored
+ * (`why`).  With kwatch.list_strategy = auto, the server is remembered as
+ * one without streaming lists (list_strategy.c) and the list starts over
+ * at once with LIST, as client-go's reflector falls back (reflector.go
+ * ListAndWatch): returns true.  With stream, it is an error like any other
+ * (false): the caller records it and retries.
+ */
+static bool
+stream_not_served(KwWatch *w, const char *why)
+{
+	if (kw_list_strategy != KW_LIST_STRATEGY_AUTO)
+		return false;
+	kw_list_stream_support(w->cfg->api_server, false, why);
+	restart_list(w, true);
+	retry_now(w);
+	return true;
 }
 
 /*
@@ -720,13 +943,17 @@ restart_list(KwWatch *w, bool with_rv)
  * backoff, as client-go's reflector retries a watch on an internal error.
  * The same failure again and again, with no event in between, relists
  * (PROTOCOL 13), whose LIST skips an object it cannot read.  Anything else
- * (an ERROR event, a malformed LIST) relists.
+ * (an ERROR event, a malformed LIST or streaming list) relists.  A
+ * streaming list that showed its server ignores sendInitialEvents lists
+ * again at once with LIST (stream_not_served).
  */
 static void
-stream_ended_by_us(KwWatch *w, KwXfer kind)
+stream_ended_by_us(KwWatch *w, KwXfer kind, bool streaming)
 {
+	if (streaming && w->stream_refused && stream_not_served(w, w->abort_reason))
+		return;
 	record_error(w, w->abort_src, w->abort_reason);
-	if (kind == XFER_WATCH && w->abort_src == KW_ERRSRC_DECODE)
+	if (kind == XFER_WATCH && !streaming && w->abort_src == KW_ERRSRC_DECODE)
 	{
 		w->decode_failures = w->xfer_events > 0 ? 1 : w->decode_failures + 1;
 		if (w->decode_failures < KW_DECODE_RELIST_AFTER)
@@ -796,19 +1023,31 @@ watch_closed(KwWatch *w, long elapsed_ms)
  * once (PROTOCOL 33); other 4xx are failures retried at the backoff's pace.
  */
 static void
-error_status(KwWatch *w, KwXfer kind, long status, int retry_after)
+error_status(KwWatch *w, KwXfer kind, bool streaming, long status, int retry_after)
 {
 	char	   *reason = NULL;
 	char	   *msg = kw_status_message(w->errbody.data, w->errbody.len, &reason);
 	char	   *full = psprintf("%s returned HTTP %ld: %s",
+								streaming ? "streaming list" :
 								kind == XFER_LIST ? "LIST" : "WATCH", status, msg);
 	bool		too_large = (status == 504 ||
 							 (msg && strstr(msg, "Too large resource version")));
+	bool		listing = (kind == XFER_LIST || streaming);
 
+	/*
+	 * A server before streaming lists refuses the request as invalid (400,
+	 * 422: resourceVersionMatch is forbidden for watch); one whose storage
+	 * cannot serve them says so with a 500 (RequestWatchProgress, etcd <
+	 * 3.5.13).
+	 */
+	if (streaming && (status == 400 || status == 422 ||
+					  (status == 500 && msg && strstr(msg, "RequestWatchProgress"))) &&
+		stream_not_served(w, full))
+		return;
 	record_error(w, KW_ERRSRC_HTTP, full);
-	if (status == 410 || (too_large && (kind == XFER_WATCH || w->list_with_rv)))
+	if (status == 410 || (too_large && ((kind == XFER_WATCH && !streaming) || w->list_with_rv)))
 	{
-		if (kind == XFER_LIST)
+		if (listing)
 		{
 			/*
 			 * Expired continue token (PROTOCOL 7) or a resourceVersion the
@@ -842,7 +1081,7 @@ error_status(KwWatch *w, KwXfer kind, long status, int retry_after)
 		return;
 	}
 	/* 401 after re-reading, 403, 404, 400...: retried slowly */
-	if (kind == XFER_LIST)
+	if (listing)
 		restart_list(w, true);
 	if (status == 401 || status == 403)
 	{
@@ -866,6 +1105,7 @@ void
 kw_watch_transfer_done(KwWatch *w, int curlcode)
 {
 	KwXfer		kind = w->xfer;
+	bool		streaming = w->streaming;
 	long		status = kw_http_transfer_status(w->http);
 	int			retry_after = kw_http_transfer_retry_after(w->http);
 	char	   *curlerr = NULL;
@@ -906,15 +1146,31 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 	stop_transfer(w);
 
 	if (w->abort_reason)
-		stream_ended_by_us(w, kind);
+		stream_ended_by_us(w, kind, streaming);
 	else if (curlcode != KW_HTTP_TRANSFER_OK)
 	{
 		/* refused, reset, TLS, timeout */
 		record_error(w, KW_ERRSRC_HTTP, psprintf("%s request failed: %s",
+												 streaming ? "streaming list" :
 												 kind == XFER_LIST ? "LIST" : "WATCH", curlerr));
-		if (kind == XFER_LIST)
+		if (kind == XFER_LIST || streaming)
 			restart_list(w, true);
 		schedule_retry(w, 0, KW_STATE_BACKOFF);
+	}
+	else if (status == 200 && streaming)
+	{
+		/*
+		 * The stream ended cleanly before its initial-events-end bookmark: a
+		 * server that ignored sendInitialEvents and watched until
+		 * timeoutSeconds (client-go would wait for the bookmark again and
+		 * again).
+		 */
+		if (!stream_not_served(w, "the stream ended before an initial-events-end bookmark"))
+		{
+			record_error(w, KW_ERRSRC_HTTP, "streaming list ended before its initial-events-end bookmark");
+			restart_list(w, true);
+			schedule_retry(w, 0, KW_STATE_BACKOFF);
+		}
 	}
 	else if (status == 200)
 	{
@@ -925,7 +1181,7 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 			watch_closed(w, elapsed_ms);
 	}
 	else
-		error_status(w, kind, status, retry_after);
+		error_status(w, kind, streaming, status, retry_after);
 }
 
 /* ---------------------------------------------------------------------
@@ -944,14 +1200,25 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
  */
 
 /*
+ * finish_ready: whether a list's merge may be sent: its last page arrived
+ * (no transfer left), or its streaming list reached initial-events-end
+ * (the stream goes on as the WATCH; its events are sent after the merge).
+ */
+static bool
+finish_ready(KwWatch *w)
+{
+	return w->list_finish_pending &&
+		(w->xfer == XFER_NONE || (w->xfer == XFER_WATCH && !w->streaming));
+}
+
+/*
  * pending_work: whether anything decoded waits to be handed to an apply
  * worker: events, list items, or a completed LIST to merge.
  */
 static bool
 pending_work(KwWatch *w)
 {
-	return w->nevents > 0 || w->nitems > 0 ||
-		(w->list_finish_pending && w->xfer == XFER_NONE);
+	return w->nevents > 0 || w->nitems > 0 || finish_ready(w);
 }
 
 /*
@@ -980,16 +1247,38 @@ kw_watch_has_pending(KwWatch *w)
 	return pending_work(w);
 }
 
+/*
+ * reset_items: forgets the pending list items (sent, or given up); with no
+ * events pending, also what decoding left in the batch context.
+ */
+static void
+reset_items(KwWatch *w)
+{
+	w->nitems = 0;
+	w->items = NULL;
+	w->maxitems = 0;
+	MemoryContextReset(w->items_cxt);
+	if (w->nevents == 0)
+		MemoryContextReset(w->batch_cxt);
+}
+
+/* reset_events: forgets the pending events (sent, or given up). */
+static void
+reset_events(KwWatch *w)
+{
+	w->nevents = 0;
+	w->events = NULL;
+	w->maxevents = 0;
+	w->pending_rv = NULL;
+	MemoryContextReset(w->batch_cxt);
+}
+
 /* reset_batch: forgets the pending batch (applied, or given up). */
 static void
 reset_batch(KwWatch *w)
 {
-	w->nevents = w->nitems = 0;
-	w->events = NULL;
-	w->items = NULL;
-	w->maxevents = w->maxitems = 0;
-	w->pending_rv = NULL;
-	MemoryContextReset(w->batch_cxt);
+	reset_events(w);
+	reset_items(w);
 }
 
 /* forget_request: the request in flight is done with. */
@@ -1116,6 +1405,9 @@ list_committed(KwWatch *w, KwApplyCounts *counts)
 	w->list_request = 0;
 	publish_progress(w);
 	set_synced(w, true, true);
+	/* a streaming list's stream goes on as the WATCH */
+	if (w->xfer == XFER_WATCH)
+		set_state(w, KW_STATE_WATCHING);
 }
 
 /* events_applied: a batch of watch events committed with its checkpoint. */
@@ -1236,31 +1528,38 @@ kw_watch_flush(KwWatch *w)
 			submit(w);			/* kept, or every worker was busy */
 		return w->ticket != NULL;
 	}
+	/*
+	 * In stream order: a list's items, then its merge, then the events after
+	 * it (a streaming list has all three at once; see finish_ready).
+	 */
 	memset(&req, 0, sizeof(req));
-	if (w->nevents > 0)
+	if (w->nitems > 0)
+	{
+		req.op = KW_APPLY_RELIST_STAGE;
+		req.objs = w->items;
+		req.nobjs = w->nitems;
+	}
+	else if (finish_ready(w))
+	{
+		req.op = KW_APPLY_RELIST_FINISH;
+		req.rv = w->list_rv;
+	}
+	else if (w->nevents > 0)
 	{
 		req.op = KW_APPLY_EVENTS;
 		req.events = w->events;
 		req.nevents = w->nevents;
 		req.rv = w->pending_rv;
 	}
-	else if (w->nitems > 0)
-	{
-		req.op = KW_APPLY_RELIST_STAGE;
-		req.objs = w->items;
-		req.nobjs = w->nitems;
-	}
-	else if (w->list_finish_pending && w->xfer == XFER_NONE)
-	{
-		req.op = KW_APPLY_RELIST_FINISH;
-		req.rv = w->list_rv;
-	}
 	else
 		return false;
 	send_request(w, &req, req.rv);
 	if (req.op == KW_APPLY_RELIST_FINISH)
 		w->list_finish_pending = false;
-	reset_batch(w);
+	else if (req.op == KW_APPLY_RELIST_STAGE)
+		reset_items(w);
+	else
+		reset_events(w);
 
 	if (w->http)
 		kw_http_transfer_resume(w->http);
@@ -1328,7 +1627,7 @@ recheck_config(KwWatch *w)
 
 	if (kw_run_in_transaction(recheck_config_body, &a, NULL, NULL) && a.same)
 		return;
-	if (w->xfer == XFER_LIST)
+	if (w->xfer == XFER_LIST || w->streaming)
 	{
 		stop_transfer(w);
 		restart_list(w, true);
@@ -1396,11 +1695,25 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 		TimestampTz probe_at = TimestampTzPlusMilliseconds(w->http->last_data,
 														   (int64) kw_health_check_interval_s * 1000);
 
-		/* a WATCH may be silent until the server closes it */
-		if (w->xfer == XFER_WATCH)
+		/* a WATCH may be silent until the server closes it; a list may not */
+		if (w->xfer == XFER_WATCH && !w->streaming)
 			deadline = Max(deadline,
 						   TimestampTzPlusMilliseconds(w->xfer_started,
 													   (int64) w->watch_timeout_s * 1000 + grace_ms));
+		if (w->streaming && w->stream_probe && kw_list_strategy == KW_LIST_STRATEGY_AUTO)
+		{
+			TimestampTz given_up = TimestampTzPlusMilliseconds(w->http->last_data,
+															   KW_INITIAL_EVENTS_END_WAIT_MS);
+
+			if (now >= given_up && polled_at >= given_up)
+			{
+				stop_transfer(w);
+				stream_not_served(w, psprintf("no initial-events-end bookmark within %d s of the last event: the server ignored sendInitialEvents",
+											  KW_INITIAL_EVENTS_END_WAIT_MS / 1000));
+				return 0;
+			}
+			deadline = Min(deadline, given_up);
+		}
 		if (now >= probe_at)
 		{
 			kw_http_transfer_upkeep(w->http);
@@ -1411,7 +1724,7 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 		/* only a socket poll after the deadline proves the silence (the worker may have been busy) */
 		if (polled_at < deadline)
 			return 0;
-		if (w->xfer == XFER_WATCH)
+		if (w->xfer == XFER_WATCH && !w->streaming)
 		{
 			record_error(w, KW_ERRSRC_HTTP,
 						 psprintf("watch received nothing for %ld s, %d s past the timeoutSeconds=%d the server should have closed it at; resuming from resourceVersion %s",
@@ -1423,7 +1736,8 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 		else
 		{
 			record_error(w, KW_ERRSRC_HTTP,
-						 psprintf("LIST received nothing for %d s; listing again",
+						 psprintf("%s received nothing for %d s; listing again",
+								  w->streaming ? "streaming list" : "LIST",
 								  kw_inactivity_timeout_s));
 			stop_transfer(w);
 			restart_list(w, true);
@@ -1526,6 +1840,7 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 
 	w->cxt = cxt;
 	w->batch_cxt = AllocSetContextCreate(cxt, "kwatch batch", ALLOCSET_DEFAULT_SIZES);
+	w->items_cxt = AllocSetContextCreate(cxt, "kwatch list items", ALLOCSET_DEFAULT_SIZES);
 	w->list_cxt = AllocSetContextCreate(cxt, "kwatch relist", ALLOCSET_DEFAULT_SIZES);
 	w->cfg_cxt = AllocSetContextCreate(cxt, "kwatch cluster config", ALLOCSET_SMALL_SIZES);
 	w->multi = multi;

@@ -58,10 +58,21 @@ Stable API (used by other test modules; extend, do not change):
     .watch_cache = True               a LIST with resourceVersion=0 is answered
                                       whole, its limit ignored (the watch
                                       cache); False: paged like any other
+    .watch_list = "reject"            streaming lists (a WATCH with
+                                      sendInitialEvents=true, KEP-3157):
+                                      "reject" (before 1.27, as the 1.20
+                                      plane: a WATCH with resourceVersionMatch
+                                      gets 422 Invalid), "serve" (1.27+: the
+                                      state as ADDED events, then a BOOKMARK
+                                      annotated k8s.io/initial-events-end,
+                                      then the watch), "ignore" (a server that
+                                      drops the parameters: a plain WATCH)
   faults (first matching fault with times left applies, then counts down):
     .inject(kind, on="any", resource=None, times=1, when=None, **params) -> Fault
          on: "list" (any LIST page), "first_page", "continue" (a page with a
-         continue token), "watch", "discovery", "any" (LIST or WATCH);
+         continue token), "watch", "watchlist" (a streaming list: a WATCH
+         with sendInitialEvents=true), "discovery", "any" (LIST or WATCH,
+         not a streaming list);
          resource: as above or None for all; when: a predicate on the
          Request (e.g. lambda r: r.query.get("limit") != "1" to spare
          kwatch.watch()'s probe).  times=None: forever.  Fault.hits: the
@@ -85,8 +96,10 @@ Stable API (used by other test modules; extend, do not change):
                   many bytes, each its own HTTP chunk
         "pack"    events=0 (0 = all available): WATCH: events waiting are
                   sent together in one chunk
-        "too_old" http=False: WATCH: an ERROR event with a 410 Status
-                  ("too old resource version"), or an HTTP 410
+        "too_old" http=False, after_events=None: WATCH: an ERROR event with
+                  a 410 Status ("too old resource version"), or an HTTP 410;
+                  with after_events=N (a served streaming list), N of its
+                  initial events first, then the ERROR event
         "too_large"  LIST/WATCH: HTTP 504 "Too large resource version"
         "expire_continue"  inconsistent=True: a LIST page with a continue
                   token gets 410 Expired; with inconsistent=True the Status
@@ -96,7 +109,8 @@ Stable API (used by other test modules; extend, do not change):
     .faults -> [Fault]
   requests (every request, in arrival order):
     .requests -> [Request]  Request: method, path, query (dict: name ->
-                 last value), kind ("list", "watch", "discovery", "other"),
+                 last value), kind ("list", "watch", "watchlist",
+                 "discovery", "other"),
                  resource, namespace, status (HTTP status sent, None when
                  cut before), fault (the Fault applied or None), events
                  (watch events sent), at (time.monotonic() on arrival)
@@ -429,6 +443,7 @@ class FakeAPI:
         self.bookmark_interval = None
         self.too_large_watch = "error"
         self.watch_cache = True        # False: resourceVersion=0 LISTs are paged too
+        self.watch_list = "reject"     # streaming lists: "reject", "serve", "ignore"
         self.inconsistent_continue_used = []
         self.faults = []
         self.requests = []
@@ -662,7 +677,7 @@ class FakeAPI:
                  "too_old", "too_large", "expire_continue")
         if kind not in kinds:
             raise ValueError("unknown fault kind %r (one of %s)" % (kind, ", ".join(kinds)))
-        if on not in ("list", "first_page", "continue", "watch", "discovery", "any"):
+        if on not in ("list", "first_page", "continue", "watch", "watchlist", "discovery", "any"):
             raise ValueError("unknown 'on' %r" % on)
         f = Fault(kind, on, resource, times, when, **params)
         with self.lock:
@@ -819,6 +834,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                                                      details={})))
         req.resource, req.namespace = res.key, ns
         req.kind = "watch" if req.query.get("watch") in ("true", "1") else "list"
+        if req.kind == "watch" and req.query.get("sendInitialEvents") == "true":
+            req.kind = "watchlist"
         f = fake._take_fault(req)
         if f and f.kind in ("status", "html"):
             return self._simple_fault(f)
@@ -832,7 +849,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             meta = o.get("metadata") or {}
             return ((ns is None or meta.get("namespace") == ns)
                     and labels_match(lsel, o) and fields_match(fsel, o))
-        if req.kind == "watch":
+        if req.kind in ("watch", "watchlist"):
             if "watch" not in res.verbs:
                 return self._status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
             return self._watch(res, match, f)
@@ -988,6 +1005,29 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except ValueError:
             return self._status(400, "BadRequest", "invalid timeoutSeconds")
         bookmarks = q.get("allowWatchBookmarks") == "true"
+        streamed = False              # a served streaming list (watch_list = "serve")
+        if q.get("resourceVersionMatch") or q.get("sendInitialEvents"):
+            invalid = None
+            if fake.watch_list == "reject":
+                # 1.20 apimachinery internalversion/validation ValidateListOptions
+                invalid = "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch"
+            elif fake.watch_list == "serve":
+                # 1.27+ ValidateListOptions: sendInitialEvents needs NotOlderThan and bookmarks
+                if q.get("sendInitialEvents") == "true":
+                    if q.get("resourceVersionMatch") != "NotOlderThan":
+                        invalid = ("resourceVersionMatch: Forbidden: sendInitialEvents requires "
+                                   "setting resourceVersionMatch to NotOlderThan")
+                    elif not bookmarks:
+                        invalid = ("allowWatchBookmarks: Forbidden: sendInitialEvents requires "
+                                   "setting allowWatchBookmarks to true")
+                    streamed = True
+                else:
+                    invalid = "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch"
+            if invalid:
+                return self._status(422, "Invalid", 'ListOptions.meta.k8s.io "" is invalid: ' + invalid,
+                                    details={"group": "meta.k8s.io", "kind": "ListOptions",
+                                             "causes": [{"reason": "FieldValueForbidden",
+                                                         "message": invalid.split(": ", 1)[1]}]})
         if f and f.kind == "too_large":
             return self._too_large(rv)
         if f and f.kind == "too_old" and f.params.get("http"):
@@ -995,7 +1035,21 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         with fake.lock:
             epoch = fake.epoch
             initial = []
-            if rv in (None, "", "0"):
+            if streamed:
+                # the state at the newest RV (NotOlderThan any RV asked for)
+                if rv not in (None, ""):
+                    try:
+                        want = int(rv)
+                    except ValueError:
+                        return self._status(400, "BadRequest", "invalid resource version: %s" % rv)
+                    if want > fake.rv:
+                        return self._too_large(rv)
+                since = fake.rv
+                for _, o in _sorted(fake.store[res.key]):
+                    if match(o):
+                        initial.append(("ADDED", o))
+                error = None
+            elif rv in (None, "", "0"):
                 # a watch from "any": synthetic ADDED for what exists (the watch cache)
                 since = fake.rv
                 for _, o in _sorted(fake.store[res.key]):
@@ -1026,7 +1080,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._start_stream()
         if f and f.kind == "short_watch":
             return self._end()
-        if error is not None:
+        if streamed and f and f.kind == "too_old" and f.params.get("after_events") is not None:
+            initial = initial[:f.params["after_events"]]
+            error = status_body(410, "Expired", "too old resource version: %s (%s)" % (rv, fake.floor))
+        if error is not None and not initial:   # else after the initial events, below
             self._chunk(dumps({"type": "ERROR", "object": error}) + b"\n")
             return self._end()
 
@@ -1037,6 +1094,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return dumps({"type": type_, "object": o}) + b"\n"
 
         pending = [wire(t, o) for t, o in initial]
+        if error is not None:
+            pending.append(dumps({"type": "ERROR", "object": error}) + b"\n")
+            self._write_events(pending, f, final=True)
+            return self._end()
+        if streamed:
+            # apiserver pkg/storage/cacher/cache_watcher.go: the bookmark
+            # that ends the initial events (meta/v1 InitialEventsAnnotationKey)
+            pending.append(dumps({"type": "BOOKMARK", "object": {
+                "kind": res.kind, "apiVersion": res.api_version,
+                "metadata": {"resourceVersion": str(since),
+                             "annotations": {"k8s.io/initial-events-end": "true"}}}}) + b"\n")
         deadline = time.monotonic() + timeout
         next_bookmark = time.monotonic() + (fake.bookmark_interval or 0)
         pos = since
