@@ -122,17 +122,21 @@ class Cluster:
             events.append(ev)
         return events
 
-    def audit_uris(self, since=0, user_agent="kwatch/"):
-        """The request URIs (path?query) of the LISTs and WATCHes kwatch (by
-        its User-Agent) sent after audit offset `since`, one per request, in
-        order (audit_requests; a request counted once, at its first stage)."""
-        seen, uris = set(), []
+    def audit_calls(self, since=0, user_agent="kwatch/"):
+        """(verb, HTTP status, request URI) of each LIST and WATCH kwatch (by
+        its User-Agent) sent after audit offset `since`, in order: a request
+        once, at its first stage (audit_requests)."""
+        seen, calls = set(), []
         for ev in self.audit_requests(since, user_agent):
             if ev.get("auditID") in seen:
                 continue
             seen.add(ev.get("auditID"))
-            uris.append(ev["requestURI"])
-        return uris
+            calls.append((ev.get("verb"), ev.get("responseStatus", {}).get("code"), ev["requestURI"]))
+        return calls
+
+    def audit_uris(self, since=0, user_agent="kwatch/"):
+        """The request URIs (path?query) of audit_calls, in order."""
+        return [uri for _, _, uri in self.audit_calls(since, user_agent)]
 
 
 class ModernCluster(Cluster):

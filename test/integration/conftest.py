@@ -157,8 +157,15 @@ def modern():
 
 
 def _slug(test_name):
-    s = re.sub(r"^test_", "", test_name)
-    s = re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")
+    """The test's name as a DNS label of at most 40 characters; a
+    parametrized test's parameters ("[1.36]") are kept whole at the end, so
+    that its runs (e.g. on the two planes) never share server names and so
+    kwatch.events rows."""
+    base, _, param = test_name.partition("[")
+    s = re.sub(r"[^a-z0-9]+", "-", re.sub(r"^test_", "", base).lower()).strip("-")
+    p = re.sub(r"[^a-z0-9]+", "-", param.rstrip("]").lower()).strip("-")[:20]
+    if p:
+        s = s[:40 - len(p) - 1].strip("-") + "-" + p
     return s[:40].strip("-")
 
 

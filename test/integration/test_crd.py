@@ -26,7 +26,7 @@ def plane_group(prefix, plane):
     """An API group of this run and plane only: a kept cluster may hold
     earlier runs' CRDs, and the two planes' runs of a test must not share a
     table by sharing a group."""
-    return "%s%s-%s.example.com" % (prefix, conftest.RUN_ID, plane.version.replace(".", ""))
+    return "%s%sv%s.example.com" % (prefix, conftest.RUN_ID, plane.version.replace(".", ""))
 
 
 def crontab(group, name, spec, labels=None):

@@ -300,11 +300,12 @@ def test_modern_plane_streams_lists_and_counts_them(modern, ctx):
 
 
 def test_legacy_plane_audit_log_shows_kwatch_requests(ctx, settings):
-    """The 1.20 plane's audit log (cluster.sh) gives the URIs kwatch sent:
-    the objects came by a LIST, then a WATCH from its resourceVersion
-    without sendInitialEvents (a 1.20 server has no streaming lists).  A
-    WATCH is logged when it ends (kube-apiserver 1.20 writes its
-    ResponseStarted stage late): short WATCHes here."""
+    """The 1.20 plane's audit log (cluster.sh) gives the requests kwatch
+    sent: a streaming list (sendInitialEvents=true), if tried, is refused by
+    a 1.20 server, the objects come by a LIST, then WATCHes from a
+    resourceVersion without sendInitialEvents.  A WATCH is logged when it
+    ends (kube-apiserver 1.20 writes its ResponseStarted stage late): short
+    WATCHes here."""
     settings(watch_timeout=2)
     legacy = conftest.CLUSTER
     assert not legacy.modern
@@ -316,13 +317,19 @@ def test_legacy_plane_audit_log_shows_kwatch_requests(ctx, settings):
     table = watch(CERTS, srv, namespace=ns)
     wait_watching(srv, CERTS)
     assert_table_matches_server(table, srv, certificates_get(ns))
-    path = "/apis/cert-manager.io/v1/namespaces/%s/certificates" % ns
-    uris = wait_until(lambda: [u for u in legacy.audit_uris(since) if u.startswith(path)
-                               and "watch=" in u], 20, "kwatch's WATCH in the audit log", interval=0.5) and \
-        [u for u in legacy.audit_uris(since) if u.startswith(path)]
-    lists = [u for u in uris if "watch=" not in u]
-    watches = [u for u in uris if "watch=" in u]
-    assert lists, uris
-    assert all("resourceVersion=" in u and "sendInitialEvents=true" not in u for u in watches), uris
-    # the WATCH starts where the LIST that filled the table ended
-    assert uris.index(watches[0]) > uris.index(lists[-1]) or len(lists) > 1, uris
+    path = "/apis/cert-manager.io/v1/namespaces/%s/certificates?" % ns
+
+    def calls():
+        return [c for c in legacy.audit_calls(since) if c[2].startswith(path)]
+    wait_until(lambda: [c for c in calls() if c[0] == "watch" and c[1] == 200], 20,
+               "kwatch's WATCH in the audit log", interval=0.5)
+    got = calls()
+    streams = [i for i, (_, _, uri) in enumerate(got) if "sendInitialEvents=true" in uri]
+    assert all(got[i][1] != 200 for i in streams), ("a 1.20 server accepted a streaming list", got)
+    lists = [i for i, (verb, code, uri) in enumerate(got)
+             if verb == "list" and code == 200 and "limit=1&" not in uri + "&"]
+    assert lists and lists[-1] > max(streams, default=-1), ("no LIST after the refusal", got)
+    watches = [i for i, (verb, code, uri) in enumerate(got) if verb == "watch" and code == 200]
+    assert watches and watches[0] > lists[-1], got
+    assert all("resourceVersion=" in got[i][2] and "sendInitialEvents" not in got[i][2]
+               for i in watches), got
