@@ -6,7 +6,7 @@ COPY floor.  Prints Markdown and writes JSON; asserts nothing.
 
 usage: crbench.py --objects 10000,50000 [--repeat R] [--json FILE]
        (environment: PG* for PostgreSQL; KWATCH_MODERN_DIR, the directory
-        test/k8s/modern-cluster.sh started; KWATCH_BENCH_DIR for scratch files)
+        test/k8s/modern-cluster.sh started)
 
 For each N (ascending; the objects of the smaller N are kept and more added):
   1. creates the missing Certificates in namespace crbench: POSTs from 16
@@ -287,8 +287,12 @@ def sync(cur, api, n, mode):
             "table": table}
 
 
-def copy_floor(cur, table, bench_dir):
-    path = os.path.join(bench_dir, "copy-certificates.txt")
+def copy_floor(cur, table):
+    """kwatch's rows of the last run as COPY text in the data directory (the
+    server writes and reads it), then one COPY FROM file into a fresh table
+    LIKE the mirror INCLUDING ALL (its generated columns and indexes)."""
+    cur.execute("SELECT current_setting('data_directory')")
+    path = os.path.join(cur.fetchone()[0], "copy-certificates.txt")
     cur.execute("COPY (SELECT 'copyfloor', uid, resource_version, object FROM %s WHERE cluster = %%s) TO %%s"
                 % table, (SERVER, path))
     cur.execute("DROP TABLE IF EXISTS public.copy_floor_cr")
@@ -304,7 +308,11 @@ def copy_floor(cur, table, bench_dir):
     cur.execute("SELECT count(*) FROM public.copy_floor_cr")
     rows = cur.fetchone()[0]
     cur.execute("DROP TABLE public.copy_floor_cr")
-    os.unlink(path)
+    cur.execute("SELECT pg_stat_file(%s) IS NOT NULL", (path,))
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
     return {"mode": "copy", "objects": rows, "seconds": took, "objects_per_s": rows / took,
             "kwatch_rss_peak_mb": peak / 1024}
 
@@ -324,7 +332,6 @@ def main():
     ap.add_argument("--json")
     args = ap.parse_args()
     sizes = sorted(int(x) for x in args.objects.split(",") if x.strip())
-    bench_dir = os.environ.get("KWATCH_BENCH_DIR", "/var/tmp/kwatch-bench")
     api = Api(os.environ["KWATCH_MODERN_DIR"])
     conn = psycopg2.connect("")
     conn.autocommit = True
@@ -371,7 +378,7 @@ def main():
             med["runs"] = [x["seconds"] for x in runs]
             entry["rows"].append(med)
         if table:
-            entry["rows"].append(copy_floor(cur, table, bench_dir))
+            entry["rows"].append(copy_floor(cur, table))
         report["sizes"].append(entry)
     try:
         cur.execute("ALTER SYSTEM RESET kwatch.list_strategy")
