@@ -8,12 +8,16 @@ usage: crbench.py --objects 10000,50000 [--repeat R] [--json FILE]
        (environment: PG* for PostgreSQL; KWATCH_MODERN_DIR, the directory
         test/k8s/modern-cluster.sh started)
 
-For each N (ascending; the objects of the smaller N are kept and more added):
-  1. creates the missing Certificates in namespace crbench: POSTs from 16
-     threads, each over one keep-alive HTTPS connection (the creation rate
-     is reported);
+For each N (ascending):
+  1. creates the missing Certificates in namespace crbench (more than N
+     there is an error: start from a fresh plane): POSTs from 16 threads,
+     each over one keep-alive HTTPS connection (the creation rate is
+     reported);
   2. for each mode, R rounds: `kwatch.list_strategy` set to 'stream' or
-     'list' (ALTER SYSTEM + pg_reload_conf()); a fresh foreign server; then
+     'list' (ALTER SYSTEM + pg_reload_conf()); a fresh foreign server; the
+     API server restarted (modern-cluster.sh restart-apiserver: its memory
+     is then its watch cache and what the list costs, not what creating the
+     objects left in its heap; unless --no-restart); then
      watch() -> the first row committed (time to first row; polled every
      5 ms on another connection) -> the watch healthy with every row
      (total).  Peak memory: kwatch = the summed RssAnon of the worker and
@@ -35,6 +39,7 @@ import json
 import os
 import re
 import ssl
+import subprocess
 import sys
 import threading
 import time
@@ -47,7 +52,6 @@ import measure  # noqa: E402
 from anchors import KwatchPids, wal_bytes, wal_lsn  # noqa: E402
 
 FIXTURES = os.path.join(HERE, "..", "fixtures")
-NS = "crbench"
 RESOURCE = "certificates.cert-manager.io"
 SERVER = "crbench"
 PATH = "/apis/cert-manager.io/v1"
@@ -93,6 +97,13 @@ class Api:
         raise AssertionError("unreachable")
 
 
+def ns_of(n):
+    """The namespace holding the bench's Certificates: one, filled up to each
+    size in turn (ascending), on a fresh plane (modern.sh wipes its etcd),
+    so that the watch cache holds only the objects being listed."""
+    return "crbench"
+
+
 def ensure_crd(api):
     crd = json.load(open(os.path.join(FIXTURES, "certificates-crd.json")))
     s, b = api.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
@@ -100,15 +111,15 @@ def ensure_crd(api):
         raise RuntimeError("creating the CRD: %d %s" % (s, b[:300]))
     t0 = time.time()
     while time.time() - t0 < 60:
-        s, b = api.request("GET", PATH + "/namespaces/%s/certificates?limit=1" % NS)
+        s, b = api.request("GET", PATH + "/certificates?limit=1")
         if s == 200:
             return
         time.sleep(0.2)
     raise RuntimeError("the Certificate endpoint did not come: %d %s" % (s, b[:300]))
 
 
-def count(api):
-    s, b = api.request("GET", PATH + "/namespaces/%s/certificates?limit=1" % NS)
+def count(api, ns):
+    s, b = api.request("GET", PATH + "/namespaces/%s/certificates?limit=1" % ns)
     d = json.loads(b)
     return d["metadata"].get("remainingItemCount", 0) + len(d["items"])
 
@@ -116,8 +127,12 @@ def count(api):
 def create(api, n, threads=16):
     """Creates Certificates cert-<i> for i in [have, n); returns (created, seconds)."""
     samples = json.load(open(os.path.join(FIXTURES, "certificates.json")))
-    have = count(api)
-    if have >= n:
+    ns = ns_of(n)
+    have = count(api, ns)
+    if have > n:
+        raise SystemExit("namespace %s holds %d Certificates, more than %d: run on a fresh plane"
+                         " (modern.sh wipes its etcd)" % (ns, have, n))
+    if have == n:
         return 0, 0.0
     print("creating %d Certificates with %d threads..." % (n - have, threads), flush=True)
 
@@ -128,7 +143,7 @@ def create(api, n, threads=16):
         c["spec"]["secretName"] = "cert-%06d-tls" % i
         if "dnsNames" in c["spec"]:
             c["spec"]["dnsNames"] = ["host-%d.example.com" % i, "www.host-%d.example.com" % i]
-        s, b = api.request("POST", PATH + "/namespaces/%s/certificates" % NS, c)
+        s, b = api.request("POST", PATH + "/namespaces/%s/certificates" % ns, c)
         if s not in (201, 409):
             raise RuntimeError("create failed %d: %s" % (s, b[:300]))
     t0 = time.monotonic()
@@ -230,9 +245,28 @@ class FirstRow(threading.Thread):
         conn.close()
 
 
-def sync(cur, api, n, mode):
+def restart_apiserver(api, directory):
+    """Restarts the API server (modern-cluster.sh) and waits until the
+    Certificates answer (a restarted server says 429 while its watch cache fills)."""
+    subprocess.run(["bash", os.path.join(HERE, "..", "k8s", "modern-cluster.sh"), "restart-apiserver",
+                    directory], check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(directory, "apiserver.pid")) as f:
+        api.pid = int(f.read())
+    api.local = threading.local()
+    t0 = time.time()
+    while time.time() - t0 < 120:
+        s, _ = api.request("GET", PATH + "/certificates?limit=1")
+        if s == 200:
+            return
+        time.sleep(0.2)
+    raise RuntimeError("the restarted API server does not serve Certificates")
+
+
+def sync(cur, api, n, mode, restart_dir=None):
     """One initial sync of the n Certificates in mode; a result row (dict)."""
     worker, postmaster = fresh_server(cur, api.kubeconfig)
+    if restart_dir:
+        restart_apiserver(api, restart_dir)
     time.sleep(0.5)
     counters0 = server_counters(api)
     rss0 = measure.status_kb(worker)[0]
@@ -250,7 +284,7 @@ def sync(cur, api, n, mode):
     api_sampler.start()
     first.start()
     t0 = time.monotonic()
-    cur.execute("SELECT kwatch.watch(%s, server => %s, namespace => %s)::text", (RESOURCE, SERVER, NS))
+    cur.execute("SELECT kwatch.watch(%s, server => %s, namespace => %s)::text", (RESOURCE, SERVER, ns_of(n)))
     table = cur.fetchone()[0]
     while True:
         cur.execute("SELECT healthy, objects FROM kwatch.watches WHERE server = %s AND resource = %s",
@@ -330,6 +364,8 @@ def main():
     ap.add_argument("--objects", default="10000,50000")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--json")
+    ap.add_argument("--no-restart", action="store_true",
+                    help="do not restart the API server before each sync")
     args = ap.parse_args()
     sizes = sorted(int(x) for x in args.objects.split(",") if x.strip())
     api = Api(os.environ["KWATCH_MODERN_DIR"])
@@ -338,17 +374,22 @@ def main():
     cur = conn.cursor()
     cur.execute("CREATE EXTENSION IF NOT EXISTS kwatch")
     ensure_crd(api)
-    s, b = api.request("GET", "/version")
-    version = json.loads(b).get("gitVersion", "?") if s == 200 else "?"
+    # the generic server's /version is unstamped (v0.0.0-master): the build's own record
+    cache = os.environ.get("KWATCH_K8S_MODERN_CACHE", "/var/cache/kwatch-k8s-modern")
+    try:
+        with open(os.path.join(cache, "VERSIONS")) as f:
+            version = f.readline().strip()
+    except OSError:
+        version = "k8s.io/apiextensions-apiserver (version unknown)"
     report = {"date": datetime.date.today().isoformat(), "machine": measure.machine(),
-              "server": "k8s.io/apiextensions-apiserver (Kubernetes %s machinery), etcd 3.5" % version,
-              "sizes": []}
+              "server": version,
+              "repeat": args.repeat, "apiserver_restarted": not args.no_restart, "sizes": []}
     for n in sizes:
         made, secs = create(api, n)
         entry = {"objects": n, "created": made, "create_s": secs,
                  "create_per_s": made / secs if secs else None, "rows": []}
         bytes_each = None
-        s, b = api.request("GET", PATH + "/namespaces/%s/certificates?limit=1" % NS)
+        s, b = api.request("GET", PATH + "/namespaces/%s/certificates?limit=1" % ns_of(n))
         items = json.loads(b)["items"]
         if items:
             bytes_each = len(json.dumps(items[0]))
@@ -363,7 +404,8 @@ def main():
                 continue
             runs = []
             for r in range(args.repeat):
-                res = sync(cur, api, n, mode)
+                res = sync(cur, api, n, mode,
+                           None if args.no_restart else os.environ["KWATCH_MODERN_DIR"])
                 res["available"] = available
                 res["strategy_setting"] = available
                 runs.append(res)
@@ -395,8 +437,8 @@ def main():
 
 
 def markdown(report):
-    out = ["Custom resources on the modern control plane (%s; %s; %s):" %
-           (report["server"], report["date"], report["machine"]), "",
+    out = ["Custom resources on the modern control plane (%s; %s; %s; median of %d):" %
+           (report["server"], report["date"], report["machine"], report.get("repeat", 1)), "",
            "| objects | how | total s | first row s | obj/s | kwatch peak RssAnon MB (worker + apply) |"
            " API server VmHWM MB | streaming lists / LIST requests (server's counters) |",
            "|---|---|---|---|---|---|---|---|"]
