@@ -15,6 +15,8 @@ OBJS = \
 	src/redact.o \
 	src/column_functions.o \
 	src/watch.o \
+	src/watch_apply.o \
+	src/watch_status.o \
 	src/list_strategy.o \
 	src/transaction.o \
 	src/as_owner.o \
@@ -29,6 +31,7 @@ OBJS = \
 	src/notify.o \
 	src/catalog.o \
 	src/sync_wait.o \
+	src/wait_current.o \
 	src/ownership.o \
 	src/privileged.o \
 	src/discovery.o \

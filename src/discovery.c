@@ -211,13 +211,14 @@ walk_resource_list(json_object *list, const char *group, const char *version,
  * for the core group; versions[] in order of preference, the first one the
  * preferred version; resources[] with resource, singularResource,
  * shortNames, responseKind.kind, scope Namespaced|Cluster, verbs;
- * subresources apart), in the document's order.  A version whose freshness is "Stale" (an aggregated API
+ * subresources apart), in the document's order; only group `only_group`
+ * when not NULL.  A version whose freshness is "Stale" (an aggregated API
  * server that did not answer) is skipped, as client-go's
  * aggregated_discovery.go leaves it out and reports it failed.  Returns
  * true when the visitor stopped.
  */
 static bool
-walk_aggregated(json_object *doc, DiscVisit visit, void *arg)
+walk_aggregated(json_object *doc, const char *only_group, DiscVisit visit, void *arg)
 {
 	json_object *items;
 
@@ -235,6 +236,8 @@ walk_aggregated(json_object *doc, DiscVisit visit, void *arg)
 			gname = kw_json_get_string(meta, "name");
 		if (gname == NULL)
 			gname = "";			/* the core group has no name */
+		if (only_group && strcmp(gname, only_group) != 0)
+			continue;
 		if (!json_object_object_get_ex(g, "versions", &versions) ||
 			!json_object_is_type(versions, json_type_array))
 			continue;
@@ -361,9 +364,11 @@ typedef enum DiscScope
  * - SCOPE_CORE: GET /api/v1: 1.
  * - SCOPE_GROUP: GET /apis/<group> (its APIGroup, a few hundred bytes on
  *   any server), then /apis/<group>/<version>, the preferred version
- *   first: 2 when the preferred version serves the resource; 1 when the
- *   group does not exist (404).  Its size does not grow with the number of
- *   groups on the cluster, unlike the aggregated /apis.
+ *   first: 2 when the preferred version serves the resource.  Its size
+ *   does not grow with the number of groups on the cluster, unlike the
+ *   aggregated /apis.  When /apis/<group> is a 404 (no such group, or a
+ *   server that serves no group documents), the group is sought in /apis
+ *   as for SCOPE_ALL: 2 requests on a modern server.
  * ERRORs: the mapped SQLSTATE of a non-200 answer to /api/v1 (except
  * 404), /apis or /apis/<group> (except 404); 22032 for a document that
  * is not JSON.  json-c memory is freed on ERROR too.
@@ -385,11 +390,21 @@ walk(KwClusterConfig *cfg, DiscScope scope, const char *group,
 				json_object_put(doc);
 			doc = NULL;
 		}
-		if (!stop && scope == SCOPE_ALL)
+		if (scope == SCOPE_GROUP)
 		{
+			doc = fetch(cfg, psprintf("/apis/%s", group), NULL, FETCH_MUST_OR_404);
+			if (doc && has_kind(doc, "APIGroup"))
+				stop = walk_legacy_group(cfg, doc, visit, arg);
+		}
+		/* every group; or the one named, when /apis/<group> was a 404 */
+		if (!stop && (scope == SCOPE_ALL || (scope == SCOPE_GROUP && doc == NULL)))
+		{
+			if (doc)
+				json_object_put(doc);
+			doc = NULL;
 			doc = fetch(cfg, "/apis", KW_ACCEPT_AGGREGATED, FETCH_MUST);
 			if (is_aggregated(doc))
-				stop = walk_aggregated(doc, visit, arg);
+				stop = walk_aggregated(doc, group, visit, arg);
 			else
 			{
 				json_object *groups;
@@ -397,15 +412,14 @@ walk(KwClusterConfig *cfg, DiscScope scope, const char *group,
 				if (json_object_object_get_ex(doc, "groups", &groups) &&
 					json_object_is_type(groups, json_type_array))
 					for (size_t i = 0; !stop && i < json_object_array_length(groups); i++)
-						stop = walk_legacy_group(cfg, json_object_array_get_idx(groups, i),
-												 visit, arg);
+					{
+						json_object *g = json_object_array_get_idx(groups, i);
+						const char *gname = kw_json_get_string(g, "name");
+
+						if (group == NULL || (gname && strcmp(gname, group) == 0))
+							stop = walk_legacy_group(cfg, g, visit, arg);
+					}
 			}
-		}
-		if (scope == SCOPE_GROUP)
-		{
-			doc = fetch(cfg, psprintf("/apis/%s", group), NULL, FETCH_MUST_OR_404);
-			if (doc && has_kind(doc, "APIGroup"))
-				stop = walk_legacy_group(cfg, doc, visit, arg);
 		}
 	}
 	PG_FINALLY();

@@ -73,6 +73,8 @@ kw_ascii_alnum(unsigned char c)
 
 /* Longest resourceVersion kept in shared memory (etcd revisions are ~20). */
 #define KW_RV_LEN 64
+/* in wait_current.c: -1, 0, 1, or -2 when not comparable (PROTOCOL 28) */
+extern int	kw_rv_compare(const char *a, const char *b);
 /* Longest last_error kept in shared memory. */
 #define KW_ERROR_LEN 512
 #define KW_NAME_LEN 64

@@ -94,6 +94,9 @@ extern void kw_wake_worker(void);
 extern void kw_poke_worker(void);
 extern void kw_status_broadcast(void);
 
+/* in sync_wait.c: ERRORs 55000 unless a worker can sync watches here */
+extern void kw_require_worker_state(void);
+
 /* ---------------------------------------------------------------------
  * in watch.c: per-watch reflector state machine
  * ---------------------------------------------------------------------

@@ -17,7 +17,8 @@
  *
  * The SQL functions kwatch.wait_synced() and kwatch.relist() (extension
  * script) resolve names to watch ids and check privileges, then call the
- * two functions here.
+ * two functions here.  kwatch.wait_current() (wait_current.c) waits on the
+ * same condition variable.
  *
  *-------------------------------------------------------------------------
  */
@@ -45,13 +46,13 @@ typedef struct SyncTarget
 } SyncTarget;
 
 /*
- * require_worker_state: ERRORs 55000 unless a worker can sync watches here:
+ * kw_require_worker_state: ERRORs 55000 unless a worker can sync watches here:
  * kwatch preloaded, and not a hot standby (the worker starts only once
  * recovery has finished, BgWorkerStart_RecoveryFinished; until then a wait
  * would last until its timeout, or forever).
  */
-static void
-require_worker_state(void)
+void
+kw_require_worker_state(void)
 {
 	if (kw_shared == NULL)
 		ereport(ERROR,
@@ -243,7 +244,7 @@ kwatch_wait_synced(PG_FUNCTION_ARGS)
 				nm;
 	SyncTarget *targets;
 
-	require_worker_state();
+	kw_require_worker_state();
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -296,7 +297,7 @@ kwatch_request_relist(PG_FUNCTION_ARGS)
 	KwWatchStatus *slot;
 	int64		request = -1;
 
-	require_worker_state();
+	kw_require_worker_state();
 	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
 	slot = find_slot(id);
 	if (slot)

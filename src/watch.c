@@ -17,15 +17,17 @@
  * resourceVersion is the list's, and the same stream goes on as the WATCH.
  *
  * The worker calls, in each pass of its loop:
- *	 - kw_watch_flush() when kw_watch_has_pending(): applies what the
- *	   stream decoded since the last pass, in one short transaction;
+ *	 - kw_watch_flush() when kw_watch_has_pending() (watch_apply.c): hands
+ *	   what the stream decoded to an apply worker, and kw_watch_collect()
+ *	   takes the result;
  *	 - kw_watch_tick(): starts the next request when one is due, aborts a
  *	   stalled watch, and says how long it may sleep;
  *	 - kw_watch_transfer_done() when libcurl reports a transfer finished:
  *	   decides what comes next from the HTTP status (PROTOCOL 7-10, 16-17).
  *
  * http.c hands body bytes to watch_feed (the transfer's KwHttpFeed); the
- * decoders turn them into pending events or list items in `batch_cxt`.
+ * decoders turn them into pending events (in `batch_cxt`) or list items (in
+ * `items_cxt`).
  * Once a batch holds kwatch.batch_size entries the feed pauses the
  * transfer (KW_FEED_PAUSE) until the batch is applied, so memory stays
  * bounded however fast the server sends.  No feed touches the database.
@@ -49,13 +51,12 @@
 #include "kw_common.h"
 #include "kw_worker.h"
 #include "kw_apply.h"
+#include "kw_watch.h"
 
 /* A watch closing faster than this with no events counts as "short". */
 #define KW_SHORT_WATCH_MS 1000
 /* Consecutive short watches tolerated before backing off (PROTOCOL 17). */
 #define KW_SHORT_WATCH_LIMIT 3
-/* A watch streaming this long is healthy again: backoff resets. */
-#define KW_HEALTHY_RESET_MS 10000
 /*
  * A first streaming list on a server (a probe) silent this long without
  * its initial-events-end bookmark shows a server that ignored
@@ -67,191 +68,7 @@
 /* Malformed watch streams in a row (no event in between) before relisting. */
 #define KW_DECODE_RELIST_AFTER 3
 
-typedef enum KwXfer
-{
-	XFER_NONE,
-	XFER_LIST,
-	XFER_WATCH
-} KwXfer;
-
-struct KwWatch
-{
-	MemoryContext cxt;			/* the watch's lifetime */
-	MemoryContext batch_cxt;	/* pending events, reset when they are sent */
-	MemoryContext items_cxt;	/* pending list items, reset when they are sent */
-	MemoryContext list_cxt;		/* relist bookkeeping (known objects) */
-	MemoryContext cfg_cxt;		/* cfg, reloaded after 401/403 */
-	KwRegistration reg;
-	KwClusterConfig *cfg;		/* NULL until loaded */
-	uint64		cfg_generation; /* kw_connection_generation() when it was */
-	void	   *multi;			/* the worker's transfer set (http.c attaches) */
-	KwWatchStatus *slot;
-	KwWatchStatus private_slot; /* used when shared slots ran out */
-	char	   *object_api_version; /* "group/version": objects' apiVersion */
-	bool		redact;			/* a Secret watch without secret_data (redact.c) */
-
-	/* the transfer in flight */
-	KwXfer		xfer;
-	KwHttpTransfer *http;
-	StringInfoData errbody;		/* the last failed response's body */
-	KwListDecoder *ldec;
-	KwWatchDecoder *wdec;
-	char	   *abort_reason;	/* set by callbacks to end the stream */
-	KwErrorSource abort_src;
-	bool		abort_relist_no_rv;
-	TimestampTz xfer_started;
-	int64		xfer_events;
-	int			watch_timeout_s;	/* timeoutSeconds the WATCH in flight asked */
-	bool		streaming;		/* the WATCH in flight is a streaming list that
-								 * has not reached its initial-events-end */
-	bool		stream_probe;	/* ... whose server's answer is not known yet */
-	bool		stream_refused; /* ... the server turned out not to serve one */
-
-	/* reflector state */
-	char	   *resume_rv;		/* last RV received; NULL = must list */
-	bool		need_list;
-	bool		list_with_rv;	/* relist NotOlderThan resume_rv (PROTOCOL 22) */
-	bool		list_rv_seen;	/* some LIST answered with a resourceVersion, or
-								 * kwatch.relist() asked for the newest state */
-	bool		list_from_cache;	/* the list in progress asked resourceVersion=0 */
-	bool		paginated_result;	/* a resourceVersion=0 LIST came in pages */
-	bool		list_started;	/* staging table prepared */
-	bool		list_direct;	/* the list goes straight into the mirror (sync.c) */
-	bool		list_finish_pending;
-	char	   *list_rv;		/* snapshot RV of the list in progress */
-	char	   *continue_token;
-	HTAB	   *known;			/* uid -> rv at relist start */
-	int64		list_items;
-	int64		objects;
-	bool		first_list_done;
-	bool		retried_401;
-	int			short_watches;
-	int			decode_failures;	/* malformed watch streams in a row */
-	int			backoff_ms;
-	TimestampTz next_attempt;
-	int64		relist_requests_seen;	/* slot->relist_requests acted on */
-	int64		list_request;	/* the request the LIST in progress serves */
-
-	/* the apply request in flight or waiting to be (re)submitted */
-	StringInfoData sent;		/* encoded request; len 0 = none */
-	KwApplyOp	sent_op;
-	char	   *sent_rv;		/* EVENTS: resume point; FINISH: list RV */
-	KwApplyTicket *ticket;		/* in an apply worker; NULL = not (yet) */
-	TimestampTz resubmit_at;	/* a kept request waits for its retry */
-
-	/* pending batch (batch_cxt) */
-	KwEvent    *events;
-	int			nevents;
-	int			maxevents;
-	KwObject   *items;
-	int			nitems;
-	int			maxitems;
-	char	   *pending_rv;		/* RV after the pending events */
-};
-
-static void stop_transfer(KwWatch *w);
 static void start_stream_list(KwWatch *w);
-static void reset_items(KwWatch *w);
-static void restart_list(KwWatch *w, bool with_rv);
-static void send_request(KwWatch *w, KwApplyRequest *req, const char *rv);
-
-/* set_str: replaces *field (in the watch's context) by a copy of value. */
-static void
-set_str(KwWatch *w, char **field, const char *value)
-{
-	char	   *old = *field;
-
-	*field = value ? MemoryContextStrdup(w->cxt, value) : NULL;
-	if (old)
-		pfree(old);
-}
-
-/* ---------------------------------------------------------------------
- * status
- * ---------------------------------------------------------------------
- */
-
-static void
-set_state(KwWatch *w, KwWatchState st)
-{
-	bool		changed;
-
-	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
-	changed = (w->slot->state != st);
-	if (changed)
-	{
-		w->slot->state = st;
-		w->slot->state_since = GetCurrentTimestamp();
-	}
-	w->slot->healthy = (st == KW_STATE_WATCHING);
-	LWLockRelease(kw_shared->lock);
-	if (changed)
-		kw_status_broadcast();	/* wait_synced fails on "failed" */
-}
-
-/*
- * set_synced: publishes whether the table holds a committed LIST with no
- * relist pending (kwatch.wait_synced, client-go's HasSynced); `list_done`
- * counts a LIST merged and committed.
- */
-static void
-set_synced(KwWatch *w, bool synced, bool list_done)
-{
-	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
-	w->slot->synced = synced;
-	if (list_done)
-		w->slot->syncs++;
-	LWLockRelease(kw_shared->lock);
-	kw_status_broadcast();
-}
-
-static void
-publish_progress(KwWatch *w)
-{
-	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
-	strlcpy(w->slot->resource_version, w->resume_rv ? w->resume_rv : "",
-			KW_RV_LEN);
-	w->slot->objects = w->objects;
-	LWLockRelease(kw_shared->lock);
-}
-
-static void
-count_apply(KwWatch *w, KwApplyCounts *c, bool sync_done)
-{
-	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
-	w->slot->added += c->added;
-	w->slot->modified += c->modified;
-	w->slot->deleted += c->deleted;
-	w->slot->notifications += c->notified;
-	if (sync_done)
-		w->slot->last_sync_at = GetCurrentTimestamp();
-	LWLockRelease(kw_shared->lock);
-}
-
-#define COUNT(w, field, n) \
-	do { \
-		LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE); \
-		(w)->slot->field += (n); \
-		LWLockRelease(kw_shared->lock); \
-	} while (0)
-
-/*
- * record_error: counts an error by source, shows it in last_error and logs
- * it with the watch's identity.
- */
-static void
-record_error(KwWatch *w, KwErrorSource src, const char *msg)
-{
-	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
-	w->slot->errors[src]++;
-	strlcpy(w->slot->last_error, msg, KW_ERROR_LEN);
-	w->slot->last_error_at = GetCurrentTimestamp();
-	LWLockRelease(kw_shared->lock);
-	ereport(LOG,
-			(errmsg("kwatch: %s on server \"%s\": %s",
-					w->reg.api_group[0] ? psprintf("%s.%s", w->reg.plural, w->reg.api_group) : w->reg.plural,
-					w->reg.server, msg)));
-}
 
 /* ---------------------------------------------------------------------
  * scheduling
@@ -259,14 +76,14 @@ record_error(KwWatch *w, KwErrorSource src, const char *msg)
  */
 
 /*
- * retry_delay: how long to wait before trying again, in ms: exponential
+ * kw_watch_retry_delay: how long to wait before trying again, in ms: exponential
  * backoff from kwatch.backoff_initial to kwatch.backoff_max with up to 50%
  * jitter (PROTOCOL 25), or a delay drawn inside the watch's retry range
  * for the request that comes next when it has one; at least `min_ms` (a
  * Retry-After).  Advances the backoff.
  */
-static int
-retry_delay(KwWatch *w, int min_ms)
+int
+kw_watch_retry_delay(KwWatch *w, int min_ms)
 {
 	int			delay;
 	const int  *range = w->need_list ? &w->reg.retry_ms[0] : &w->reg.retry_ms[2];
@@ -288,20 +105,21 @@ retry_delay(KwWatch *w, int min_ms)
 }
 
 /*
- * schedule_retry: waits retry_delay() before the next request; `st` is
+ * kw_watch_schedule_retry: waits kw_watch_retry_delay() before the next request; `st` is
  * the state shown meanwhile (backoff, or failed for errors a retry rarely
  * fixes).
  */
-static void
-schedule_retry(KwWatch *w, int min_ms, KwWatchState st)
+void
+kw_watch_schedule_retry(KwWatch *w, int min_ms, KwWatchState st)
 {
 	w->next_attempt = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-												  retry_delay(w, min_ms));
-	set_state(w, st);
+												  kw_watch_retry_delay(w, min_ms));
+	kw_watch_set_state(w, st);
 }
 
-static void
-retry_now(KwWatch *w)
+/* kw_watch_retry_now: the next request may start at once. */
+void
+kw_watch_retry_now(KwWatch *w)
 {
 	w->next_attempt = 0;
 }
@@ -376,7 +194,7 @@ push_item(KwWatch *w, KwObject *obj)
 static void
 skip_object(KwWatch *w, const char *why)
 {
-	COUNT(w, skipped_objects, 1);
+	KW_WATCH_COUNT(w, skipped_objects, 1);
 	ereport(WARNING,
 			(errcode(ERRCODE_DATA_EXCEPTION),
 			 errmsg("kwatch: skipped an object of %s from server \"%s\": %s",
@@ -386,7 +204,7 @@ skip_object(KwWatch *w, const char *why)
 static void
 note_sanitized(KwWatch *w, KwObject *obj)
 {
-	COUNT(w, sanitized_objects, 1);
+	KW_WATCH_COUNT(w, sanitized_objects, 1);
 	ereport(LOG,
 			(errmsg("kwatch: object %s%s%s (uid %s) of %s had text jsonb cannot store; stored with \\u0000 escaped and invalid UTF-8 replaced",
 					obj->namespace ? obj->namespace : "", obj->namespace ? "/" : "",
@@ -476,14 +294,14 @@ on_initial_event(KwWatch *w, KwEventType t, json_object *o)
 			w->abort_src = KW_ERRSRC_DECODE;
 			return;
 		}
-		COUNT(w, bookmarks, 1);
-		set_str(w, &w->list_rv, rv);
+		KW_WATCH_COUNT(w, bookmarks, 1);
+		kw_watch_set_str(w, &w->list_rv, rv);
 		w->list_rv_seen = true;
 		w->list_finish_pending = true;
 		w->streaming = false;
 		if (w->stream_probe)
 		{
-			COUNT(w, list_calls, 1);
+			KW_WATCH_COUNT(w, list_calls, 1);
 			w->stream_probe = false;
 		}
 		kw_list_stream_support(w->cfg->api_server, true, NULL);
@@ -549,7 +367,7 @@ on_watch_event(void *arg, KwEventType t, void *jobj)
 		json_object_object_get_ex(o, "metadata", &meta);
 		rv = kw_json_get_string(meta, "resourceVersion");
 
-		COUNT(w, bookmarks, 1);
+		KW_WATCH_COUNT(w, bookmarks, 1);
 		if (rv && rv[0])
 		{
 			memset(&obj, 0, sizeof(obj));
@@ -720,7 +538,7 @@ start_transfer(KwWatch *w, KwXfer kind, const char *url)
 	w->http = kw_http_transfer_create(w->cfg, url, true, watch_feed, w, w->batch_cxt);
 	w->xfer = kind;
 	resetStringInfo(&w->errbody);
-	set_str(w, &w->abort_reason, NULL);
+	kw_watch_set_str(w, &w->abort_reason, NULL);
 	w->abort_relist_no_rv = false;
 	w->xfer_started = GetCurrentTimestamp();
 	w->xfer_events = 0;
@@ -733,9 +551,9 @@ start_transfer(KwWatch *w, KwXfer kind, const char *url)
 	kw_http_transfer_attach(w->multi, w->http, w);
 }
 
-/* stop_transfer: removes and frees the transfer in flight, if any. */
-static void
-stop_transfer(KwWatch *w)
+/* kw_watch_stop_transfer: removes and frees the transfer in flight, if any. */
+void
+kw_watch_stop_transfer(KwWatch *w)
 {
 	if (w->http)
 	{
@@ -813,8 +631,8 @@ start_list_page(KwWatch *w)
 		.forget_checkpoint = w->list_request > 0};
 
 		if (w->sent.len == 0)
-			send_request(w, &req, NULL);
-		set_state(w, KW_STATE_LISTING);
+			kw_watch_send_request(w, &req, NULL);
+		kw_watch_set_state(w, KW_STATE_LISTING);
 		return;
 	}
 
@@ -826,9 +644,9 @@ start_list_page(KwWatch *w)
 	initStringInfo(&url);
 	collection_url(w, &url);
 	list_parameters(w, &url);
-	set_state(w, KW_STATE_LISTING);
+	kw_watch_set_state(w, KW_STATE_LISTING);
 	start_transfer(w, XFER_LIST, url.data);
-	COUNT(w, list_calls, 1);
+	KW_WATCH_COUNT(w, list_calls, 1);
 	pfree(url.data);
 }
 
@@ -868,7 +686,7 @@ start_stream_list(KwWatch *w)
 		kw_url_append_param(&url, "resourceVersion", w->resume_rv);
 	kw_url_append_param(&url, "allowWatchBookmarks", "true");
 	kw_url_append_param(&url, "timeoutSeconds", psprintf("%d", timeout));
-	set_state(w, KW_STATE_LISTING);
+	kw_watch_set_state(w, KW_STATE_LISTING);
 	start_transfer(w, XFER_WATCH, url.data);
 	w->watch_timeout_s = timeout;
 	w->streaming = true;
@@ -876,7 +694,7 @@ start_stream_list(KwWatch *w)
 	/* a probe (the server's answer is not known) counts once it is served */
 	w->stream_probe = !kw_list_stream_known(w->cfg->api_server);
 	if (!w->stream_probe)
-		COUNT(w, list_calls, 1);
+		KW_WATCH_COUNT(w, list_calls, 1);
 	pfree(url.data);
 }
 
@@ -894,26 +712,26 @@ start_watch(KwWatch *w)
 	kw_url_append_param(&url, "resourceVersion", w->resume_rv);
 	kw_url_append_param(&url, "allowWatchBookmarks", "true");
 	kw_url_append_param(&url, "timeoutSeconds", psprintf("%d", timeout));
-	set_state(w, KW_STATE_WATCHING);
+	kw_watch_set_state(w, KW_STATE_WATCHING);
 	start_transfer(w, XFER_WATCH, url.data);
 	w->watch_timeout_s = timeout;
-	COUNT(w, watch_calls, 1);
+	KW_WATCH_COUNT(w, watch_calls, 1);
 	pfree(url.data);
 }
 
-/* restart_list: the next request is the first page of a fresh LIST. */
-static void
-restart_list(KwWatch *w, bool with_rv)
+/* kw_watch_restart_list: the next request is the first page of a fresh LIST. */
+void
+kw_watch_restart_list(KwWatch *w, bool with_rv)
 {
 	w->need_list = true;
 	if (w->slot->synced)
-		set_synced(w, false, false);
+		kw_watch_set_synced(w, false, false);
 	w->list_with_rv = with_rv && w->resume_rv != NULL;
 	w->list_started = false;
 	w->list_finish_pending = false;
-	set_str(w, &w->continue_token, NULL);
-	set_str(w, &w->list_rv, NULL);
-	reset_items(w);				/* staged rows are emptied by relist_begin */
+	kw_watch_set_str(w, &w->continue_token, NULL);
+	kw_watch_set_str(w, &w->list_rv, NULL);
+	kw_watch_reset_items(w);				/* staged rows are emptied by relist_begin */
 }
 
 /*
@@ -930,8 +748,8 @@ stream_not_served(KwWatch *w, const char *why)
 	if (kw_list_strategy != KW_LIST_STRATEGY_AUTO)
 		return false;
 	kw_list_stream_support(w->cfg->api_server, false, why);
-	restart_list(w, true);
-	retry_now(w);
+	kw_watch_restart_list(w, true);
+	kw_watch_retry_now(w);
 	return true;
 }
 
@@ -952,24 +770,24 @@ stream_ended_by_us(KwWatch *w, KwXfer kind, bool streaming)
 {
 	if (streaming && w->stream_refused && stream_not_served(w, w->abort_reason))
 		return;
-	record_error(w, w->abort_src, w->abort_reason);
+	kw_watch_record_error(w, w->abort_src, w->abort_reason);
 	if (kind == XFER_WATCH && !streaming && w->abort_src == KW_ERRSRC_DECODE)
 	{
 		w->decode_failures = w->xfer_events > 0 ? 1 : w->decode_failures + 1;
 		if (w->decode_failures < KW_DECODE_RELIST_AFTER)
 		{
-			schedule_retry(w, 0, KW_STATE_BACKOFF);
+			kw_watch_schedule_retry(w, 0, KW_STATE_BACKOFF);
 			return;
 		}
 		w->decode_failures = 0;
 	}
-	restart_list(w, !w->abort_relist_no_rv);
+	kw_watch_restart_list(w, !w->abort_relist_no_rv);
 	if (w->abort_src == KW_ERRSRC_DECODE)
-		schedule_retry(w, 0, KW_STATE_BACKOFF);
+		kw_watch_schedule_retry(w, 0, KW_STATE_BACKOFF);
 	else if (w->short_watches++ > 0)	/* repeated 410s: slow down */
-		schedule_retry(w, 0, KW_STATE_BACKOFF);
+		kw_watch_schedule_retry(w, 0, KW_STATE_BACKOFF);
 	else
-		retry_now(w);
+		kw_watch_retry_now(w);
 }
 
 /*
@@ -981,14 +799,14 @@ static void
 list_page_done(KwWatch *w, const char *rv, const char *cont)
 {
 	if (w->list_rv == NULL)
-		set_str(w, &w->list_rv, rv);
+		kw_watch_set_str(w, &w->list_rv, rv);
 	w->list_rv_seen = true;
 	if (cont != NULL && w->list_from_cache)
 		w->paginated_result = true; /* no watch cache: keep paging */
-	set_str(w, &w->continue_token, cont);
+	kw_watch_set_str(w, &w->continue_token, cont);
 	if (cont == NULL)
 		w->list_finish_pending = true;
-	retry_now(w);
+	kw_watch_retry_now(w);
 }
 
 /*
@@ -1002,16 +820,16 @@ watch_closed(KwWatch *w, long elapsed_ms)
 	{
 		if (++w->short_watches >= KW_SHORT_WATCH_LIMIT)
 		{
-			record_error(w, KW_ERRSRC_HTTP,
+			kw_watch_record_error(w, KW_ERRSRC_HTTP,
 						 psprintf("watch closed after %ld ms without events, %d times in a row",
 								  elapsed_ms, w->short_watches));
-			schedule_retry(w, 0, KW_STATE_BACKOFF);
+			kw_watch_schedule_retry(w, 0, KW_STATE_BACKOFF);
 			return;
 		}
 	}
 	else
 		w->short_watches = 0;
-	retry_now(w);
+	kw_watch_retry_now(w);
 }
 
 /*
@@ -1044,7 +862,7 @@ error_status(KwWatch *w, KwXfer kind, bool streaming, long status, int retry_aft
 					  (status == 500 && msg && strstr(msg, "RequestWatchProgress"))) &&
 		stream_not_served(w, full))
 		return;
-	record_error(w, KW_ERRSRC_HTTP, full);
+	kw_watch_record_error(w, KW_ERRSRC_HTTP, full);
 	if (status == 410 || (too_large && ((kind == XFER_WATCH && !streaming) || w->list_with_rv)))
 	{
 		if (listing)
@@ -1054,15 +872,15 @@ error_status(KwWatch *w, KwXfer kind, bool streaming, long status, int retry_aft
 			 * server can't serve (PROTOCOL 8, 22): list again from scratch,
 			 * consistent read.  Never use an inconsistent token.
 			 */
-			restart_list(w, false);
+			kw_watch_restart_list(w, false);
 			w->list_with_rv = false;
 		}
 		else
-			restart_list(w, !too_large);
+			kw_watch_restart_list(w, !too_large);
 		if (w->short_watches++ > 0)
-			schedule_retry(w, 0, KW_STATE_BACKOFF);
+			kw_watch_schedule_retry(w, 0, KW_STATE_BACKOFF);
 		else
-			retry_now(w);
+			kw_watch_retry_now(w);
 		return;
 	}
 	if (status == 401 && kw_credential_can_refresh(w->cfg) && !w->retried_401)
@@ -1070,19 +888,19 @@ error_status(KwWatch *w, KwXfer kind, bool streaming, long status, int retry_aft
 		/* token file read again, exec plugin run again (PROTOCOL 33) */
 		kw_credential_rejected(w->cfg, w->xfer_started);
 		w->retried_401 = true;
-		retry_now(w);
+		kw_watch_retry_now(w);
 		return;
 	}
 	if (status == 429 || status >= 500)
 	{
 		/* same request again after Retry-After / backoff (PROTOCOL 10) */
-		schedule_retry(w, retry_after > 0 ? retry_after * 1000 : 0,
+		kw_watch_schedule_retry(w, retry_after > 0 ? retry_after * 1000 : 0,
 					   KW_STATE_BACKOFF);
 		return;
 	}
 	/* 401 after re-reading, 403, 404, 400...: retried slowly */
 	if (listing)
-		restart_list(w, true);
+		kw_watch_restart_list(w, true);
 	if (status == 401 || status == 403)
 	{
 		/* re-read server, user mapping and kubeconfig next time */
@@ -1090,7 +908,7 @@ error_status(KwWatch *w, KwXfer kind, bool streaming, long status, int retry_aft
 		w->cfg = NULL;
 	}
 	w->backoff_ms = Max(w->backoff_ms, kw_backoff_max_ms / 2);
-	schedule_retry(w, 0, KW_STATE_FAILED);
+	kw_watch_schedule_retry(w, 0, KW_STATE_FAILED);
 }
 
 /*
@@ -1143,19 +961,19 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 			w->abort_src = KW_ERRSRC_DECODE;
 		}
 	}
-	stop_transfer(w);
+	kw_watch_stop_transfer(w);
 
 	if (w->abort_reason)
 		stream_ended_by_us(w, kind, streaming);
 	else if (curlcode != KW_HTTP_TRANSFER_OK)
 	{
 		/* refused, reset, TLS, timeout */
-		record_error(w, KW_ERRSRC_HTTP, psprintf("%s request failed: %s",
+		kw_watch_record_error(w, KW_ERRSRC_HTTP, psprintf("%s request failed: %s",
 												 streaming ? "streaming list" :
 												 kind == XFER_LIST ? "LIST" : "WATCH", curlerr));
 		if (kind == XFER_LIST || streaming)
-			restart_list(w, true);
-		schedule_retry(w, 0, KW_STATE_BACKOFF);
+			kw_watch_restart_list(w, true);
+		kw_watch_schedule_retry(w, 0, KW_STATE_BACKOFF);
 	}
 	else if (status == 200 && streaming)
 	{
@@ -1167,9 +985,9 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 		 */
 		if (!stream_not_served(w, "the stream ended before an initial-events-end bookmark"))
 		{
-			record_error(w, KW_ERRSRC_HTTP, "streaming list ended before its initial-events-end bookmark");
-			restart_list(w, true);
-			schedule_retry(w, 0, KW_STATE_BACKOFF);
+			kw_watch_record_error(w, KW_ERRSRC_HTTP, "streaming list ended before its initial-events-end bookmark");
+			kw_watch_restart_list(w, true);
+			kw_watch_schedule_retry(w, 0, KW_STATE_BACKOFF);
 		}
 	}
 	else if (status == 200)
@@ -1182,388 +1000,6 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 	}
 	else
 		error_status(w, kind, streaming, status, retry_after);
-}
-
-/* ---------------------------------------------------------------------
- * applying batches
- * ---------------------------------------------------------------------
- */
-
-
-/*
- * Each decoded batch becomes an apply request (kw_apply.h) run by an apply
- * worker, while the transfer goes on decoding the next batch: the transfer
- * pauses only when that next batch is full too (PROTOCOL 27), so memory
- * stays bounded at about two batches per watch, and a table whose owner's
- * code is slow holds back its own watch and nothing else.  A watch has at
- * most one request in flight, so its batches commit in order.
- */
-
-/*
- * finish_ready: whether a list's merge may be sent: its last page arrived
- * (no transfer left), or its streaming list reached initial-events-end
- * (the stream goes on as the WATCH; its events are sent after the merge).
- */
-static bool
-finish_ready(KwWatch *w)
-{
-	return w->list_finish_pending &&
-		(w->xfer == XFER_NONE || (w->xfer == XFER_WATCH && !w->streaming));
-}
-
-/*
- * pending_work: whether anything decoded waits to be handed to an apply
- * worker: events, list items, or a completed LIST to merge.
- */
-static bool
-pending_work(KwWatch *w)
-{
-	return w->nevents > 0 || w->nitems > 0 || finish_ready(w);
-}
-
-/*
- * unapplied: whether anything decoded is not committed yet: pending, in an
- * apply worker, or a request kept for its retry.
- */
-static bool
-unapplied(KwWatch *w)
-{
-	return pending_work(w) || w->sent.len > 0;
-}
-
-/*
- * kw_watch_has_pending: whether kw_watch_flush has something to hand over
- * now: a kept request whose retry time has come, or, with nothing in
- * flight, a pending batch.  Called by the worker loop (worker.c) on every
- * pass.
- */
-bool
-kw_watch_has_pending(KwWatch *w)
-{
-	if (w->ticket != NULL)
-		return false;
-	if (w->sent.len > 0)
-		return GetCurrentTimestamp() >= w->resubmit_at;
-	return pending_work(w);
-}
-
-/*
- * reset_items: forgets the pending list items (sent, or given up); with no
- * events pending, also what decoding left in the batch context.
- */
-static void
-reset_items(KwWatch *w)
-{
-	w->nitems = 0;
-	w->items = NULL;
-	w->maxitems = 0;
-	MemoryContextReset(w->items_cxt);
-	if (w->nevents == 0)
-		MemoryContextReset(w->batch_cxt);
-}
-
-/* reset_events: forgets the pending events (sent, or given up). */
-static void
-reset_events(KwWatch *w)
-{
-	w->nevents = 0;
-	w->events = NULL;
-	w->maxevents = 0;
-	w->pending_rv = NULL;
-	MemoryContextReset(w->batch_cxt);
-}
-
-/* reset_batch: forgets the pending batch (applied, or given up). */
-static void
-reset_batch(KwWatch *w)
-{
-	reset_events(w);
-	reset_items(w);
-}
-
-/* forget_request: the request in flight is done with. */
-static void
-forget_request(KwWatch *w)
-{
-	resetStringInfo(&w->sent);
-	set_str(w, &w->sent_rv, NULL);
-	w->ticket = NULL;
-	w->resubmit_at = 0;
-}
-
-/*
- * apply_timeout: the deadline of the watch's batches, ms (0: none): its
- * own (watch(apply_timeout)), else kwatch.apply_timeout.
- */
-static int
-apply_timeout(KwWatch *w)
-{
-	return w->reg.apply_timeout_ms >= 0 ? w->reg.apply_timeout_ms : kw_apply_timeout_ms;
-}
-
-/*
- * submit: hands w->sent to the apply pool; when every apply worker is busy
- * it stays queued and kw_watch_flush tries again on a later pass.
- */
-static void
-submit(KwWatch *w)
-{
-	w->ticket = kw_apply_submit(&w->sent, w, w->reg.id, apply_timeout(w));
-}
-
-/*
- * send_request: encodes `req` (op and batch; the registration and deadline
- * are the watch's) as the watch's request and submits it.  `rv` is kept
- * for the result (a copy).
- */
-static void
-send_request(KwWatch *w, KwApplyRequest *req, const char *rv)
-{
-	Assert(w->sent.len == 0 && w->ticket == NULL);
-	req->reg = w->reg;
-	req->timeout_ms = apply_timeout(w);
-	req->direct = w->list_direct;
-	kw_apply_request_encode(&w->sent, req);
-	w->sent_op = req->op;
-	set_str(w, &w->sent_rv, rv);
-	submit(w);
-}
-
-/*
- * drop_unapplied: a request failed for good: what was decoded after it is
- * of no use (the relist that follows reads the newest state), nor is the
- * request.
- */
-static void
-drop_unapplied(KwWatch *w)
-{
-	forget_request(w);
-	reset_batch(w);
-}
-
-/*
- * retryable: whether a failed request is worth sending again as it is:
- * the table owner's code or a lock outlasted kwatch.apply_timeout (57014,
- * 55P03), or an apply worker slot was lost before it started.  Anything
- * else (and 57P01: an apply worker ended with the batch in flight, whether
- * it committed is unknown) relists.
- */
-static bool
-retryable(int sqlstate)
-{
-	return sqlstate == ERRCODE_QUERY_CANCELED || sqlstate == ERRCODE_LOCK_NOT_AVAILABLE;
-}
-
-/*
- * apply_failed: a request could not be applied.  When retrying it may
- * help (a timeout, a lock), it is kept and sent again after the backoff;
- * the stream pauses once the next batch is full.  Otherwise what was
- * decoded is lost, so the table may lag the stream: stop the transfer and
- * relist, from the last RV (PROTOCOL 22), after a backoff.
- */
-static void
-apply_failed(KwWatch *w, const char *err, int sqlstate)
-{
-	record_error(w, KW_ERRSRC_DATABASE, err);
-	if (retryable(sqlstate) && w->sent.len > 0)
-	{
-		w->resubmit_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													 retry_delay(w, 0));
-		return;
-	}
-	drop_unapplied(w);
-	stop_transfer(w);
-	restart_list(w, true);
-	schedule_retry(w, 0, KW_STATE_BACKOFF);
-}
-
-/*
- * list_committed: a relist's merge has committed: the staged list is the
- * table now; watch from its resourceVersion.
- */
-static void
-list_committed(KwWatch *w, KwApplyCounts *counts)
-{
-	w->objects = w->list_items;
-	set_str(w, &w->resume_rv, w->list_rv);
-	w->need_list = false;
-	w->list_started = false;
-	w->list_finish_pending = false;
-	w->first_list_done = true;
-	w->backoff_ms = 0;
-	w->short_watches = 0;
-	w->decode_failures = 0;
-	w->known = NULL;
-	MemoryContextReset(w->list_cxt);
-	count_apply(w, counts, true);
-	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
-	w->slot->last_list_at = GetCurrentTimestamp();
-	/* kwatch.relist(wait => true) waits for this (sync_wait.c) */
-	if (w->list_request > w->slot->relist_done)
-		w->slot->relist_done = w->list_request;
-	LWLockRelease(kw_shared->lock);
-	w->list_request = 0;
-	publish_progress(w);
-	set_synced(w, true, true);
-	/* a streaming list's stream goes on as the WATCH */
-	if (w->xfer == XFER_WATCH)
-		set_state(w, KW_STATE_WATCHING);
-}
-
-/* events_applied: a batch of watch events committed with its checkpoint. */
-static void
-events_applied(KwWatch *w, KwApplyResult *res)
-{
-	w->objects += res->counts.added - res->counts.deleted;
-	count_apply(w, &res->counts, true);
-	if (res->skipped > 0)
-		COUNT(w, skipped_objects, res->skipped);
-	set_str(w, &w->resume_rv, w->sent_rv);
-	publish_progress(w);
-	if (TimestampDifferenceExceeds(w->xfer_started, GetCurrentTimestamp(),
-								   KW_HEALTHY_RESET_MS))
-		w->backoff_ms = 0;
-}
-
-/*
- * relist_begun: the apply worker prepared the LIST (staging table, or
- * straight into the mirror) and sent the table's uid -> resourceVersion:
- * the first page may be requested.
- */
-static void
-relist_begun(KwWatch *w, KwApplyResult *res)
-{
-	MemoryContextReset(w->list_cxt);
-	w->known = kw_known_import(res->known_uids, res->known_rvs, res->nknown,
-									w->list_cxt);
-	w->list_direct = res->direct;
-	w->list_started = true;
-	w->list_items = 0;
-	w->list_rv = NULL;
-	w->continue_token = NULL;
-	/* a LIST after any earlier sync (even before a restart) is a relist */
-	if (w->first_list_done || w->resume_rv)
-		COUNT(w, relists, 1);
-	retry_now(w);
-}
-
-/*
- * kw_watch_collect: takes the outcome of the watch's request in flight,
- * once its apply worker has reported it (apply_pool.c), and decides what
- * comes next.  Returns whether there was one.  Called by the worker loop
- * on every pass, after kw_apply_pool_collect.
- */
-bool
-kw_watch_collect(KwWatch *w, MemoryContext cxt)
-{
-	KwApplyResult res;
-
-	if (w->ticket == NULL || !kw_apply_poll(w->ticket, &res, cxt))
-		return false;
-	w->ticket = NULL;
-	if (!res.ok)
-	{
-		if (w->sent_op == KW_APPLY_RELIST_BEGIN)
-		{
-			record_error(w, KW_ERRSRC_DATABASE, res.error);
-			forget_request(w);
-			schedule_retry(w, 0, KW_STATE_BACKOFF);
-		}
-		else if (w->sent_op == KW_APPLY_COUNT_ROWS)
-		{
-			ereport(LOG, (errmsg("kwatch: could not count the rows of watch %d: %s",
-								 w->reg.id, res.error)));
-			forget_request(w);
-		}
-		else
-			apply_failed(w, res.error, res.sqlstate);
-		return true;
-	}
-	switch (w->sent_op)
-	{
-		case KW_APPLY_EVENTS:
-			events_applied(w, &res);
-			break;
-		case KW_APPLY_RELIST_BEGIN:
-			relist_begun(w, &res);
-			break;
-		case KW_APPLY_RELIST_STAGE:
-			count_apply(w, &res.counts, false);
-			if (res.skipped > 0)
-			{
-				w->list_items -= res.skipped;	/* not staged: not in the table */
-				COUNT(w, skipped_objects, res.skipped);
-			}
-			break;
-		case KW_APPLY_RELIST_FINISH:
-			list_committed(w, &res.counts);
-			break;
-		case KW_APPLY_COUNT_ROWS:
-			w->objects = res.rows;
-			publish_progress(w);
-			break;
-		case KW_APPLY_PRUNE_HISTORY:
-			break;
-	}
-	forget_request(w);
-	return true;
-}
-
-/*
- * kw_watch_flush: hands the pending batch to the apply pool (watch events
- * with their checkpoint; or list items; or the final relist merge), and
- * resumes a paused transfer at once: the next batch is decoded while this
- * one is applied.  A kept request (after a timeout) is sent again instead.
- * Returns whether an apply worker took a request (false: every one was
- * busy; the request waits in the watch).
- */
-bool
-kw_watch_flush(KwWatch *w)
-{
-	KwApplyRequest req;
-
-	if (w->sent.len > 0)
-	{
-		if (w->ticket == NULL)
-			submit(w);			/* kept, or every worker was busy */
-		return w->ticket != NULL;
-	}
-	/*
-	 * In stream order: a list's items, then its merge, then the events after
-	 * it (a streaming list has all three at once; see finish_ready).
-	 */
-	memset(&req, 0, sizeof(req));
-	if (w->nitems > 0)
-	{
-		req.op = KW_APPLY_RELIST_STAGE;
-		req.objs = w->items;
-		req.nobjs = w->nitems;
-	}
-	else if (finish_ready(w))
-	{
-		req.op = KW_APPLY_RELIST_FINISH;
-		req.rv = w->list_rv;
-	}
-	else if (w->nevents > 0)
-	{
-		req.op = KW_APPLY_EVENTS;
-		req.events = w->events;
-		req.nevents = w->nevents;
-		req.rv = w->pending_rv;
-	}
-	else
-		return false;
-	send_request(w, &req, req.rv);
-	if (req.op == KW_APPLY_RELIST_FINISH)
-		w->list_finish_pending = false;
-	else if (req.op == KW_APPLY_RELIST_STAGE)
-		reset_items(w);
-	else
-		reset_events(w);
-
-	if (w->http)
-		kw_http_transfer_resume(w->http);
-	return w->ticket != NULL;
 }
 
 /* ---------------------------------------------------------------------
@@ -1629,14 +1065,14 @@ recheck_config(KwWatch *w)
 		return;
 	if (w->xfer == XFER_LIST || w->streaming)
 	{
-		stop_transfer(w);
-		restart_list(w, true);
+		kw_watch_stop_transfer(w);
+		kw_watch_restart_list(w, true);
 	}
 	else if (w->xfer != XFER_NONE)
-		stop_transfer(w);
+		kw_watch_stop_transfer(w);
 	MemoryContextReset(w->cfg_cxt);
 	w->cfg = NULL;
-	retry_now(w);
+	kw_watch_retry_now(w);
 }
 
 /*
@@ -1673,19 +1109,19 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 	 * transfer in flight and list without a resourceVersion, a consistent
 	 * read of the newest state (PROTOCOL 22).
 	 */
-	if (w->slot->relist_requests != w->relist_requests_seen && !unapplied(w))
+	if (w->slot->relist_requests != w->relist_requests_seen && !kw_watch_unapplied(w))
 	{
 		w->relist_requests_seen = w->slot->relist_requests;
 		w->list_request = w->relist_requests_seen;
-		stop_transfer(w);
-		restart_list(w, false);
+		kw_watch_stop_transfer(w);
+		kw_watch_restart_list(w, false);
 		w->list_rv_seen = true; /* never resourceVersion=0 */
-		retry_now(w);
+		kw_watch_retry_now(w);
 	}
 
 	/* the server's or user mapping's settings changed: use the new ones */
 	if (w->cfg != NULL && w->cfg_generation != kw_connection_generation() &&
-		!unapplied(w))
+		!kw_watch_unapplied(w))
 		recheck_config(w);
 
 	if (w->xfer != XFER_NONE && !w->http->paused)
@@ -1707,7 +1143,7 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 
 			if (now >= given_up && polled_at >= given_up)
 			{
-				stop_transfer(w);
+				kw_watch_stop_transfer(w);
 				stream_not_served(w, psprintf("no initial-events-end bookmark within %d s of the last event: the server ignored sendInitialEvents",
 											  KW_INITIAL_EVENTS_END_WAIT_MS / 1000));
 				return 0;
@@ -1726,22 +1162,22 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 			return 0;
 		if (w->xfer == XFER_WATCH && !w->streaming)
 		{
-			record_error(w, KW_ERRSRC_HTTP,
+			kw_watch_record_error(w, KW_ERRSRC_HTTP,
 						 psprintf("watch received nothing for %ld s, %d s past the timeoutSeconds=%d the server should have closed it at; resuming from resourceVersion %s",
 								  (long) ((now - w->http->last_data) / USECS_PER_SEC),
 								  kw_inactivity_timeout_s, w->watch_timeout_s, w->resume_rv));
-			stop_transfer(w);
-			retry_now(w);
+			kw_watch_stop_transfer(w);
+			kw_watch_retry_now(w);
 		}
 		else
 		{
-			record_error(w, KW_ERRSRC_HTTP,
+			kw_watch_record_error(w, KW_ERRSRC_HTTP,
 						 psprintf("%s received nothing for %d s; listing again",
 								  w->streaming ? "streaming list" : "LIST",
 								  kw_inactivity_timeout_s));
-			stop_transfer(w);
-			restart_list(w, true);
-			schedule_retry(w, 0, KW_STATE_BACKOFF);
+			kw_watch_stop_transfer(w);
+			kw_watch_restart_list(w, true);
+			kw_watch_schedule_retry(w, 0, KW_STATE_BACKOFF);
 		}
 	}
 	if (w->xfer != XFER_NONE)
@@ -1752,7 +1188,7 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 	 * while we write.  Anything else (events, the final merge) is applied
 	 * before the next request.
 	 */
-	if (unapplied(w) &&
+	if (kw_watch_unapplied(w) &&
 		!(w->need_list && w->continue_token && w->nevents == 0 &&
 		  !w->list_finish_pending))
 	{
@@ -1776,18 +1212,18 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 
 		if (!kw_run_in_transaction(load_config_body, &a, (char **) &err, NULL))
 		{
-			record_error(w, KW_ERRSRC_CONFIG, err);
+			kw_watch_record_error(w, KW_ERRSRC_CONFIG, err);
 			w->backoff_ms = Max(w->backoff_ms, kw_backoff_max_ms / 2);
-			schedule_retry(w, 0, KW_STATE_FAILED);
+			kw_watch_schedule_retry(w, 0, KW_STATE_FAILED);
 			return (long) ((w->next_attempt - now) / 1000) + 1;
 		}
-		publish_progress(w);
+		kw_watch_publish_progress(w);
 		if (w->resume_rv && w->sent.len == 0)
 		{
 			/* resuming: how many rows the table holds (an apply worker counts) */
 			KwApplyRequest req = {.op = KW_APPLY_COUNT_ROWS};
 
-			send_request(w, &req, NULL);
+			kw_watch_send_request(w, &req, NULL);
 			return 0;
 		}
 	}
@@ -1808,7 +1244,7 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 		MemoryContextSwitchTo(loopcxt);
 		ed = CopyErrorData();
 		FlushErrorState();
-		stop_transfer(w);
+		kw_watch_stop_transfer(w);
 		cred = KW_CRED_FAILED;
 		err = ed->message;
 	}
@@ -1817,8 +1253,8 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 		return 1000;			/* kw_credential_drive() wakes us when it ends */
 	if (cred == KW_CRED_FAILED)
 	{
-		record_error(w, KW_ERRSRC_CONFIG, err);
-		schedule_retry(w, 0, KW_STATE_FAILED);
+		kw_watch_record_error(w, KW_ERRSRC_CONFIG, err);
+		kw_watch_schedule_retry(w, 0, KW_STATE_FAILED);
 	}
 	return 0;
 }
@@ -1897,7 +1333,7 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 		w->need_list = true;
 	MemoryContextSwitchTo(old);
 	/* a checkpoint means a LIST was committed: the table is usable */
-	set_synced(w, !w->need_list, false);
+	kw_watch_set_synced(w, !w->need_list, false);
 	return w;
 }
 
@@ -1911,7 +1347,7 @@ kw_watch_destroy(KwWatch *w)
 {
 	if (w->ticket)
 		kw_apply_cancel(w->ticket);
-	stop_transfer(w);
+	kw_watch_stop_transfer(w);
 	if (w->slot != &w->private_slot)
 		kw_status_release(w->slot);
 	MemoryContextDelete(w->cxt);
@@ -1957,3 +1393,4 @@ kw_watch_same_registration(KwWatch *w, KwRegistration *reg)
 		memcmp(r->retry_ms, reg->retry_ms, sizeof(r->retry_ms)) == 0 &&
 		r->apply_timeout_ms == reg->apply_timeout_ms;
 }
+

@@ -12,6 +12,7 @@ from psycopg2 import sql as pgsql
 import postgres
 from conftest import kubectl, crd_manifest, wait_until, sql, sql_one, TEST_DIR, RUN_ID
 from live_support import import_schema, foreign_tables
+from faults_support import fake, fake_server  # noqa: F401 (fixture)
 from modern_local import ModernPlane
 
 
@@ -74,6 +75,15 @@ def test_legacy_discovery_requests(ctx):
     assert e.value.pgcode == "42704"
 
 
+def test_group_documents_not_served(ctx, fake):
+    """A server that serves no /apis/<group> (the fake API server serves /apis and the group
+    versions only): a group-qualified name is sought in /apis after the 404."""
+    server = fake_server(ctx, fake)
+    row, reqs = discover(server, "deployments.apps")
+    assert row == ("apps", "v1", "deployments", "Deployment", True)
+    assert reqs == ["/apis/apps", "/apis", "/apis/apps/v1"]
+
+
 @pytest.fixture(scope="module")
 def modern():
     plane = ModernPlane(TEST_DIR / "modern-discovery")
@@ -112,6 +122,16 @@ def test_aggregated_discovery_finds_custom_resources(ctx, modern):
     with pytest.raises(Exception) as e:
         discover(server, "gadgets." + group)
     assert e.value.pgcode == "42704"
+    # a group that does not exist: its 404, then the aggregated /apis, which lacks it too
+    conn = postgres.PG.connect()
+    conn.notices = collections.deque(maxlen=100000)
+    with pytest.raises(Exception) as e:
+        cur = conn.cursor()
+        cur.execute("SET client_min_messages = debug2")
+        cur.execute("SELECT kwatch._discover(%s, 'widgets.nowhere.example.com')", (server,))
+    assert e.value.pgcode == "42704"
+    assert requests(conn) == ["/apis/nowhere.example.com", "/apis"]
+    conn.close()
 
     schema = "disc_modern_" + RUN_ID
     reqs = import_counted(server, schema)

@@ -299,6 +299,44 @@ SELECT kwatch._check_retry_range('retry_relist_after', '[1s,5s]');
 RESET ROLE;
 DROP TABLE k8s.upgrade_hist_history, k8s.upgrade_hist;
 
+-- Extension update 0.5.0 -> 0.6.0 (issue 23): kwatch.wait_current(), read
+-- your own writes; public, acting on the watches kwatch.watches shows the
+-- caller, with the caller's USAGE on their server and its credentials
+ALTER EXTENSION kwatch UPDATE TO '0.6.0';
+SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
+SELECT pg_get_function_identity_arguments('kwatch.wait_current'::regproc) AS wait_current,
+       pg_get_function_result('kwatch.wait_current'::regproc) AS returns,
+       has_function_privilege('public', 'kwatch.wait_current(text,text,interval)', 'EXECUTE') AS public_wait,
+       has_function_privilege('public', 'kwatch._wait_current(integer[],interval)', 'EXECUTE') AS public_helper;
+-- refusals that need no cluster
+SELECT kwatch.wait_current(NULL, 'old');
+SELECT kwatch.wait_current('nothing', 'old');
+SELECT kwatch._wait_current(ARRAY[-1], NULL);
+SELECT kwatch.wait_current('pods', 'old', '-1s');
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT kwatch.wait_current('pods', 'old');
+ROLLBACK;
+-- a role's own watch on a server the role has no USAGE on: it sees the
+-- watch, and may not wait on it; with USAGE (a superuser) the consistent
+-- read is sent, here to a server that refuses connections
+CREATE SERVER wc_down FOREIGN DATA WRAPPER kwatch
+  OPTIONS (api_server 'https://127.0.0.1:1', insecure_skip_tls_verify 'true');
+INSERT INTO kwatch.registrations (server, resource, api_group, api_version, plural, kind,
+                                  namespaced, table_name, channel, owner)
+VALUES ('wc_down', 'configmaps', '', 'v1', 'configmaps', 'ConfigMap', true, 'upgrade_wc',
+        'kwatch_upgrade_wc', 'kw_upgrade_owner'::regrole);
+SET ROLE kw_upgrade_owner;
+SELECT resource, server FROM kwatch.watches WHERE server = 'wc_down';
+SELECT kwatch.wait_current('configmaps', 'wc_down', '1s');
+RESET ROLE;
+DO $$
+BEGIN
+  PERFORM kwatch.wait_current('configmaps', 'wc_down', '1s');
+EXCEPTION WHEN OTHERS THEN
+  RAISE NOTICE 'sqlstate %: %', SQLSTATE, split_part(SQLERRM, ':', 1);
+END $$;
+DROP SERVER wc_down;
+
 DELETE FROM kwatch.registrations;
 DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets, k8s.upgrade_renamed;
 DROP OWNED BY kw_upgrade_owner;

@@ -1,0 +1,132 @@
+/*-------------------------------------------------------------------------
+ *
+ * kw_watch.h
+ *		One watch's state (struct KwWatch), shared by the files that make up
+ *		the reflector: watch.c (requests, decoding, what comes next),
+ *		watch_apply.c (batches to and from the apply workers) and
+ *		watch_status.c (the shared status).  The worker sees KwWatch only
+ *		through kw_worker.h's kw_watch_* functions.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KW_WATCH_H
+#define KW_WATCH_H
+
+#include "kw_common.h"
+#include "kw_worker.h"
+#include "kw_apply.h"
+
+/* A watch streaming this long is healthy again: backoff resets. */
+#define KW_HEALTHY_RESET_MS 10000
+
+typedef enum KwXfer
+{
+	XFER_NONE,
+	XFER_LIST,
+	XFER_WATCH
+} KwXfer;
+
+struct KwWatch
+{
+	MemoryContext cxt;			/* the watch's lifetime */
+	MemoryContext batch_cxt;	/* pending events, reset when they are sent */
+	MemoryContext items_cxt;	/* pending list items, reset when they are sent */
+	MemoryContext list_cxt;		/* relist bookkeeping (known objects) */
+	MemoryContext cfg_cxt;		/* cfg, reloaded after 401/403 */
+	KwRegistration reg;
+	KwClusterConfig *cfg;		/* NULL until loaded */
+	uint64		cfg_generation; /* kw_connection_generation() when it was */
+	void	   *multi;			/* the worker's transfer set (http.c attaches) */
+	KwWatchStatus *slot;
+	KwWatchStatus private_slot; /* used when shared slots ran out */
+	char	   *object_api_version; /* "group/version": objects' apiVersion */
+	bool		redact;			/* a Secret watch without secret_data (redact.c) */
+
+	/* the transfer in flight */
+	KwXfer		xfer;
+	KwHttpTransfer *http;
+	StringInfoData errbody;		/* the last failed response's body */
+	KwListDecoder *ldec;
+	KwWatchDecoder *wdec;
+	char	   *abort_reason;	/* set by callbacks to end the stream */
+	KwErrorSource abort_src;
+	bool		abort_relist_no_rv;
+	TimestampTz xfer_started;
+	int64		xfer_events;
+	int			watch_timeout_s;	/* timeoutSeconds the WATCH in flight asked */
+	bool		streaming;		/* the WATCH in flight is a streaming list that
+								 * has not reached its initial-events-end */
+	bool		stream_probe;	/* ... whose server's answer is not known yet */
+	bool		stream_refused; /* ... the server turned out not to serve one */
+
+	/* reflector state */
+	char	   *resume_rv;		/* last RV received; NULL = must list */
+	bool		need_list;
+	bool		list_with_rv;	/* relist NotOlderThan resume_rv (PROTOCOL 22) */
+	bool		list_rv_seen;	/* some LIST answered with a resourceVersion, or
+								 * kwatch.relist() asked for the newest state */
+	bool		list_from_cache;	/* the list in progress asked resourceVersion=0 */
+	bool		paginated_result;	/* a resourceVersion=0 LIST came in pages */
+	bool		list_started;	/* staging table prepared */
+	bool		list_direct;	/* the list goes straight into the mirror (sync.c) */
+	bool		list_finish_pending;
+	char	   *list_rv;		/* snapshot RV of the list in progress */
+	char	   *continue_token;
+	HTAB	   *known;			/* uid -> rv at relist start */
+	int64		list_items;
+	int64		objects;
+	bool		first_list_done;
+	bool		retried_401;
+	int			short_watches;
+	int			decode_failures;	/* malformed watch streams in a row */
+	int			backoff_ms;
+	TimestampTz next_attempt;
+	int64		relist_requests_seen;	/* slot->relist_requests acted on */
+	int64		list_request;	/* the request the LIST in progress serves */
+
+	/* the apply request in flight or waiting to be (re)submitted */
+	StringInfoData sent;		/* encoded request; len 0 = none */
+	KwApplyOp	sent_op;
+	char	   *sent_rv;		/* EVENTS: resume point; FINISH: list RV */
+	KwApplyTicket *ticket;		/* in an apply worker; NULL = not (yet) */
+	TimestampTz resubmit_at;	/* a kept request waits for its retry */
+
+	/* pending batch (batch_cxt) */
+	KwEvent    *events;
+	int			nevents;
+	int			maxevents;
+	KwObject   *items;
+	int			nitems;
+	int			maxitems;
+	char	   *pending_rv;		/* RV after the pending events */
+};
+
+/* Adds n to the watch's status counter `field`. */
+#define KW_WATCH_COUNT(w, field, n) \
+	do { \
+		LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE); \
+		(w)->slot->field += (n); \
+		LWLockRelease(kw_shared->lock); \
+	} while (0)
+
+/* in watch_status.c */
+extern void kw_watch_set_str(KwWatch *w, char **field, const char *value);
+extern void kw_watch_set_state(KwWatch *w, KwWatchState st);
+extern void kw_watch_set_synced(KwWatch *w, bool synced, bool list_done);
+extern void kw_watch_publish_progress(KwWatch *w);
+extern void kw_watch_count_apply(KwWatch *w, KwApplyCounts *c, bool sync_done);
+extern void kw_watch_record_error(KwWatch *w, KwErrorSource src, const char *msg);
+
+/* in watch.c */
+extern void kw_watch_stop_transfer(KwWatch *w);
+extern void kw_watch_restart_list(KwWatch *w, bool with_rv);
+extern int	kw_watch_retry_delay(KwWatch *w, int min_ms);
+extern void kw_watch_schedule_retry(KwWatch *w, int min_ms, KwWatchState st);
+extern void kw_watch_retry_now(KwWatch *w);
+
+/* in watch_apply.c */
+extern bool kw_watch_unapplied(KwWatch *w);
+extern void kw_watch_reset_items(KwWatch *w);
+extern void kw_watch_send_request(KwWatch *w, KwApplyRequest *req, const char *rv);
+
+#endif							/* KW_WATCH_H */
