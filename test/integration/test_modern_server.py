@@ -333,3 +333,45 @@ def test_legacy_plane_audit_log_shows_kwatch_requests(ctx, settings):
     assert watches and watches[0] > lists[-1], got
     assert all("resourceVersion=" in got[i][2] and "sendInitialEvents" not in got[i][2]
                for i in watches), got
+
+
+@pytest.mark.parametrize("strategy", ["auto", "list"])
+def test_how_the_objects_came(plane, ctx, settings, strategy):
+    """kwatch.list_strategy against the real servers: on 1.36 `auto` fills
+    the table by one streaming list (the server's
+    apiserver_watch_list_duration_seconds counts it) and no LIST beyond the
+    `limit=1` check; `list` by LIST, with no streaming list.  On 1.20 either
+    way the objects come by LIST, a streaming list if tried being refused
+    (its audit log).  The table equals the server both ways."""
+    settings(list_strategy=strategy)
+    ensure_certificate_crd()
+    ns = ctx.namespace()
+    made = create_certificates(ns, {"a": {}, "b": {}, "c": {}})
+    srv = ctx.server()
+    if plane.modern:
+        streams0 = plane.watch_list_count("cert-manager.io", "certificates")
+        lists0 = plane.metric("apiserver_request_total", verb="LIST", group="cert-manager.io",
+                              resource="certificates")
+    else:
+        since = plane.audit_size()
+    table = watch(CERTS, srv, namespace=ns)
+    wait_watching(srv, CERTS)
+    # the rows are all there (read before kubectl's own LISTs count)
+    wait_until(lambda: row_uids(table, srv) == {uid for uid, _ in made.values()}, 20, "the rows")
+    text = plane.metrics() if plane.modern else None
+    assert_table_matches_server(table, srv, certificates_get(ns))
+    if plane.modern:
+        streams = plane.watch_list_count("cert-manager.io", "certificates", text=text) - streams0
+        lists = plane.metric("apiserver_request_total", text, verb="LIST", group="cert-manager.io",
+                             resource="certificates") - lists0
+        if strategy == "auto":
+            assert streams >= 1 and lists <= 1, (streams, lists)
+        else:
+            assert streams == 0 and lists >= 2, (streams, lists)
+    else:
+        path = "/apis/cert-manager.io/v1/namespaces/%s/certificates?" % ns
+        calls = [c for c in plane.audit_calls(since) if c[2].startswith(path)]
+        assert not [c for c in calls if "sendInitialEvents=true" in c[2] and c[1] == 200], calls
+        assert [c for c in calls if c[0] == "list" and c[1] == 200 and "limit=1&" not in c[2] + "&"], calls
+        if strategy == "list":
+            assert not [c for c in calls if "sendInitialEvents" in c[2]], calls
