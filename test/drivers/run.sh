@@ -32,7 +32,7 @@ step "Kubernetes control plane (built once, cached in ${KWATCH_K8S_CACHE:-/var/c
 $SUDO bash test/k8s/build.sh
 
 step "modern control plane: Kubernetes 1.36 generic API server + etcd 3.5 from Debian unstable (built once, cached in ${KWATCH_K8S_MODERN_CACHE:-/var/cache/kwatch-k8s-modern})"
-$SUDO bash test/k8s/modern-build.sh
+$SUDO bash test/k8s/modern-build.sh || { echo "make test: the modern control plane step failed (test/k8s/modern-build.sh, above; exit 2: Debian's archive no longer has what it needs, and how to go on)" >&2; exit 1; }
 
 step "integration tests against the real control planes (1.20 and 1.36)"
 /usr/bin/python3 -m pytest test/integration -v -p no:cacheprovider
