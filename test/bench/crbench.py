@@ -325,6 +325,45 @@ def sync(cur, api, n, mode, restart_dir=None):
             "table": table}
 
 
+def client_floor(api, n, mode, restart_dir=None):
+    """What a client that discards every byte pays: the streaming list
+    (WATCH sendInitialEvents=true, read in 1 MB chunks until the
+    initial-events-end annotation) or the LIST (resourceVersion=0, one
+    response) of the n Certificates, over a new connection.  The API server
+    produces the same events or list for kwatch: its share of kwatch's time."""
+    if restart_dir:
+        restart_apiserver(api, restart_dir)
+    time.sleep(0.5)
+    reset_hwm(api.pid)
+    path = PATH + "/namespaces/%s/certificates" % ns_of(n)
+    if mode == "stream":
+        path += ("?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+                 "&allowWatchBookmarks=true&timeoutSeconds=600")
+    else:
+        path += "?resourceVersion=0"
+    conn = http.client.HTTPSConnection(api.host, api.port, context=api.tls, timeout=600)
+    api_cpu0 = measure.cpu_s(api.pid)
+    t0 = time.monotonic()
+    conn.request("GET", path, headers={"User-Agent": "kwatch-bench", "Accept": "application/json"})
+    r = conn.getresponse()
+    first, size, tail = None, 0, b""
+    while True:
+        chunk = r.read1(1 << 20)
+        if not chunk:
+            break
+        if first is None:
+            first = time.monotonic() - t0
+        size += len(chunk)
+        if mode == "stream" and b"initial-events-end" in tail + chunk:
+            break
+        tail = chunk[-64:]
+    took = time.monotonic() - t0
+    conn.close()
+    return {"mode": "floor-" + mode, "objects": n, "seconds": took, "first_row_s": first,
+            "objects_per_s": n / took, "bytes": size, "apiserver_cpu_s": measure.cpu_s(api.pid) - api_cpu0,
+            "apiserver_vmhwm_mb": measure.status_kb(api.pid)[1] / 1024}
+
+
 def copy_floor(cur, table):
     """kwatch's rows of the last run as COPY text in the data directory (the
     server writes and reads it), then one COPY FROM file into a fresh table
@@ -423,6 +462,14 @@ def main():
             med = dict(runs[(len(runs) - 1) // 2])
             med["runs"] = [x["seconds"] for x in runs]
             entry["rows"].append(med)
+        restart_dir = None if args.no_restart else os.environ["KWATCH_MODERN_DIR"]
+        for mode in ("stream", "list"):
+            runs = sorted((client_floor(api, n, mode, restart_dir) for _ in range(args.repeat)),
+                          key=lambda x: x["seconds"])
+            entry["rows"].append(runs[(len(runs) - 1) // 2])
+            print("  %s floor %d: %.2f s, API server CPU %.2f s" % (mode, n, runs[(len(runs) - 1) // 2]["seconds"],
+                                                                 runs[(len(runs) - 1) // 2]["apiserver_cpu_s"]),
+                  flush=True)
         if table:
             entry["rows"].append(copy_floor(cur, table))
         report["sizes"].append(entry)
@@ -444,24 +491,29 @@ def markdown(report):
     out = ["Custom resources on the modern control plane (%s; %s; %s; median of %d):" %
            (report["server"], report["date"], report["machine"], report.get("repeat", 1)), "",
            "| objects | how | total s | first row s | obj/s | kwatch peak RssAnon MB (worker + apply) |"
-           " API server VmHWM MB | streaming lists / LIST requests (server's counters) |",
-           "|---|---|---|---|---|---|---|---|"]
+           " API server VmHWM MB | streaming lists / LIST requests (server's counters) |"
+           " CPU s: PostgreSQL / API server |",
+           "|---|---|---|---|---|---|---|---|---|"]
     names = {"stream": "kwatch, streaming list (`list_strategy = stream`)",
-             "list": "kwatch, LIST (`list_strategy = list`)", "copy": "COPY floor (COPY FROM file)"}
+             "list": "kwatch, LIST (`list_strategy = list`)", "copy": "COPY floor (COPY FROM file)",
+             "floor-stream": "streaming list floor (a client discarding the bytes)",
+             "floor-list": "LIST floor (rv=0, a client discarding the bytes)"}
     for e in report["sizes"]:
         for r in e["rows"]:
             if not r.get("available", True):
-                out.append("| {:,} | {} | not available (no kwatch.list_strategy) | | | | | |".format(
+                out.append("| {:,} | {} | not available (no kwatch.list_strategy) | | | | | | |".format(
                     e["objects"], names[r["mode"]]))
                 continue
             name = names[r["mode"]]
             if r["mode"] == "list" and not r.get("strategy_setting", True):
                 name = "kwatch, LIST (its only strategy)"
-            counters = "" if r["mode"] == "copy" else "%d / %d" % (r["streaming_lists"], r["list_requests"])
-            out.append("| {:,} | {} | {} | {} | {} | {} | {} | {} |".format(
+            counters = "%d / %d" % (r["streaming_lists"], r["list_requests"]) if "streaming_lists" in r else ""
+            cpu = "%s / %s" % (fmt(r.get("pg_cpu_s")), fmt(r.get("apiserver_cpu_s"))) \
+                if r.get("apiserver_cpu_s") is not None else ""
+            out.append("| {:,} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
                 e["objects"], name, fmt(r["seconds"]), fmt(r.get("first_row_s")),
-                fmt(r["objects_per_s"], 0), fmt(r["kwatch_rss_peak_mb"], 0),
-                fmt(r.get("apiserver_vmhwm_mb"), 0), counters))
+                fmt(r["objects_per_s"], 0), fmt(r.get("kwatch_rss_peak_mb"), 0),
+                fmt(r.get("apiserver_vmhwm_mb"), 0), counters, cpu))
     out.append("")
     for e in report["sizes"]:
         if e["created"]:
