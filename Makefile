@@ -83,7 +83,7 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 # PGXS tracks no header dependencies (without --enable-depend): a changed
 # struct in the shared header must rebuild every object.
-$(OBJS): $(wildcard $(srcdir)/src/kw_*.h)
+$(OBJS): $(wildcard $(srcdir)/src/kw_*.h) $(srcdir)/src/pg_compat.h
 # The version is compiled in (KWATCH_VERSION, used by http.c): a new
 # default_version must rebuild what uses it.
 src/http.o: $(srcdir)/kwatch.control
@@ -100,7 +100,7 @@ all install installcheck:
 	@echo "kwatch: PostgreSQL server headers are missing; run 'make deps' first" >&2; exit 1
 endif
 
-.PHONY: deps test deb demo demo-stop bench print-regress soak bench-recovery
+.PHONY: deps test test-versions deb demo demo-stop bench print-regress soak bench-recovery
 
 print-regress:
 	@echo $(REGRESS)
@@ -113,6 +113,13 @@ deps:
 # tests against a real control plane.
 test:
 	@bash test/drivers/run.sh
+
+# PostgreSQL 17 and 18 (README, "Supported PostgreSQL versions"): a Debian
+# 13 and an unstable chroot (debootstrap, cached in /var/cache/kwatch-pg),
+# kwatch built, packaged and tested in each: pg_regress and the worker's
+# integration tests.  `make test` runs it last; VERSIONS="17" for one.
+test-versions:
+	@bash test/versions/run.sh $(VERSIONS)
 
 # The Debian package postgresql-15-kwatch (README), built by
 # dpkg-buildpackage from a copy of the work tree, never in it, into DEB_DIR

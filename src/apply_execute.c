@@ -266,7 +266,8 @@ kw_apply_execute(const KwApplyRequest *req, KwApplyResult *res)
 											&res->error, &res->sqlstate);
 			break;
 		case KW_APPLY_RELIST_FINISH:
-			res->ok = kw_apply_relist_finish(plans, reg, req->rv, NULL, &res->counts,
+			res->ok = kw_apply_relist_finish(plans, reg, req->rv, NULL,
+											 req->events, req->nevents, &res->counts,
 											 &res->error, &res->sqlstate);
 			break;
 		case KW_APPLY_COUNT_ROWS:

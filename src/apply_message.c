@@ -141,7 +141,7 @@ kw_apply_request_encode(StringInfo buf, const KwApplyRequest *req)
 	put_str(buf, req->rv);
 	if (req->op != KW_APPLY_PRUNE_HISTORY)
 		put_registration(buf, &req->reg);
-	if (req->op == KW_APPLY_EVENTS)
+	if (req->op == KW_APPLY_EVENTS || req->op == KW_APPLY_RELIST_FINISH)
 	{
 		pq_sendint32(buf, req->nevents);
 		for (int i = 0; i < req->nevents; i++)
@@ -177,7 +177,7 @@ kw_apply_request_decode(const char *data, Size len, KwApplyRequest *req)
 	req->rv = get_str(&msg, NULL);
 	if (req->op != KW_APPLY_PRUNE_HISTORY)
 		get_registration(&msg, &req->reg);
-	if (req->op == KW_APPLY_EVENTS)
+	if (req->op == KW_APPLY_EVENTS || req->op == KW_APPLY_RELIST_FINISH)
 	{
 		req->nevents = (int) pq_getmsgint(&msg, 4);
 		req->events = palloc(sizeof(KwEvent) * Max(req->nevents, 1));

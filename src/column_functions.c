@@ -34,6 +34,8 @@
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 
+#include "pg_compat.h"
+
 /*
  * parse_timestamptz: `str` as timestamptz_in reads it (utils/adt/
  * timestamp.c: ParseDateTime, DecodeDateTime, tm2timestamp), but returning
@@ -54,7 +56,7 @@ parse_timestamptz(const char *str, TimestampTz *result)
 
 	if (ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype,
 					  MAXDATEFIELDS, &nf) != 0 ||
-		DecodeDateTime(field, ftype, nf, &dtype, &tt, &fsec, &tz) != 0 ||
+		KW_DECODE_DATETIME(field, ftype, nf, &dtype, &tt, &fsec, &tz) != 0 ||
 		dtype != DTK_DATE ||
 		tm2timestamp(&tt, fsec, &tz, result) != 0)
 		return false;

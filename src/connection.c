@@ -589,11 +589,7 @@ json_bytes(StringInfo buf, const char *key, const char *data)
 AclResult
 kw_server_usage(Oid serverid, Oid role)
 {
-#if PG_VERSION_NUM >= 160000
-	return object_aclcheck(ForeignServerRelationId, serverid, role, ACL_USAGE);
-#else
-	return pg_foreign_server_aclcheck(serverid, role, ACL_USAGE);
-#endif
+	return KW_SERVER_USAGE(serverid, role);
 }
 
 /*

@@ -64,6 +64,7 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -316,7 +317,7 @@ exec_info(KwClusterConfig *cfg)
 			int			len = pg_b64_enc_len(strlen(ca));
 			char	   *b64 = palloc(len + 1);
 
-			len = pg_b64_encode(ca, strlen(ca), b64, len);
+			len = KW_B64_ENCODE(ca, strlen(ca), b64, len);
 			b64[Max(len, 0)] = '\0';
 			append_json_string(&buf, "certificate-authority-data", b64, &cfirst);
 		}
@@ -1023,7 +1024,7 @@ wait_run(ExecEntry *e)
 			if (step_run(e, now))
 				break;
 			ms = Max(1, Min(TimestampDifferenceMilliseconds(now, e->run->deadline), 100));
-			wes = CreateWaitEventSet(CurrentMemoryContext, 4);
+			wes = KW_CREATE_WAIT_EVENT_SET(CurrentMemoryContext, CurrentResourceOwner, 4);
 			AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 			AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 			if (e->run->out_fd >= 0)

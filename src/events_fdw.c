@@ -49,6 +49,8 @@
 
 #include "kw_common.h"
 #include "kw_events.h"
+#include KW_EXPLAIN_STATE_H
+#include KW_EXPLAIN_FORMAT_H
 
 
 
@@ -159,7 +161,7 @@ seq_pathkeys(PlannerInfo *root, RelOptInfo *baserel, EvPlanState *ps)
 	if (ps->seq_attno == 0 || list_length(root->query_pathkeys) != 1)
 		return NIL;
 	pk = linitial(root->query_pathkeys);
-	if (pk->pk_strategy != BTLessStrategyNumber || pk->pk_nulls_first ||
+	if (!KW_PATHKEY_ASCENDING(pk) || pk->pk_nulls_first ||
 		pk->pk_opfamily != INTEGER_BTREE_FAM_OID || pk->pk_eclass->ec_has_volatile)
 		return NIL;
 	foreach(lc, pk->pk_eclass->ec_members)
@@ -188,7 +190,7 @@ kwatchEventsGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
 	Cost		total = 1.0 + baserel->rows * (cpu_tuple_cost + cpu_operator_cost);
 
 	add_path(baserel, (Path *)
-			 create_foreignscan_path(root, baserel, NULL, baserel->rows,
+			 KW_CREATE_FOREIGNSCAN_PATH(root, baserel, NULL, baserel->rows,
 									 0.0, total, seq_pathkeys(root, baserel, ps),
 									 baserel->lateral_relids, NULL, NIL));
 }

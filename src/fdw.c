@@ -93,6 +93,8 @@
 
 #include "kw_common.h"
 #include "kw_fdw.h"
+#include KW_EXPLAIN_STATE_H
+#include KW_EXPLAIN_FORMAT_H
 
 /* How long a discovery result or a remote count is reused. */
 #define KW_DISCOVERY_TTL_S 60
@@ -465,10 +467,11 @@ remote_count(KwClusterConfig *cfg, Oid serverid, Oid userid, const char *path)
  * ---------------------------------------------------------------------
  */
 
+/* scan_user: the role a scan checks access as, InvalidOid meaning the current user */
 static Oid
-scan_user(RangeTblEntry *rte)
+scan_user(Oid check_as_user)
 {
-	return OidIsValid(rte->checkAsUser) ? rte->checkAsUser : GetUserId();
+	return OidIsValid(check_as_user) ? check_as_user : GetUserId();
 }
 
 /*
@@ -479,8 +482,7 @@ static void
 kwatchGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 						Oid foreigntableid)
 {
-	RangeTblEntry *rte = planner_rt_fetch(baserel->relid, root);
-	Oid			userid = scan_user(rte);
+	Oid			userid = scan_user(baserel->userid);
 	KwPlanState *ps = palloc0(sizeof(KwPlanState));
 	KwClusterConfig *cfg;
 	double		total = -1;
@@ -593,7 +595,7 @@ kwatchGetForeignPaths(PlannerInfo *root, RelOptInfo *baserel,
 		baserel->rows * KW_PER_OBJECT_COST + baserel->tuples * cpu_tuple_cost * 0.1;
 
 	add_path(baserel, (Path *)
-			 create_foreignscan_path(root, baserel, NULL, baserel->rows,
+			 KW_CREATE_FOREIGNSCAN_PATH(root, baserel, NULL, baserel->rows,
 									 startup, total, NIL, NULL, NULL,
 									 list_make1(makeInteger(limit))));
 }
@@ -673,7 +675,6 @@ kwatchBeginForeignScan(ForeignScanState *node, int eflags)
 {
 	ForeignScan *fsplan = (ForeignScan *) node->ss.ps.plan;
 	EState	   *estate = node->ss.ps.state;
-	RangeTblEntry *rte = exec_rt_fetch(fsplan->scan.scanrelid, estate);
 	Relation	rel = node->ss.ss_currentRelation;
 	TupleDesc	desc = RelationGetDescr(rel);
 	KwScanState *st;
@@ -684,7 +685,8 @@ kwatchBeginForeignScan(ForeignScanState *node, int eflags)
 
 	st = palloc0(sizeof(KwScanState));
 	node->fdw_state = st;
-	st->table = resolve_table(RelationGetRelid(rel), scan_user(rte), &st->cfg);
+	st->table = resolve_table(RelationGetRelid(rel),
+							  scan_user(KW_FOREIGN_SCAN_USER(fsplan, estate)), &st->cfg);
 	st->namespace = strVal(list_nth(fsplan->fdw_private, FdwPrivNamespace));
 	st->label_terms = (List *) list_nth(fsplan->fdw_private, FdwPrivLabels);
 	st->field_terms = (List *) list_nth(fsplan->fdw_private, FdwPrivFields);

@@ -42,7 +42,6 @@
 #include "utils/fmgroids.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
-#include "utils/pg_locale.h"
 
 #include "kw_common.h"
 #include "kw_fdw.h"

@@ -1108,7 +1108,7 @@ kc_base64_pem(KcEntry *e, const char *key, const char *kind)
 	clean[len] = '\0';
 
 	out = palloc(pg_b64_dec_len(len) + 1);
-	outlen = pg_b64_decode(clean, len, out, pg_b64_dec_len(len));
+	outlen = KW_B64_DECODE(clean, len, out, pg_b64_dec_len(len));
 	if (outlen < 0)
 		kc_field_error(e, key, kind, ERRCODE_INVALID_PARAMETER_VALUE,
 					   "is not valid base64");

@@ -54,7 +54,8 @@ typedef struct KwApplyRequest
 	bool		allow_direct;	/* RELIST_BEGIN: a first sync may go direct */
 	bool		forget_checkpoint;	/* RELIST_BEGIN: kwatch.relist() asked */
 	char	   *rv;				/* EVENTS: resume point; FINISH: list RV */
-	KwEvent    *events;			/* EVENTS */
+	KwEvent    *events;			/* EVENTS; FINISH: a streaming list's changes
+								 * before its initial-events-end bookmark */
 	int			nevents;
 	KwObject   *objs;			/* RELIST_STAGE */
 	int			nobjs;

@@ -25,9 +25,7 @@
 
 #include "postgres.h"
 
-#if PG_VERSION_NUM < 150000
-#error "kwatch requires PostgreSQL 15 or later"
-#endif
+#include "pg_compat.h"			/* the supported majors' differences */
 
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"

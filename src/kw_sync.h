@@ -37,6 +37,7 @@ extern bool kw_apply_relist_stage(KwSyncPlans *plans, KwRegistration *reg, KwObj
 								  char **err, int *sqlstate);
 extern bool kw_apply_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
 								   const char *list_rv, struct HTAB *known,
+								   KwEvent *events, int nevents,
 								   KwApplyCounts *counts, char **err, int *sqlstate);
 extern bool kw_apply_count_rows(KwRegistration *reg, int64 *rows, char **err,
 								int *sqlstate);

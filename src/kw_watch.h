@@ -58,6 +58,11 @@ struct KwWatch
 								 * has not reached its initial-events-end */
 	bool		stream_probe;	/* ... whose server's answer is not known yet */
 	bool		stream_refused; /* ... the server turned out not to serve one */
+	bool		list_not_streamed;	/* the next list is a LIST all the same */
+	KwEvent    *amends;			/* a streaming list's changes before its
+								 * bookmark, sent with its merge (list_cxt) */
+	int			namends;
+	int			maxamends;
 
 	/* reflector state */
 	char	   *resume_rv;		/* last RV received; NULL = must list */
@@ -127,6 +132,7 @@ extern void kw_watch_retry_now(KwWatch *w);
 /* in watch_apply.c */
 extern bool kw_watch_unapplied(KwWatch *w);
 extern void kw_watch_reset_items(KwWatch *w);
+extern void kw_watch_reset_events(KwWatch *w);
 extern void kw_watch_send_request(KwWatch *w, KwApplyRequest *req, const char *rv);
 
 #endif							/* KW_WATCH_H */

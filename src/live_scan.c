@@ -287,11 +287,11 @@ finish_page(KwLiveScan *scan)
 	}
 	if (scan->status != 200 && retry_page(scan))
 	{
-		char	   *cont = scan->continue_token;
+		char	   *retry_token = scan->continue_token;
 		int			retries = scan->retries;
 
 		end_transfer(scan);
-		start_page(scan, cont);
+		start_page(scan, retry_token);
 		scan->retries = retries;
 		return;
 	}

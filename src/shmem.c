@@ -35,9 +35,7 @@
 KwSharedState *kw_shared = NULL;
 
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-#if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
-#endif
 
 static Size
 status_shmem_size(void)
@@ -46,7 +44,6 @@ status_shmem_size(void)
 					mul_size(sizeof(KwWatchStatus), kw_max_watches));
 }
 
-#if PG_VERSION_NUM >= 150000
 static void
 status_shmem_request(void)
 {
@@ -55,7 +52,6 @@ status_shmem_request(void)
 	RequestAddinShmemSpace(status_shmem_size());
 	RequestNamedLWLockTranche("kwatch", 1);
 }
-#endif
 
 static void
 status_shmem_startup(void)
@@ -85,13 +81,8 @@ status_shmem_startup(void)
 void
 kw_shmem_request(void)
 {
-#if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = status_shmem_request;
-#else
-	RequestAddinShmemSpace(status_shmem_size());
-	RequestNamedLWLockTranche("kwatch", 1);
-#endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = status_shmem_startup;
 }

@@ -196,20 +196,31 @@ relist_finish_body(void *arg)
 	if (known == NULL && !a->plans->relist_direct)
 		known = kw_sync_known_rows(a->plans, a->reg, CurrentMemoryContext);
 	kw_sync_relist_finish(a->plans, a->reg, a->rv, known, a->counts);
+	/* a streaming list's changes before its bookmark: part of the same list */
+	if (a->nevents > 0)
+		kw_sync_apply_events(a->plans, a->reg, a->events, a->nevents, a->rv, a->counts);
+	else
+		kw_events_checkpoint();
 }
 
 /*
  * kw_apply_relist_finish: kw_sync_relist_finish (below) in a transaction
  * of its own: the staged list merged into the mirror table, its changes
  * notified, `list_rv` the checkpoint.  `known` NULL reads the table's
- * rows in that transaction (kw_sync_known_rows).
+ * rows in that transaction (kw_sync_known_rows).  The `nevents` events a
+ * streaming list received between its initial events and its
+ * initial-events-end bookmark (MODIFIED, DELETED: client-go's watchList
+ * applies them to its temporary store) are applied after the merge in the
+ * same transaction (kw_sync_apply_events), so the checkpoint never covers
+ * a change the table lacks (doc/protocol.md rule 19).
  */
 bool
 kw_apply_relist_finish(KwSyncPlans *plans, KwRegistration *reg, const char *list_rv,
-					   HTAB *known, KwApplyCounts *counts, char **err, int *sqlstate)
+					   HTAB *known, KwEvent *events, int nevents,
+					   KwApplyCounts *counts, char **err, int *sqlstate)
 {
 	ApplyArgs	a = {.plans = plans, .reg = reg, .rv = list_rv, .known = known,
-		.counts = counts};
+		.events = events, .nevents = nevents, .counts = counts};
 
 	return kw_run_in_transaction(relist_finish_body, &a, err, sqlstate);
 }
@@ -1072,7 +1083,8 @@ notify_rows(KwRegistration *reg, SPITupleTable *rows, uint64 nrows,
  * deletes rows missing from the list (client-go's DeletedFinalStateUnknown,
  * PROTOCOL 23, 24), notifies each (as found by a LIST, with the previous
  * resourceVersion of a MODIFIED from `known`, kw_sync_relist_begin's hash),
- * and stores `list_rv` as the resume point.
+ * and stores `list_rv` as the resume point.  The caller numbers the changes
+ * (kw_events_checkpoint) once nothing else runs a table owner's code.
  */
 void
 kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
@@ -1181,5 +1193,4 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 	/* before the event stream's lock (events.c): the owner may read this table */
 	if (SPI_execute(psprintf("TRUNCATE %s", stage), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not empty staging table");
-	kw_events_checkpoint();
 }

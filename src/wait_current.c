@@ -55,6 +55,8 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -67,6 +69,7 @@
 /* fmgrprotos.h declares a json_object() function: keep it out of json-c's way */
 #define json_object pg_json_object_fn
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #undef json_object
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
@@ -309,23 +312,62 @@ server_objects(KwClusterConfig *cfg, KwRegistration *reg, char **rv, WaitCost *c
 }
 
 /*
+ * mirror_table_shaped: whether relation `relid` is a table (plain or
+ * partitioned) with kwatch's text columns cluster, uid and
+ * resource_version, as the worker writes them (sync.c table_owner): a
+ * view, a foreign table or a column of its owner's type is never read.
+ */
+static bool
+mirror_table_shaped(Oid relid)
+{
+	static const char *const cols[] = {"cluster", "uid", "resource_version"};
+	char		kind = get_rel_relkind(relid);
+
+	if (kind != RELKIND_RELATION && kind != RELKIND_PARTITIONED_TABLE)
+		return false;
+	for (int i = 0; i < lengthof(cols); i++)
+	{
+		AttrNumber	att = get_attnum(relid, cols[i]);
+
+		if (att == InvalidAttrNumber || get_atttype(relid, att) != TEXTOID)
+			return false;
+	}
+	return true;
+}
+
+/*
  * table_matches: whether the mirror table's rows of the watch (cluster =
- * its server), read now as the current user, are exactly `objs` (uid and
- * resourceVersion).  Connects SPI itself.
+ * its server) are exactly `objs` (uid and resourceVersion).  The caller
+ * may SELECT from the table (checked by the caller), but the rows are read
+ * as the table's owner, under SECURITY_RESTRICTED_OPERATION with
+ * search_path pinned, from that table ONLY, after its shape is checked
+ * (mirror_table_shaped): whatever code of the owner's the read may run (a
+ * policy, a child table) runs with the owner's rights, never the
+ * caller's (README "Roles").  Deferred triggers of the caller's fire first
+ * (as_owner.c, "Deferred triggers"), so the caller's transaction is left
+ * with its constraints IMMEDIATE.  Connects SPI itself.
  */
 static bool
 table_matches(KwRegistration *reg, HTAB *objs)
 {
 	Oid			argtype = TEXTOID;
 	Datum		arg = CStringGetTextDatum(reg->server);
+	Oid			nsp = get_namespace_oid("k8s", true);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid(reg->table_name, nsp) : InvalidOid;
+	KwAsOwner	as_owner = {0};
 	bool		equal;
 	int			rc;
 
+	if (!OidIsValid(relid) || !mirror_table_shaped(relid))
+		return false;
 	SPI_connect();
-	rc = SPI_execute_with_args(psprintf("SELECT uid, resource_version FROM k8s.%s"
+	kw_fire_deferred_triggers();
+	kw_as_owner_begin(kw_rel_owner(relid), &as_owner);
+	rc = SPI_execute_with_args(psprintf("SELECT uid, resource_version FROM ONLY k8s.%s"
 										" WHERE cluster OPERATOR(pg_catalog.=) $1",
 										quote_identifier(reg->table_name)),
-							   1, &argtype, &arg, NULL, false, 0);
+							   1, &argtype, &arg, NULL, true, 0);
+	kw_as_owner_end(&as_owner);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read k8s.%s: %s", reg->table_name, SPI_result_code_string(rc));
 	equal = (SPI_processed == (uint64) hash_get_num_entries(objs));
@@ -478,18 +520,30 @@ wait_one(KwClusterConfig *cfg, KwRegistration *reg, const char *label,
  * read_registration: watch `id`'s registration, read with the rights of
  * the bootstrap superuser (kwatch.registrations is not readable by PUBLIC)
  * by a fixed query over kwatch's own table; the caller has already been
- * shown the watch by kwatch.watches.  NULL when it is gone.
+ * shown the watch by kwatch.watches.  NULL when it is gone.  The query's
+ * operators and functions are resolved with search_path pinned to
+ * pg_catalog, pg_temp (pg_temp is never searched for operators or
+ * functions), under SECURITY_RESTRICTED_OPERATION: a caller's schema can
+ * put nothing of its own in the superuser's way (as a SECURITY DEFINER
+ * function with SET search_path).
  */
 static KwRegistration *
 read_registration(int32 id)
 {
 	Oid			save_userid;
 	int			save_sec_context;
+	int			save_nestlevel;
 	List	   *regs;
 	MemoryContext outer = CurrentMemoryContext;
 
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID, save_sec_context |
+						   SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
 	PG_TRY();
 	{
 		SPI_connect();
@@ -498,6 +552,7 @@ read_registration(int32 id)
 	}
 	PG_FINALLY();
 	{
+		AtEOXact_GUC(false, save_nestlevel);
 		SetUserIdAndSecContext(save_userid, save_sec_context);
 	}
 	PG_END_TRY();
@@ -643,7 +698,7 @@ kwatch_wait_current(PG_FUNCTION_ARGS)
 		nsp = get_namespace_oid("k8s", true);
 		relid = OidIsValid(nsp) ? get_relname_relid(reg->table_name, nsp) : InvalidOid;
 		can_compare = OidIsValid(relid) &&
-			pg_namespace_aclcheck(nsp, GetUserId(), ACL_USAGE) == ACLCHECK_OK &&
+			KW_NAMESPACE_USAGE(nsp, GetUserId()) == ACLCHECK_OK &&
 			pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
 
 		target = current_rv(cfg, reg, &cost);

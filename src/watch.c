@@ -263,10 +263,11 @@ initial_events_end(json_object *o)
  * apimachinery meta/v1 ListOptions.SendInitialEvents, client-go
  * reflector.go watchList).  An ADDED event is a list item, staged like a
  * LIST's (an object whose resourceVersion the table holds goes without its
- * body, PROTOCOL 23); the bookmark ends the list at its resourceVersion and
- * the merge becomes pending while the stream goes on as the WATCH.  Any
- * other event first (a MODIFIED, a DELETED or a bookmark without the
- * annotation) is a server that ignored sendInitialEvents: stream_refused.
+ * body, PROTOCOL 23); a MODIFIED or DELETED (a change after the snapshot)
+ * is kept for the merge; the bookmark ends the list at its resourceVersion
+ * and the merge becomes pending while the stream goes on as the WATCH.  A
+ * bookmark without the annotation first is a server that ignored
+ * sendInitialEvents: stream_refused.
  */
 static void
 on_initial_event(KwWatch *w, KwEventType t, json_object *o)
@@ -307,15 +308,24 @@ on_initial_event(KwWatch *w, KwEventType t, json_object *o)
 		kw_list_stream_support(w->cfg->api_server, true, NULL);
 		return;
 	}
-	if (t != KW_EV_ADDED)
+	if (t != KW_EV_ADDED && w->namends >= kw_batch_size)
 	{
-		stream_refused(w, psprintf("a %s event came before the initial-events-end bookmark: the server ignored sendInitialEvents",
-								   kw_event_type_name(t)));
+		/* a collection this busy is listed with LIST this time */
+		w->abort_reason = MemoryContextStrdup(w->cxt,
+											  psprintf("more than %d changes came before the streaming list's initial-events-end bookmark; listing with LIST this time",
+													   kw_batch_size));
+		w->abort_src = KW_ERRSRC_HTTP;
+		w->list_not_streamed = true;
 		return;
 	}
 
 	if (w->redact)
 		kw_redact_secret_object(o);
+	if (t != KW_EV_ADDED)
+	{
+		/* the list's own memory: kept until its merge is sent */
+		MemoryContextSwitchTo(w->list_cxt);
+	}
 	r = kw_decode_object(o, w->object_api_version, w->reg.kind, &obj, &why);
 	if (r == KW_DECODE_SKIP)
 	{
@@ -325,6 +335,30 @@ on_initial_event(KwWatch *w, KwEventType t, json_object *o)
 	inject_error(obj.name);
 	if (r == KW_DECODE_SANITIZED || kw_watch_decoder_event_sanitized(w->wdec))
 		note_sanitized(w, &obj);
+	if (t != KW_EV_ADDED)
+	{
+		/*
+		 * A change after the snapshot's ADDED events and before the bookmark
+		 * (the server sends the bookmark at its next bookmark tick): part of
+		 * the list, applied with its merge in one transaction
+		 * (kw_apply_relist_finish), as client-go's watchList applies it to
+		 * its temporary store.
+		 */
+		if (w->namends == w->maxamends)
+		{
+			int			n = Max(16, w->maxamends * 2);
+
+			w->amends = w->amends ? repalloc(w->amends, sizeof(KwEvent) * n)
+				: palloc(sizeof(KwEvent) * n);
+			w->maxamends = n;
+		}
+		w->amends[w->namends].type = t;
+		w->amends[w->namends].obj = obj;
+		w->namends++;
+		if (t == KW_EV_DELETED)
+			w->list_items--;	/* an object of the list, gone by its end */
+		return;
+	}
 	known = kw_known_rv(w->known, obj.uid);
 	if (known != NULL && strcmp(known, obj.resource_version) == 0)
 	{
@@ -636,7 +670,8 @@ start_list_page(KwWatch *w)
 		return;
 	}
 
-	if (w->continue_token == NULL && kw_list_should_stream(w->cfg->api_server))
+	if (w->continue_token == NULL && !w->list_not_streamed &&
+		kw_list_should_stream(w->cfg->api_server))
 	{
 		start_stream_list(w);
 		return;
@@ -723,6 +758,14 @@ start_watch(KwWatch *w)
 void
 kw_watch_restart_list(KwWatch *w, bool with_rv)
 {
+	/*
+	 * A streaming list given up after its bookmark, its merge not sent: the
+	 * events decoded after the bookmark follow a list the table never got,
+	 * and their checkpoint would cover it.  Once the merge is sent (in
+	 * flight) they are kept: they follow it.
+	 */
+	if (w->list_finish_pending)
+		kw_watch_reset_events(w);
 	w->need_list = true;
 	if (w->slot->synced)
 		kw_watch_set_synced(w, false, false);
@@ -731,7 +774,9 @@ kw_watch_restart_list(KwWatch *w, bool with_rv)
 	w->list_finish_pending = false;
 	kw_watch_set_str(w, &w->continue_token, NULL);
 	kw_watch_set_str(w, &w->list_rv, NULL);
-	kw_watch_reset_items(w);				/* staged rows are emptied by relist_begin */
+	kw_watch_reset_items(w);	/* staged rows are emptied by relist_begin */
+	w->amends = NULL;			/* in list_cxt, reset by relist_begun */
+	w->namends = w->maxamends = 0;
 }
 
 /*
@@ -978,12 +1023,15 @@ kw_watch_transfer_done(KwWatch *w, int curlcode)
 	else if (status == 200 && streaming)
 	{
 		/*
-		 * The stream ended cleanly before its initial-events-end bookmark: a
-		 * server that ignored sendInitialEvents and watched until
-		 * timeoutSeconds (client-go would wait for the bookmark again and
-		 * again).
+		 * The stream ended cleanly before its initial-events-end bookmark.
+		 * On a server not known to stream: one that ignored sendInitialEvents
+		 * and watched until timeoutSeconds (client-go would wait for the
+		 * bookmark again and again).  On one that streams (a graceful
+		 * shutdown, or a long initial phase past timeoutSeconds): a list cut
+		 * short, started over.
 		 */
-		if (!stream_not_served(w, "the stream ended before an initial-events-end bookmark"))
+		if (!w->stream_probe ||
+			!stream_not_served(w, "the stream ended before an initial-events-end bookmark"))
 		{
 			kw_watch_record_error(w, KW_ERRSRC_HTTP, "streaming list ended before its initial-events-end bookmark");
 			kw_watch_restart_list(w, true);
@@ -1136,7 +1184,9 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 			deadline = Max(deadline,
 						   TimestampTzPlusMilliseconds(w->xfer_started,
 													   (int64) w->watch_timeout_s * 1000 + grace_ms));
-		if (w->streaming && w->stream_probe && kw_list_strategy == KW_LIST_STRATEGY_AUTO)
+		/* silence after the first event: a slow first byte is a busy server */
+		if (w->streaming && w->stream_probe && w->xfer_events > 0 &&
+			kw_list_strategy == KW_LIST_STRATEGY_AUTO)
 		{
 			TimestampTz given_up = TimestampTzPlusMilliseconds(w->http->last_data,
 															   KW_INITIAL_EVENTS_END_WAIT_MS);

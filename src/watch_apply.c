@@ -97,9 +97,9 @@ kw_watch_reset_items(KwWatch *w)
 		MemoryContextReset(w->batch_cxt);
 }
 
-/* reset_events: forgets the pending events (sent, or given up). */
-static void
-reset_events(KwWatch *w)
+/* kw_watch_reset_events: forgets the pending events (sent, or given up). */
+void
+kw_watch_reset_events(KwWatch *w)
 {
 	w->nevents = 0;
 	w->events = NULL;
@@ -112,7 +112,7 @@ reset_events(KwWatch *w)
 static void
 reset_batch(KwWatch *w)
 {
-	reset_events(w);
+	kw_watch_reset_events(w);
 	kw_watch_reset_items(w);
 }
 
@@ -232,6 +232,7 @@ list_committed(KwWatch *w, KwApplyCounts *counts)
 	w->list_started = false;
 	w->list_finish_pending = false;
 	w->first_list_done = true;
+	w->list_not_streamed = false;
 	w->backoff_ms = 0;
 	w->short_watches = 0;
 	w->decode_failures = 0;
@@ -385,6 +386,8 @@ kw_watch_flush(KwWatch *w)
 	{
 		req.op = KW_APPLY_RELIST_FINISH;
 		req.rv = w->list_rv;
+		req.events = w->amends; /* a streaming list's changes before its bookmark */
+		req.nevents = w->namends;
 	}
 	else if (w->nevents > 0)
 	{
@@ -397,11 +400,15 @@ kw_watch_flush(KwWatch *w)
 		return false;
 	kw_watch_send_request(w, &req, req.rv);
 	if (req.op == KW_APPLY_RELIST_FINISH)
+	{
 		w->list_finish_pending = false;
+		w->amends = NULL;		/* sent; list_committed resets list_cxt */
+		w->namends = w->maxamends = 0;
+	}
 	else if (req.op == KW_APPLY_RELIST_STAGE)
 		kw_watch_reset_items(w);
 	else
-		reset_events(w);
+		kw_watch_reset_events(w);
 
 	if (w->http)
 		kw_http_transfer_resume(w->http);

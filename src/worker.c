@@ -308,11 +308,8 @@ build_wait_set(WaitEventSet *old)
 
 	if (old)
 		FreeWaitEventSet(old);
-#if PG_VERSION_NUM >= 170000
-	wes = CreateWaitEventSet(NULL, 2 + nsocks + npfds);	/* freed by hand, not by a resource owner */
-#else
-	wes = CreateWaitEventSet(worker_cxt, 2 + nsocks + npfds);
-#endif
+	/* freed by hand, not by a resource owner */
+	wes = KW_CREATE_WAIT_EVENT_SET(worker_cxt, NULL, 2 + nsocks + npfds);
 	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	for (int i = 0; i < nsocks; i++)

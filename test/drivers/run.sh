@@ -6,7 +6,11 @@
 #      preloading kwatch) against the installed package;
 #   2. builds (or reuses) the real Kubernetes control plane (1.20) and the
 #      modern one (the 1.36 generic API server, custom resources only) and
-#      runs pytest: the worker against them (test/integration).
+#      runs pytest: the worker against them (test/integration);
+#   3. `make test-versions` (test/versions/run.sh): the same sources built,
+#      packaged and tested (pg_regress, the worker's integration tests)
+#      against PostgreSQL 17 and 18 in Debian 13 and unstable chroots,
+#      made once from Debian's archive and cached in /var/cache/kwatch-pg.
 # Stops at the first failure, saying which step failed.
 # Test state lives in $KWATCH_TEST_DIR (default /var/tmp/kwatch-test): the
 # servers run as the `postgres` user when we are root, and must be able to
@@ -36,3 +40,6 @@ $SUDO bash test/k8s/modern-build.sh || { echo "make test: the modern control pla
 
 step "integration tests against the real control planes (1.20 and 1.36)"
 /usr/bin/python3 -m pytest test/integration -v -p no:cacheprovider
+
+step "PostgreSQL 17 and 18: make test-versions (chroots cached in ${KWATCH_PG_CACHE:-/var/cache/kwatch-pg})"
+$SUDO bash test/versions/run.sh || { echo "make test: the PostgreSQL versions step failed (test/versions/run.sh, above)" >&2; exit 1; }

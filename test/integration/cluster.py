@@ -77,6 +77,18 @@ class Cluster:
     def restart_apiserver(self):
         self._sh("restart-apiserver")
 
+    def stop_etcd(self):
+        self._sh("stop-etcd")
+
+    def start_etcd(self):
+        self._sh("start-etcd")
+
+    readyz = "/readyz"  # the API server's readiness path (kubectl get --raw)
+
+    def ready(self):
+        """Whether the API server answers its readiness check with ok."""
+        return self.kubectl("get", "--raw", self.readyz, check=False).strip() == "ok"
+
     def stop(self):
         self._sh("stop")
 
@@ -149,6 +161,7 @@ class ModernCluster(Cluster):
     script = MODERN_SH
     version = "1.36"
     modern = True
+    readyz = "/readyz?exclude=informer-sync"  # informer-sync never passes here
 
     @property
     def token(self):

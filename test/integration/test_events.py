@@ -194,15 +194,16 @@ def test_ring_overflow_is_a_visible_gap_and_the_client_relists(ctx):
         # the example script itself, as a user runs it
         env = dict(os.environ, PGHOST=str(conftest.PG.dir), PGPORT=str(conftest.PG.port),
                    PGDATABASE=conftest.DB, PGUSER="postgres")
-        proc = subprocess.Popen([sys.executable, str(REPO / "examples" / "events_client.py"), CMS, "8"],
+        proc = subprocess.Popen([sys.executable, str(REPO / "examples" / "events_client.py"), CMS, "15"],
                                 env=env, stdout=subprocess.PIPE, text=True)
         try:
             # it LISTENs, then relists: once the table read shows, it listens
             wait_until(lambda: sql_one("SELECT count(*) FROM pg_stat_activity WHERE query"
                                        " LIKE 'SELECT cluster, uid, namespace, name%'") >= 1,
                        10, "the client's first read")
+            # it runs 15 s: room for three kubectl creates on a loaded machine
             create_configmaps(ns, "p", 3)
-            out, _ = proc.communicate(timeout=30)
+            out, _ = proc.communicate(timeout=45)
         finally:
             proc.kill()
         assert proc.returncode == 0, out

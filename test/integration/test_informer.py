@@ -65,11 +65,20 @@ def test_origin_flags_through_live_changes_and_a_410_relist(ctx):
     c1_rv = rv_of(ns, "c1")
     log_from = pg.log_size()
     worker = sql_one("SELECT kwatch.worker_pid()")
-    sql("SELECT pg_terminate_backend(%s)", (worker,))
-    wait_until(lambda: sql_one("SELECT kwatch.worker_pid()") != worker, 20, "the worker to exit")
-    kubectl("delete", "configmap", "gone", "-n", ns)
-    kubectl("apply", "-f", "-", input=configmaps_doc(ns, ["c1", "c2"], v="2"))
-    sql("UPDATE kwatch.registrations SET resource_version = '1' WHERE server = %s", (srv,))
+    # the restarted worker (bgw_restart_time 5 s) must read the old
+    # checkpoint, whenever it starts: it waits on this lock until the
+    # changes and the checkpoint are in place
+    hold = pg.connect(autocommit=False)
+    try:
+        sql("LOCK TABLE kwatch.registrations IN ACCESS EXCLUSIVE MODE", conn=hold)
+        sql("SELECT pg_terminate_backend(%s)", (worker,))
+        wait_until(lambda: sql_one("SELECT kwatch.worker_pid()") != worker, 20, "the worker to exit")
+        kubectl("delete", "configmap", "gone", "-n", ns)
+        kubectl("apply", "-f", "-", input=configmaps_doc(ns, ["c1", "c2"], v="2"))
+        sql("UPDATE kwatch.registrations SET resource_version = '1' WHERE server = %s", (srv,), conn=hold)
+        hold.commit()
+    finally:
+        hold.close()
     wait_until(lambda: sql_one("SELECT kwatch.worker_pid()") not in (None, worker), 30, "a new worker")
     sql("SELECT kwatch.wait_synced('configmaps', server => %s, timeout => '60s')", (srv,))
     assert_table_matches_server(table, srv, ["configmaps", "-n", ns])

@@ -10,6 +10,7 @@ and an API server restart, bookmarks moving the checkpoint, PostgreSQL and
 API server restarts, and seeded random changes with faults."""
 import json
 import os
+import time
 
 import pytest
 from psycopg2 import sql as pgsql
@@ -204,6 +205,28 @@ def test_apiserver_restart_while_watching(plane, ctx):
     assert sorted(evs) == [("ADDED", "c"), ("DELETED", "b"), ("MODIFIED", "a")], evs
     assert [e["resource_version"] for e in events_of(srv, from_seq) if e["name"] == "a"] == [rv]
     assert c[0] in row_uids(table, srv)
+
+
+def test_etcd_stopped_for_a_while(plane, ctx):
+    """etcd down for a while under a watch (the API server answers errors or
+    nothing), then back: the changes made after are mirrored, each once."""
+    ns, srv, table, get, made = watched_certificates(ctx, {"keep": {}, "gone": {}})
+    from_seq = last_seq()
+    plane.stop_etcd()
+    try:
+        time.sleep(8)  # the outage
+    finally:
+        plane.start_etcd()
+    wait_until(plane.ready, 60, "the API server to be ready again")
+    kubectl("delete", CERTS, "gone", "-n", ns, "--wait=false")
+    new = create_certificates(ns, {"new": {}})["new"]
+    rv = change_certificate(ns, "keep", renewBefore="48h0m0s")
+    assert_table_matches_server(table, srv, get, timeout=90)
+    wait_watching(srv, CERTS, timeout=60)
+    evs = {(e["type"], e["name"]): e["resource_version"] for e in events_of(srv, from_seq)}
+    assert len(evs) == len(events_of(srv, from_seq)), ("an event twice", events_of(srv, from_seq))
+    assert evs == {("DELETED", "gone"): evs.get(("DELETED", "gone")), ("ADDED", "new"): new[1],
+                   ("MODIFIED", "keep"): rv}, evs
 
 
 @pytest.mark.parametrize("seed", [int(os.environ.get("KWATCH_SEED", "23"))])

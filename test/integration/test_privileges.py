@@ -670,3 +670,94 @@ def test_revoked_membership_stops_a_running_watch(ctx, role):
     finally:
         sql(pgsql.SQL("DROP OWNED BY {} CASCADE").format(g))
         sql(pgsql.SQL("DROP ROLE {}").format(g))
+
+
+def test_wait_current_never_runs_a_table_owners_code_with_the_callers_rights(ctx, role):
+    """Review of kwatch.wait_current() (src/wait_current.c, table_matches):
+    its comparison reads the mirror table with a query of kwatch's own, as
+    the caller.  A table owner who gave `cluster` a type of their own with
+    an implicit cast to text has that cast's function run by the caller --
+    a superuser waiting for the owner's watch -- where the worker would
+    refuse the table (42804) and run nothing of the owner's but as the
+    owner (README "Roles")."""
+    from faults_support import FakeAPI, fake_server, pod
+    api = FakeAPI().start()
+    r, s = pgsql.Identifier(role), pgsql.Identifier(role + "_s")
+    tname = ("kwr_wc_" + conftest.RUN_ID).lower()
+    table = "k8s." + tname
+    is_super = pgsql.SQL("SELECT rolsuper FROM pg_roles WHERE rolname = {}").format(pgsql.Literal(role))
+    try:
+        srv = fake_server(ctx, api)
+        api.create("pods", pod("p0"))
+        grant(role, srv)
+        sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {}").format(r, pgsql.Identifier(srv)))
+        sql(pgsql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(s, r))
+        run_as(role, "SELECT kwatch.watch('pods', server => %s, table_name => %s)", (srv, tname))
+        wait_status(srv, "pods", lambda st: st["state"] == "watching" and st["synced"], msg="synced")
+        run_as(role, pgsql.SQL("""
+            CREATE TYPE {s}.t AS (x text);
+            CREATE FUNCTION {s}.g() RETURNS void LANGUAGE plpgsql AS $$BEGIN
+              IF (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) THEN
+                EXECUTE 'ALTER ROLE ' || quote_ident({role}) || ' SUPERUSER';
+              END IF; END$$;
+            CREATE FUNCTION {s}.f(x {s}.t) RETURNS text LANGUAGE plpgsql IMMUTABLE
+              AS $$BEGIN PERFORM {s}.g(); RETURN x.x; END$$;
+            CREATE CAST ({s}.t AS text) WITH FUNCTION {s}.f({s}.t) AS IMPLICIT;
+            ALTER TABLE {t} ALTER COLUMN cluster TYPE {s}.t USING row(cluster)::{s}.t;
+        """).format(t=pgsql.SQL(table), s=s, role=pgsql.Literal(role)))
+        # the server's resourceVersion moves on elsewhere: the pods' checkpoint stays
+        # below it, so wait_current() compares the table with a LIST
+        api.create("configmaps", {"metadata": {"name": "c", "namespace": "default"}, "data": {}})
+        try:
+            sql("SELECT kwatch.wait_current('pods', %s, '5s')", (srv,))
+        except psycopg2.Error:
+            pass        # a refusal is fine; running the owner's cast as superuser is not
+        assert sql_one(is_super) is False, "the table owner's cast ran as the superuser"
+    finally:
+        sql(pgsql.SQL("ALTER ROLE {} NOSUPERUSER").format(r))
+        if sql_one("SELECT count(*) FROM kwatch.registrations WHERE table_name = %s", (tname,)):
+            sql("SELECT kwatch.unwatch('pods', server => %s)", (srv,))
+        sql(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.SQL(table)))
+        sql(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(s))
+        api.stop()
+
+
+def test_wait_current_reads_registrations_with_no_search_path_of_the_callers(ctx, role):
+    """Review of kwatch._wait_current() (PUBLIC may execute it, and call
+    it directly, with any search_path): read_registration runs
+    kw_registrations_read's query, whose operators are not schema-qualified
+    ($1 = 0, id = $1, ->>, ...), with the bootstrap superuser's rights and
+    the caller's search_path.  An `=` of the caller's own found first runs
+    as superuser."""
+    from faults_support import FakeAPI, fake_server, pod
+    api = FakeAPI().start()
+    r, s = pgsql.Identifier(role), pgsql.Identifier(role + "_s")
+    is_super = pgsql.SQL("SELECT rolsuper FROM pg_roles WHERE rolname = {}").format(pgsql.Literal(role))
+    try:
+        srv = fake_server(ctx, api)
+        api.create("pods", pod("p0"))
+        watch("pods", srv)
+        wait_status(srv, "pods", lambda st: st["state"] == "watching", msg="watching")
+        wid = sql_one("SELECT id FROM kwatch.registrations WHERE server = %s", (srv,))
+        # USAGE on the server: kwatch.watches shows the role the watch
+        sql(pgsql.SQL("GRANT USAGE ON FOREIGN SERVER {} TO {}").format(pgsql.Identifier(srv), r))
+        sql(pgsql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(s, r))
+        run_as(role, pgsql.SQL("""
+            CREATE FUNCTION {s}.eq(a int, b int) RETURNS boolean LANGUAGE plpgsql AS $$BEGIN
+              IF (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) THEN
+                EXECUTE 'ALTER ROLE ' || quote_ident({role}) || ' SUPERUSER';
+              END IF;
+              RETURN a OPERATOR(pg_catalog.=) b; END$$;
+            CREATE OPERATOR {s}.= (leftarg = int, rightarg = int, function = {s}.eq);
+        """).format(s=s, role=pgsql.Literal(role)))
+        try:
+            run_as(role, pgsql.SQL("SET search_path = {}, pg_catalog;"
+                                   " SELECT kwatch._wait_current(ARRAY[{}], '1s')").format(
+                s, pgsql.Literal(wid)))
+        except psycopg2.Error:
+            pass        # refused (no user mapping, timeout): fine, as long as nothing ran as superuser
+        assert sql_one(is_super) is False, "the caller's operator ran as the bootstrap superuser"
+    finally:
+        sql(pgsql.SQL("ALTER ROLE {} NOSUPERUSER").format(r))
+        sql(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(s))
+        api.stop()

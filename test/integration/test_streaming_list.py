@@ -175,3 +175,115 @@ def test_strategy_setting_forces_either(ctx, streaming, settings):
         sql("SELECT kwatch.unwatch(%s, %s)", ("pods", srv2))
     finally:
         old.stop()
+
+
+def _wire(api, type_, obj):
+    """One watch event line as the fake writes it (kind and apiVersion first)."""
+    import json
+    api_version, kind = api.type_meta("pods")
+    o = dict(kind=kind, apiVersion=api_version, **{k: v for k, v in obj.items()
+                                                   if k not in ("kind", "apiVersion")})
+    return (json.dumps({"type": type_, "object": o}, separators=(",", ":")) + "\n").encode()
+
+
+def test_error_after_initial_events_end_never_applies_events_without_their_list(ctx, streaming):
+    """Review (doc/protocol.md rule 19, 21): a streaming list's items, its
+    initial-events-end bookmark, one event after it and then an ERROR 410,
+    all in one chunk.  The list is complete at the bookmark; the event
+    belongs after its merge.  Neither may the event be committed (with its
+    checkpoint) on a table that lacks the list: after a worker restart the
+    watch resumes from that checkpoint and nothing ever brings the missing
+    objects back."""
+    srv = fake_server(ctx, streaming)
+    for i in range(3):
+        streaming.create("pods", pod("p%d" % i))
+    at_list = streaming.objects("pods")           # the state the list shows
+    list_rv = streaming.resource_version
+    streaming.update("pods", "default", "p0", lambda o: o["metadata"]["labels"].update(v="2"))
+    p0 = [o for o in streaming.objects("pods") if o["metadata"]["name"] == "p0"][0]
+    data = b"".join([_wire(streaming, "ADDED", o) for o in at_list] + [
+        _wire(streaming, "BOOKMARK", {"metadata": {
+            "resourceVersion": list_rv, "annotations": {"k8s.io/initial-events-end": "true"}}}),
+        _wire(streaming, "MODIFIED", p0),
+        (b'{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure",'
+         b'"message":"too old resource version: 1 (2)","reason":"Expired","code":410}}\n')])
+    streaming.inject("raw", on="watchlist", data=data, after_events=0, close=True)
+    # the streams after it fail: what the first one left committed stays visible
+    later = streaming.inject("status", on="watchlist", code=503, times=None)
+    table = watch("pods", srv)
+    wait_until(lambda: len(later.hits) >= 1, timeout=30, msg="the stream after the ERROR")
+    rows = sql("SELECT name FROM %s WHERE cluster = %%s ORDER BY name" % table, (srv,))
+    ck = sql_one("SELECT resource_version FROM kwatch.registrations WHERE server = %s"
+                 " AND resource = 'pods'", (srv,))
+    seen = "checkpoint %r with rows %r" % (ck, [r[0] for r in rows])
+    # a restart resumes from the checkpoint: the table must still come to the server's state
+    worker = sql_one("SELECT kwatch.worker_pid()")
+    streaming.clear_faults()
+    sql("SELECT pg_terminate_backend(%s)", (worker,))
+    wait_until(lambda: sql_one("SELECT kwatch.worker_pid()") not in (None, worker), 30, "a new worker")
+    try:
+        wait_converged(table, srv, streaming, "pods", timeout=30)
+    except AssertionError as e:
+        raise AssertionError("after the ERROR: %s; %s" % (seen, e))
+    assert ck is None or len(rows) == 3, "a checkpoint committed on a table without its list: " + seen
+
+
+def test_change_between_initial_events_and_their_bookmark_is_part_of_the_list(ctx, streaming):
+    """Review (doc/protocol.md rule 19): a serving API server sends the
+    initial-events-end bookmark at its next bookmark tick (about a second,
+    apiserver cacher dispatchEvents), so on a busy collection a MODIFIED or
+    DELETED can come between the last initial ADDED and the bookmark;
+    client-go's reflector applies them to its temporary store (watchList,
+    handleListWatch) and does not fall back.  kwatch must neither take the
+    server for one that ignores sendInitialEvents (and LIST from it for the
+    worker's life) nor lose the change."""
+    srv = fake_server(ctx, streaming)
+    for i in range(3):
+        streaming.create("pods", pod("p%d" % i))
+    at_list = streaming.objects("pods")
+    streaming.update("pods", "default", "p0", lambda o: o["metadata"]["labels"].update(v="2"))
+    p0 = [o for o in streaming.objects("pods") if o["metadata"]["name"] == "p0"][0]
+    data = b"".join([_wire(streaming, "ADDED", o) for o in at_list] + [
+        _wire(streaming, "MODIFIED", p0),
+        _wire(streaming, "BOOKMARK", {"metadata": {
+            "resourceVersion": streaming.resource_version,
+            "annotations": {"k8s.io/initial-events-end": "true"}}})])
+    streaming.inject("raw", on="watchlist", data=data, after_events=0, close=True)
+    table = watch("pods", srv)
+    wait_converged(table, srv, streaming, "pods")
+    wait_status(srv, "pods", lambda s: s["state"] == "watching" and s["synced"], msg="watching, synced")
+    kinds = [r.kind for r in worker_requests(streaming)]
+    assert "list" not in kinds, "a serving server was taken for one that ignores streaming lists: %s" % kinds
+    sql("SELECT kwatch.relist(%s, %s, wait => true)", ("pods", srv))
+    kinds = [r.kind for r in worker_requests(streaming)]
+    assert kinds.count("watchlist") == 2 and "list" not in kinds, kinds
+
+
+def test_changes_before_the_bookmark_are_merged_with_the_list_in_one_transaction(ctx, streaming):
+    """A MODIFIED and a DELETED between the initial ADDED events and the
+    bookmark: the merge and those changes commit together (one checkpoint,
+    the bookmark's), each change notified once, the deleted object never
+    left behind, the object count right."""
+    srv = fake_server(ctx, streaming)
+    for i in range(4):
+        streaming.create("pods", pod("p%d" % i))
+    at_list = streaming.objects("pods")
+    p0 = streaming.update("pods", "default", "p0", lambda o: o["metadata"]["labels"].update(v="2"))
+    gone = [o for o in streaming.objects("pods") if o["metadata"]["name"] == "p3"][0]
+    streaming.delete("pods", "default", "p3")
+    gone = dict(gone, metadata=dict(gone["metadata"], resourceVersion=streaming.resource_version))
+    data = b"".join([_wire(streaming, "ADDED", o) for o in at_list] + [
+        _wire(streaming, "MODIFIED", p0), _wire(streaming, "DELETED", gone),
+        _wire(streaming, "BOOKMARK", {"metadata": {
+            "resourceVersion": streaming.resource_version,
+            "annotations": {"k8s.io/initial-events-end": "true"}}})])
+    streaming.inject("raw", on="watchlist", data=data, after_events=0, close=False)
+    table = watch("pods", srv)
+    st = wait_status(srv, "pods", lambda s: s["synced"] and s["syncs"] == 1, msg="synced")
+    wait_converged(table, srv, streaming, "pods")
+    assert st["resource_version"] == streaming.resource_version, st
+    assert st["objects"] == 3 and st["last_error"] is None, st
+    evs = [(t, n) for t, n, _ in events_of(srv)]
+    assert sorted(evs[:4]) == [("ADDED", "p%d" % i) for i in range(4)], evs
+    assert evs[4:] == [("MODIFIED", "p0"), ("DELETED", "p3")], evs
+    assert "list" not in [r.kind for r in worker_requests(streaming)]

@@ -5,6 +5,8 @@
 #   modern-cluster.sh start DIR              start (or complete) it, wait until ready, write DIR/env, DIR/kubeconfig
 #   modern-cluster.sh stop DIR               stop both processes (DIR is kept)
 #   modern-cluster.sh restart-apiserver DIR  kill and restart the API server on the same port (watch cache lost)
+#   modern-cluster.sh stop-etcd DIR          stop etcd only
+#   modern-cluster.sh start-etcd DIR         start etcd again (same ports, same data), wait until healthy
 #   modern-cluster.sh compact DIR            compact etcd to its current revision (prints the revision)
 #   modern-cluster.sh status DIR             show processes, ports and readiness (exit 0 iff ready)
 #
@@ -353,6 +355,19 @@ cmd_restart_apiserver() {
     say "crd-apiserver ready again in $((SECONDS - t0)) s"
 }
 
+cmd_stop_etcd() {
+    load_ports
+    say "stopping etcd..."
+    halt etcd
+}
+
+cmd_start_etcd() {
+    load_ports
+    for _ in $(seq 50); do port_free "$ETCD_PORT" && port_free "$ETCD_PEER_PORT" && break; sleep 0.1; done
+    say "starting etcd on 127.0.0.1:$ETCD_PORT..."
+    start_etcd
+}
+
 # etcd's v3 HTTP gateway (etcd 3.5 serves /v3/*): no etcdctl needed
 etcd_post() { # PATH JSON
     curl -sS -f --max-time 10 -X POST -d "$2" "http://127.0.0.1:$ETCD_PORT$1"
@@ -408,6 +423,8 @@ case $CMD in
     start) cmd_start ;;
     stop) cmd_stop ;;
     restart-apiserver) cmd_restart_apiserver ;;
+    stop-etcd) cmd_stop_etcd ;;
+    start-etcd) cmd_start_etcd ;;
     compact) cmd_compact ;;
     status) cmd_status ;;
     *) usage ;;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test/packaging/deb.sh [OUTDIR] -- what `make deb` runs (and test/packaging/package.sh).
 #
-# Builds the Debian package postgresql-15-kwatch with
+# Builds the Debian packages postgresql-NN-kwatch (one per installed
+# postgresql-server-dev-NN, NN >= 15: debian/rules) with
 # `dpkg-buildpackage -us -uc -b` and puts the .deb files (the package and
 # its -dbgsym), .buildinfo and .changes into OUTDIR (default: the parent of
 # the tree, where dpkg-buildpackage itself would put them).  The build runs

@@ -6,7 +6,8 @@ set -euo pipefail
 pkgs=(postgresql-server-dev-15 libcurl4-openssl-dev libjson-c-dev libyaml-dev
       pkg-config make gcc python3-psycopg2 python3-pytest python3-prometheus-client python3-yaml openssl curl
       golang-1.19-go etcd-server etcd-client dpkg-dev
-      build-essential debhelper postgresql-server-dev-all)
+      build-essential debhelper postgresql-server-dev-all
+      debootstrap)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -2,8 +2,9 @@
 # test/packaging/package.sh -- the Debian package test; `make test` runs it right
 # after building and installing kwatch, before the integration tests.
 #
-#   1. builds postgresql-15-kwatch with test/packaging/deb.sh from the work tree's
-#      files (what `make install` just built, uncommitted changes included)
+#   1. builds postgresql-<major>-kwatch (pg_config's major) with
+#      test/packaging/deb.sh from the work tree's files (what `make install`
+#      just built, uncommitted changes included)
 #      into $KWATCH_TEST_DIR/deb, the build's output in build.log there;
 #   2. installs it with dpkg -i: it replaces the files `make install` wrote
 #      with ones built from the same sources;
