@@ -8,7 +8,9 @@
 # evstream.py (events/s from a synthetic source), servers.py (20 API
 # servers at once) and, last (its CRDs keep a 1.20 apiserver busy for
 # minutes), scale.py with SCALE_CRDS (default 200; 0 skips it); stops both servers
-# (unless KWATCH_KEEP=1).  KWATCH_BENCH_NO_BUILD=1 skips building and
+# (unless KWATCH_KEEP=1); then modern.sh: CR_OBJECTS (default 10000,50000; 0
+# skips it) Certificates synced by streaming list and by LIST on the modern
+# (1.36) control plane, beside a COPY floor.  KWATCH_BENCH_NO_BUILD=1 skips building and
 # installing kwatch (when the installed one is current).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,6 +36,9 @@ export PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres
 if [ "$crds" -gt 0 ]; then
   /usr/bin/python3 test/bench/scale.py --crds "$crds" --json "$dir/scale-$crds.json"
 fi
+if [ "${CR_OBJECTS:-10000,50000}" != 0 ]; then
+  KWATCH_BENCH_NO_BUILD=1 bash test/bench/modern.sh
+fi
 echo
-echo "JSON reports: $dir/bench-$pods.json$([ "$crds" -gt 0 ] && echo " $dir/scale-$crds.json") $dir/evreal.json $dir/evstream.json $dir/servers-20.json"
+echo "JSON reports: $dir/bench-$pods.json$([ "$crds" -gt 0 ] && echo " $dir/scale-$crds.json") $dir/evreal.json $dir/evstream.json $dir/servers-20.json$([ "${CR_OBJECTS:-}" != 0 ] && echo " $dir/crbench.json")"
 echo "README table: python3 test/bench/report.py --readme test/bench/README.md $dir/bench-10000.json [$dir/bench-50000.json] $dir/scale-200.json $dir/servers-20.json $dir/evstream.json $dir/evreal.json"

@@ -4,8 +4,9 @@
 #      the same sources, installs it with dpkg -i over what make install
 #      wrote, and runs pg_regress (the SQL surface, on a temp instance
 #      preloading kwatch) against the installed package;
-#   2. builds (or reuses) the real Kubernetes control plane and runs pytest:
-#      the worker against it (test/integration);
+#   2. builds (or reuses) the real Kubernetes control plane (1.20) and the
+#      modern one (the 1.36 generic API server, custom resources only) and
+#      runs pytest: the worker against them (test/integration);
 #   3. `make test-versions` (test/versions/run.sh): the same sources built,
 #      packaged and tested (pg_regress, the worker's integration tests)
 #      against PostgreSQL 17 and 18 in Debian 13 and unstable chroots,
@@ -34,7 +35,10 @@ bash test/packaging/package.sh || { echo "make test: the Debian package step fai
 step "Kubernetes control plane (built once, cached in ${KWATCH_K8S_CACHE:-/var/cache/kwatch-k8s})"
 $SUDO bash test/k8s/build.sh
 
-step "integration tests against the real control plane"
+step "modern control plane: Kubernetes 1.36 generic API server + etcd 3.5 from Debian unstable (built once, cached in ${KWATCH_K8S_MODERN_CACHE:-/var/cache/kwatch-k8s-modern})"
+$SUDO bash test/k8s/modern-build.sh || { echo "make test: the modern control plane step failed (test/k8s/modern-build.sh, above; exit 2: Debian's archive no longer has what it needs, and how to go on)" >&2; exit 1; }
+
+step "integration tests against the real control planes (1.20 and 1.36)"
 /usr/bin/python3 -m pytest test/integration -v -p no:cacheprovider
 
 step "PostgreSQL 17 and 18: make test-versions (chroots cached in ${KWATCH_PG_CACHE:-/var/cache/kwatch-pg})"

@@ -1,28 +1,49 @@
-"""The test cluster (test/k8s/cluster.sh) and kubectl: the session's
-Cluster (CLUSTER, set by conftest's session fixture), manifests, and the
-objects and uids `kubectl get` returns."""
+"""The test clusters and kubectl: the session's 1.20 control plane
+(test/k8s/cluster.sh: Cluster, CLUSTER, set by conftest's session fixture)
+and its modern one (test/k8s/modern-cluster.sh: ModernCluster, MODERN, the
+Kubernetes 1.36 generic API server, custom resources only), manifests, and
+the objects and uids `kubectl get` returns.
+
+CLUSTER is the plane the module-level helpers (kubectl, kubectl_json,
+compare.mirror_diff, ctx.server, ...) talk to: conftest's `plane` fixture
+points it at MODERN for a test parametrized over both planes."""
 import json
 import os
 import re
 import shutil
+import ssl
+import http.client
 from pathlib import Path
 
 from common import SCRIPTS, TEST_DIR, run
 
 K8S_DIR = TEST_DIR / "k8s"
 CLUSTER_SH = SCRIPTS / "k8s" / "cluster.sh"
+MODERN_DIR = TEST_DIR / "k8s-modern"
+MODERN_SH = SCRIPTS / "k8s" / "modern-cluster.sh"
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 
-CLUSTER = None  # Cluster, set by the session fixture
+CLUSTER = None  # the plane helpers talk to: the session's 1.20 Cluster, or MODERN in a `plane` test
+LEGACY = None   # the session's 1.20 Cluster (CLUSTER outside `plane` tests)
+MODERN = None   # ModernCluster, set by the session fixture once started
+MODERN_ERROR = None  # why MODERN could not be started (tests that need it fail with it)
 
 
 class Cluster:
+    """The 1.20 control plane of test/k8s/cluster.sh in `directory`."""
+    script = CLUSTER_SH
+    version = "1.20"
+    modern = False
+
     def __init__(self, directory):
         self.dir = Path(directory)
         self.env = {}
 
+    def __repr__(self):
+        return "<%s %s %s>" % (type(self).__name__, self.version, self.dir)
+
     def _sh(self, command, timeout=180):
-        return run(["bash", CLUSTER_SH, command, self.dir], timeout=timeout)
+        return run(["bash", self.script, command, self.dir], timeout=timeout)
 
     def start(self):
         self._sh("start")
@@ -56,14 +77,159 @@ class Cluster:
     def restart_apiserver(self):
         self._sh("restart-apiserver")
 
+    def stop_etcd(self):
+        self._sh("stop-etcd")
+
+    def start_etcd(self):
+        self._sh("start-etcd")
+
+    readyz = "/readyz"  # the API server's readiness path (kubectl get --raw)
+
+    def ready(self):
+        """Whether the API server answers its readiness check with ok."""
+        return self.kubectl("get", "--raw", self.readyz, check=False).strip() == "ok"
+
     def stop(self):
         self._sh("stop")
 
+    def kubectl(self, *args, input=None, check=True):
+        """Runs kubectl against this plane; returns stdout."""
+        env = dict(os.environ, KUBECONFIG=self.kubeconfig)
+        return run([KUBECTL, *args], input=input, env=env, timeout=120, check=check).stdout
+
+    # ---- the audit log (cluster.sh: list and watch requests, Metadata level)
+    @property
+    def audit_log(self):
+        return self.dir / "audit.log"
+
+    def audit_size(self):
+        """The audit log's size in bytes now: an offset for audit_requests(since=)."""
+        try:
+            return self.audit_log.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def audit_requests(self, since=0, user_agent="kwatch/", stage=None):
+        """The audit events (dicts: verb, requestURI, userAgent, stage,
+        responseStatus.code, ...) written after byte offset `since`, of
+        clients whose User-Agent starts with `user_agent` (None: all), in
+        `stage` if given ("ResponseStarted": a WATCH began; "ResponseComplete":
+        a LIST or WATCH ended).  Only list and watch verbs are logged."""
+        events = []
+        try:
+            with open(self.audit_log, "rb") as f:
+                f.seek(since)
+                data = f.read()
+        except FileNotFoundError:
+            return events
+        for line in data.decode("utf-8", "replace").splitlines():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue  # a line being written
+            if user_agent is not None and not ev.get("userAgent", "").startswith(user_agent):
+                continue
+            if stage is not None and ev.get("stage") != stage:
+                continue
+            events.append(ev)
+        return events
+
+    def audit_calls(self, since=0, user_agent="kwatch/"):
+        """(verb, HTTP status, request URI) of each LIST and WATCH kwatch (by
+        its User-Agent) sent after audit offset `since`, in order: a request
+        once, at its first stage (audit_requests)."""
+        seen, calls = set(), []
+        for ev in self.audit_requests(since, user_agent):
+            if ev.get("auditID") in seen:
+                continue
+            seen.add(ev.get("auditID"))
+            calls.append((ev.get("verb"), ev.get("responseStatus", {}).get("code"), ev["requestURI"]))
+        return calls
+
+    def audit_uris(self, since=0, user_agent="kwatch/"):
+        """The request URIs (path?query) of audit_calls, in order."""
+        return [uri for _, _, uri in self.audit_calls(since, user_agent)]
+
+
+class ModernCluster(Cluster):
+    """The modern control plane of test/k8s/modern-cluster.sh in
+    `directory`: etcd 3.5 + the Kubernetes 1.36 generic API server of
+    k8s.io/apiextensions-apiserver.  Custom resources only (no /api, no
+    Namespace objects: a namespaced custom resource goes into any namespace
+    name), client-certificate authentication (no token), no audit log;
+    /metrics (metrics(), metric()) shows streaming lists."""
+    script = MODERN_SH
+    version = "1.36"
+    modern = True
+    readyz = "/readyz?exclude=informer-sync"  # informer-sync never passes here
+
+    @property
+    def token(self):
+        return None
+
+    @property
+    def client_cert(self):
+        return self.env["KWATCH_K8S_CLIENT_CERT"]
+
+    @property
+    def client_key(self):
+        return self.env["KWATCH_K8S_CLIENT_KEY"]
+
+    def audit_requests(self, since=0, user_agent="kwatch/", stage=None):
+        raise NotImplementedError("the modern plane has no audit log: read metrics()")
+
+    def get(self, path, timeout=30):
+        """GET `path` (with query) from the API server with the admin client
+        certificate; returns (HTTP status, body bytes)."""
+        tls = ssl.create_default_context(cafile=self.ca)
+        tls.load_cert_chain(self.client_cert, self.client_key)
+        host, port = self.server.rsplit("//", 1)[1].rsplit(":", 1)
+        conn = http.client.HTTPSConnection(host, int(port), context=tls, timeout=timeout)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        finally:
+            conn.close()
+
+    def metrics(self):
+        """The API server's /metrics (Prometheus text format)."""
+        status, body = self.get("/metrics")
+        if status != 200:
+            raise RuntimeError("GET /metrics: HTTP %d %s" % (status, body[:300]))
+        return body.decode()
+
+    def metric(self, name, text=None, **labels):
+        """The sum of the samples of metric `name` (e.g.
+        "apiserver_watch_list_duration_seconds_count") whose labels include
+        `labels` (e.g. group="cert-manager.io", resource="certificates"), from
+        `text` or a fresh metrics(); 0.0 when there is none."""
+        total = 0.0
+        for line in (text if text is not None else self.metrics()).splitlines():
+            m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)", line)
+            if not m or m.group(1) != name:
+                continue
+            have = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(3) or ""))
+            if all(have.get(k) == str(v) for k, v in labels.items()):
+                total += float(m.group(4))
+        return total
+
+    def watch_list_count(self, group=None, resource=None, text=None):
+        """How many streaming lists (WATCH with sendInitialEvents=true) the
+        server has finished: apiserver_watch_list_duration_seconds_count,
+        for `group`/`resource` if given."""
+        labels = {}
+        if group is not None:
+            labels["group"] = group
+        if resource is not None:
+            labels["resource"] = resource
+        return self.metric("apiserver_watch_list_duration_seconds_count", text, **labels)
+
 
 def kubectl(*args, input=None, check=True):
-    """Runs kubectl against the test cluster; returns stdout."""
-    env = dict(os.environ, KUBECONFIG=CLUSTER.kubeconfig)
-    return run([KUBECTL, *args], input=input, env=env, timeout=120, check=check).stdout
+    """Runs kubectl against the test cluster (CLUSTER: the plane of a
+    `plane` test); returns stdout."""
+    return CLUSTER.kubectl(*args, input=input, check=check)
 
 
 def kubectl_json(*args):

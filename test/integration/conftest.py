@@ -5,7 +5,16 @@ Session fixtures start (see test/k8s/cluster.sh and test/drivers/pg.sh):
     $KWATCH_TEST_DIR/k8s (default <repo>/.test/k8s), reused if running;
   * a fresh PostgreSQL in $KWATCH_TEST_DIR/pg on a free port, database
     kwatch_it, with CREATE EXTENSION kwatch.
-Both are stopped at the end of the session unless KWATCH_KEEP=1.
+  * the modern control plane (etcd 3.5 + the Kubernetes 1.36 generic API
+    server, custom resources only; test/k8s/modern-cluster.sh) in
+    $KWATCH_TEST_DIR/k8s-modern, started beside the 1.20 one (cluster.MODERN);
+    if it cannot start, only the tests that use it fail, with the reason.
+All are stopped at the end of the session unless KWATCH_KEEP=1.
+
+Tests that hold for any control plane take the `plane` fixture: they run
+once per plane ("1.20", "1.36"), and for the 1.36 run CLUSTER (and so
+kubectl, kubectl_json, ctx.server, assert_table_matches_server) is the
+modern plane; `modern` gives the modern plane alone.
 
 Every test gets a `ctx` (TestContext) that hands out foreign servers and
 namespaces named after the test (plus a per-run id) and removes them
@@ -26,6 +35,7 @@ assert_table_matches_server, PG, CLUSTER, ...` keeps working:
 import os
 import re
 import shutil
+import threading
 import time
 import warnings
 
@@ -36,7 +46,8 @@ import cluster
 import postgres
 from common import (REPO, TEST_DIR, KEEP, SCRIPTS, RUN_ID, run,  # noqa: F401  (re-exported)
                     wait_until, free_port)
-from cluster import (K8S_DIR, CLUSTER_SH, KUBECTL, Cluster, kubectl,  # noqa: F401
+from cluster import (K8S_DIR, CLUSTER_SH, MODERN_DIR, MODERN_SH, ModernCluster,  # noqa: F401
+                     KUBECTL, Cluster, kubectl,
                      kubectl_json, configmap_manifest, configmaps_doc, crd_manifest, pod_manifest, create_pods, json_documents,
                      server_uids)
 from postgres import PG_DIR, PG_SH, DB, Postgres, sql, sql_one, Listener  # noqa: F401
@@ -53,7 +64,26 @@ def __getattr__(name):
         return postgres.PG
     if name == "CLUSTER":
         return cluster.CLUSTER
+    if name == "MODERN":
+        return cluster.MODERN
     raise AttributeError(name)
+
+
+def _start_modern():
+    """Starts the modern plane (in a thread, beside the 1.20 one); a failure
+    is kept in cluster.MODERN_ERROR for the tests that need the plane."""
+    cache = os.environ.get("KWATCH_K8S_MODERN_CACHE", "/var/cache/kwatch-k8s-modern")
+    if not all(os.access(os.path.join(cache, "bin", b), os.X_OK) for b in ("crd-apiserver", "etcd")):
+        # not built here (e.g. test/versions' chroots): no 3-minute build in the session
+        cluster.MODERN_ERROR = ("no binaries in %s/bin: run test/k8s/modern-build.sh"
+                                " (make test does)" % cache)
+        return
+    try:
+        m = ModernCluster(MODERN_DIR)
+        m.start()
+        cluster.MODERN = m
+    except Exception as e:  # reported by the `modern`/`plane` fixtures
+        cluster.MODERN_ERROR = e
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -63,8 +93,11 @@ def environment():
     shutil.rmtree(SCRIPTS, ignore_errors=True)
     shutil.copytree(REPO / "test" / "k8s", SCRIPTS / "k8s")
     shutil.copy2(REPO / "test" / "drivers" / "pg.sh", PG_SH)
-    cluster.CLUSTER = Cluster(K8S_DIR)
+    modern = threading.Thread(target=_start_modern, name="modern-plane", daemon=True)
+    modern.start()
+    cluster.LEGACY = cluster.CLUSTER = Cluster(K8S_DIR)
     cluster.CLUSTER.start()
+    modern.join()
 
     # a fresh PostgreSQL each session: no registrations left from earlier runs
     if (PG_DIR / "data" / "postmaster.pid").exists():
@@ -88,11 +121,57 @@ def environment():
     if not KEEP:
         run(["bash", PG_SH, "stop", PG_DIR], check=False)
         run(["bash", CLUSTER_SH, "stop", K8S_DIR], check=False)
+        if (MODERN_DIR / "ports").exists():
+            run(["bash", MODERN_SH, "stop", MODERN_DIR], check=False)
+
+
+def modern_plane():
+    """The session's modern plane (cluster.MODERN); fails the test with the
+    reason when it could not be started."""
+    if cluster.MODERN is None:
+        pytest.fail("the modern control plane (test/k8s/modern-cluster.sh) did not start: %s"
+                    % (cluster.MODERN_ERROR or "not started"), pytrace=False)
+    return cluster.MODERN
+
+
+def _use_plane(c):
+    """Points CLUSTER (and so the module-level helpers) at plane `c`; returns
+    a function restoring the previous one."""
+    saved = cluster.CLUSTER
+    cluster.CLUSTER = c
+    return lambda: setattr(cluster, "CLUSTER", saved)
+
+
+@pytest.fixture(params=["1.20", "1.36"])
+def plane(request):
+    """The control plane of this run of a test parametrized over both: the
+    session's 1.20 Cluster or the modern (1.36) one, which CLUSTER is for
+    the test's duration.  A test taking both `plane` and `ctx` gets its ctx
+    on this plane."""
+    c = cluster.LEGACY if request.param == "1.20" else modern_plane()
+    restore = _use_plane(c)
+    yield c
+    restore()
+
+
+@pytest.fixture
+def modern():
+    """The modern (1.36) plane, which CLUSTER is for the test's duration."""
+    restore = _use_plane(modern_plane())
+    yield cluster.MODERN
+    restore()
 
 
 def _slug(test_name):
-    s = re.sub(r"^test_", "", test_name)
-    s = re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")
+    """The test's name as a DNS label of at most 40 characters; a
+    parametrized test's parameters ("[1.36]") are kept whole at the end, so
+    that its runs (e.g. on the two planes) never share server names and so
+    kwatch.events rows."""
+    base, _, param = test_name.partition("[")
+    s = re.sub(r"[^a-z0-9]+", "-", re.sub(r"^test_", "", base).lower()).strip("-")
+    p = re.sub(r"[^a-z0-9]+", "-", param.rstrip("]").lower()).strip("-")[:20]
+    if p:
+        s = s[:40 - len(p) - 1].strip("-") + "-" + p
     return s[:40].strip("-")
 
 
@@ -102,6 +181,8 @@ class TestContext:
     __test__ = False
 
     def __init__(self, test_name):
+        # the plane this test's namespaces and CRDs live on (`plane`/`modern` set it first)
+        self.plane = cluster.CLUSTER
         self.base = "%s-%s" % (_slug(test_name), RUN_ID)
         self.servers = []
         self.namespaces = []
@@ -128,8 +209,11 @@ class TestContext:
         return name
 
     def namespace(self, suffix=""):
+        """A namespace of the test's; on the modern plane (no Namespace
+        objects) only a name, whose custom resources cleanup deletes."""
         name = (self.base + suffix)[:63]
-        kubectl("create", "namespace", name)
+        if not self.plane.modern:
+            self.plane.kubectl("create", "namespace", name)
         self.namespaces.append(name)
         return name
 
@@ -158,14 +242,26 @@ class TestContext:
                 sql(pgsql.SQL("DROP TABLE IF EXISTS k8s.{}").format(pgsql.Identifier(t)))
         except Exception as e:  # never hide the test's own outcome
             warnings.warn("cleanup of servers %s failed: %s" % (self.servers, e))
-        for ns in self.namespaces:
-            kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found", check=False)
+        if self.plane.modern and self.namespaces:
+            crds = self.plane.kubectl("get", "crd", "-o", "name", check=False).split()
+            for crd in crds:
+                for ns in self.namespaces:
+                    self.plane.kubectl("delete", crd.split("/", 1)[1], "--all", "-n", ns,
+                                       "--wait=false", "--ignore-not-found", check=False)
+        elif self.namespaces:
+            self.plane.kubectl("delete", "namespace", *self.namespaces, "--wait=false",
+                               "--ignore-not-found", check=False)
         for crd in self.crds:
-            kubectl("delete", "crd", crd, "--wait=false", "--ignore-not-found", check=False)
+            self.plane.kubectl("delete", "crd", crd, "--wait=false", "--ignore-not-found",
+                               check=False)
 
 
 @pytest.fixture
 def ctx(request):
+    # a parametrized plane first: ctx lives on it, and is cleaned up before it is left
+    for f in ("plane", "modern"):
+        if f in request.fixturenames:
+            request.getfixturevalue(f)
     c = TestContext(request.node.name)
     yield c
     c.cleanup()

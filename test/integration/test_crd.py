@@ -1,4 +1,6 @@
-"""A CustomResourceDefinition created after the worker started, then watched."""
+"""A CustomResourceDefinition created after the worker started, then watched;
+each test runs on both control planes (conftest's `plane`: 1.20 and the
+modern 1.36 generic API server)."""
 import json
 
 import psycopg2
@@ -20,16 +22,23 @@ def crd_manifest(group):
                 "replicas": {"type": "integer"}}}}})
 
 
+def plane_group(prefix, plane):
+    """An API group of this run and plane only: a kept cluster may hold
+    earlier runs' CRDs, and the two planes' runs of a test must not share a
+    table by sharing a group."""
+    return "%s%sv%s.example.com" % (prefix, conftest.RUN_ID, plane.version.replace(".", ""))
+
+
 def crontab(group, name, spec, labels=None):
     return {"apiVersion": group + "/v1", "kind": "CronTab",
             "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
 
 
-def test_crd_created_after_worker_start(ctx):
+def test_crd_created_after_worker_start(plane, ctx):
     ns = ctx.namespace()
     srv = ctx.server()
     # a group of this run only: a kept cluster may hold earlier runs' CRDs
-    group = "new%s.example.com" % conftest.RUN_ID
+    group = plane_group("new", plane)
     resource = "crontabs." + group
 
     # unknown before the CRD exists (and this backend has used discovery)
@@ -64,10 +73,10 @@ def test_crd_created_after_worker_start(ctx):
     assert row_uids(table, srv) == server_uids(*get)
 
 
-def test_crd_deleted_and_recreated_while_watched(ctx):
+def test_crd_deleted_and_recreated_while_watched(plane, ctx):
     ns = ctx.namespace()
     srv = ctx.server()
-    group = "del%s.example.com" % conftest.RUN_ID
+    group = plane_group("del", plane)
     resource = "crontabs." + group
     get = [resource, "-n", ns]
 
@@ -121,7 +130,7 @@ PRINTER_COLUMNS = [
 ]
 
 
-def test_printer_columns_become_typed_columns(ctx):
+def test_printer_columns_become_typed_columns(plane, ctx):
     """A CRD's additionalPrinterColumns (what `kubectl get` shows) become
     generated columns of the mirror table with PostgreSQL types (string,
     integer, date, number, boolean) and the values of their JSONPath; a
@@ -130,7 +139,7 @@ def test_printer_columns_become_typed_columns(ctx):
     table IMPORTed afterwards has the same columns and values."""
     ns = ctx.namespace()
     srv = ctx.server()
-    group = "pc%s.example.com" % conftest.RUN_ID
+    group = plane_group("pc", plane)
     resource = "backups." + group
     ctx.crds.append(resource)
     kubectl("apply", "-f", "-", input=json.dumps(backup_crd(group, PRINTER_COLUMNS)))

@@ -19,6 +19,7 @@
 #   KWATCH_K8S_SA_ADMISSION=1  keep the ServiceAccount admission plugin (default: disabled)
 #   KWATCH_K8S_NO_CM=1      do not run kube-controller-manager
 #   KWATCH_K8S_READY_TIMEOUT  seconds to wait for /readyz (default 60)
+#   KWATCH_K8S_AUDIT=0      no audit log (default: DIR/audit.log, Metadata level, list and watch only)
 # `start` uses the env values (or defaults) and saves them in DIR/settings; `restart-apiserver`
 # uses an env value when set, else the saved one.
 #
@@ -370,6 +371,16 @@ apiserver_args() {
     if [ "$SA_ADMISSION" != 1 ]; then
         APISERVER_ARGS+=(--disable-admission-plugins=ServiceAccount)
     fi
+    if [ "${KWATCH_K8S_AUDIT:-1}" != 0 ]; then
+        write_audit_policy
+        APISERVER_ARGS+=(
+            --audit-policy-file="$D/audit-policy.yaml"
+            --audit-log-path="$D/audit.log"
+            --audit-log-format=json
+            --audit-log-maxsize=200
+            --audit-log-maxbackup=1
+        )
+    fi
     # shellcheck disable=SC2206
     [ -n "$extra" ] && APISERVER_ARGS+=($extra)
     return 0
@@ -461,6 +472,23 @@ load_settings() { # saved values, overridden by env values that are set
     EXTRA_ARGS=${KWATCH_APISERVER_ARGS-$EXTRA_ARGS}
     SA_ADMISSION=${KWATCH_K8S_SA_ADMISSION:-$SA_ADMISSION}
     NO_CM=${KWATCH_K8S_NO_CM:-$NO_CM}
+}
+
+# The audit policy: only the verbs list and watch, at Metadata level (request URI, user, user
+# agent, response code; no bodies), without the RequestReceived stage: one line per LIST and two
+# per WATCH (ResponseStarted, ResponseComplete), so tests can read the exact URIs a client sent
+# (e.g. that kwatch fell back from sendInitialEvents=true to LIST) at a negligible cost.
+write_audit_policy() {
+    cat >"$D/audit-policy.yaml.tmp" <<'EOF'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["list", "watch"]
+- level: None
+EOF
+    mv "$D/audit-policy.yaml.tmp" "$D/audit-policy.yaml"
 }
 
 # ------------------------------------------------------------------ commands
