@@ -122,18 +122,6 @@
 #endif
 
 /*
- * KW_NAMESPACE_USAGE(nspid, role): pg_namespace_aclcheck's answer for
- * ACL_USAGE (utils/acl.h), object_aclcheck from 16 on.
- */
-#if PG_VERSION_NUM >= 160000
-#define KW_NAMESPACE_USAGE(nspid, role) \
-	object_aclcheck(NamespaceRelationId, (nspid), (role), ACL_USAGE)
-#else
-#define KW_NAMESPACE_USAGE(nspid, role) \
-	pg_namespace_aclcheck((nspid), (role), ACL_USAGE)
-#endif
-
-/*
  * KW_PATHKEY_ASCENDING(pk): whether PathKey pk (nodes/pathnodes.h) sorts
  * ascending; 18 replaced its btree strategy number (pk_strategy,
  * BTLessStrategyNumber) by a CompareType (pk_cmptype, COMPARE_LT).
