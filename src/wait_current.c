@@ -363,10 +363,11 @@ table_matches(KwRegistration *reg, HTAB *objs)
 	SPI_connect();
 	kw_fire_deferred_triggers();
 	kw_as_owner_begin(kw_rel_owner(relid), &as_owner);
+	/* not read_only: a fresh snapshot, so rows committed since the call began count */
 	rc = SPI_execute_with_args(psprintf("SELECT uid, resource_version FROM ONLY k8s.%s"
 										" WHERE cluster OPERATOR(pg_catalog.=) $1",
 										quote_identifier(reg->table_name)),
-							   1, &argtype, &arg, NULL, true, 0);
+							   1, &argtype, &arg, NULL, false, 0);
 	kw_as_owner_end(&as_owner);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read k8s.%s: %s", reg->table_name, SPI_result_code_string(rc));
