@@ -14,6 +14,7 @@
 
 #include "kw_common.h"
 
+#include "fmgr.h"
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
@@ -96,6 +97,7 @@ extern void kw_status_broadcast(void);
 
 /* in sync_wait.c: ERRORs 55000 unless a worker can sync watches here */
 extern void kw_require_worker_state(void);
+extern int64 kw_timeout_ms(FunctionCallInfo fcinfo, int argno);
 
 /* ---------------------------------------------------------------------
  * in watch.c: per-watch reflector state machine

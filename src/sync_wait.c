@@ -161,9 +161,13 @@ wait_for(SyncTarget *targets, int n, int64 timeout_ms)
 	ConditionVariableCancelSleep();
 }
 
-/* interval_ms: a timeout interval in milliseconds; -1 for NULL (none). */
-static int64
-interval_ms(FunctionCallInfo fcinfo, int argno)
+/*
+ * kw_timeout_ms: argument `argno` of the SQL function being called, a
+ * timeout interval, in milliseconds; -1 for NULL (none).  ERRORs 22023
+ * when negative.  Used by wait_synced() and wait_current().
+ */
+int64
+kw_timeout_ms(FunctionCallInfo fcinfo, int argno)
 {
 	Interval   *iv;
 	int64		ms;
@@ -235,7 +239,7 @@ kwatch_wait_synced(PG_FUNCTION_ARGS)
 {
 	ArrayType  *ids;
 	ArrayType  *mins;
-	int64		timeout_ms = interval_ms(fcinfo, 2);
+	int64		timeout_ms = kw_timeout_ms(fcinfo, 2);
 	Datum	   *idv,
 			   *minv;
 	bool	   *idnull,

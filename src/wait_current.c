@@ -590,25 +590,6 @@ visible_label(int32 id)
 	return label;
 }
 
-/* interval_ms: a timeout interval in milliseconds; -1 for NULL (none). */
-static int64
-interval_ms(FunctionCallInfo fcinfo, int argno)
-{
-	Interval   *iv;
-	int64		ms;
-
-	if (PG_ARGISNULL(argno))
-		return -1;
-	iv = PG_GETARG_INTERVAL_P(argno);
-	ms = iv->time / 1000 + ((int64) iv->day * SECS_PER_DAY +
-							(int64) iv->month * DAYS_PER_MONTH * SECS_PER_DAY) * 1000;
-	if (ms < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("timeout must not be negative")));
-	return ms;
-}
-
 PG_FUNCTION_INFO_V1(kwatch_wait_current);
 
 /*
@@ -644,7 +625,7 @@ kwatch_wait_current(PG_FUNCTION_ARGS)
 	Datum	   *idv;
 	bool	   *idnull;
 	int			n;
-	int64		timeout_ms = interval_ms(fcinfo, 1);
+	int64		timeout_ms = kw_timeout_ms(fcinfo, 1);
 	TimestampTz start = GetCurrentTimestamp();
 	char	   *result = NULL;
 

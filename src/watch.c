@@ -230,6 +230,32 @@ inject_error(const char *name)
 }
 
 /*
+ * decode_event_object: a watch event's object `o` -> *obj, in the current
+ * memory context: redacted first for a Secret watch without secret_data,
+ * sanitized text noted.  Returns false when the object cannot be stored
+ * (counted and logged by skip_object).
+ */
+static bool
+decode_event_object(KwWatch *w, json_object *o, KwObject *obj)
+{
+	char	   *why = NULL;
+	KwDecodeResult r;
+
+	if (w->redact)
+		kw_redact_secret_object(o);
+	r = kw_decode_object(o, w->object_api_version, w->reg.kind, obj, &why);
+	if (r == KW_DECODE_SKIP)
+	{
+		skip_object(w, why);
+		return false;
+	}
+	inject_error(obj->name);
+	if (r == KW_DECODE_SANITIZED || kw_watch_decoder_event_sanitized(w->wdec))
+		note_sanitized(w, obj);
+	return true;
+}
+
+/*
  * stream_refused: the streaming list in flight shows that its server does
  * not serve streaming lists (`why`): end it; stream_ended_by_us lists with
  * LIST instead.
@@ -273,8 +299,6 @@ static void
 on_initial_event(KwWatch *w, KwEventType t, json_object *o)
 {
 	KwObject	obj;
-	char	   *why = NULL;
-	KwDecodeResult r;
 	const char *known;
 
 	if (t == KW_EV_BOOKMARK)
@@ -319,22 +343,13 @@ on_initial_event(KwWatch *w, KwEventType t, json_object *o)
 		return;
 	}
 
-	if (w->redact)
-		kw_redact_secret_object(o);
 	if (t != KW_EV_ADDED)
 	{
 		/* the list's own memory: kept until its merge is sent */
 		MemoryContextSwitchTo(w->list_cxt);
 	}
-	r = kw_decode_object(o, w->object_api_version, w->reg.kind, &obj, &why);
-	if (r == KW_DECODE_SKIP)
-	{
-		skip_object(w, why);
+	if (!decode_event_object(w, o, &obj))
 		return;
-	}
-	inject_error(obj.name);
-	if (r == KW_DECODE_SANITIZED || kw_watch_decoder_event_sanitized(w->wdec))
-		note_sanitized(w, &obj);
 	if (t != KW_EV_ADDED)
 	{
 		/*
@@ -377,8 +392,6 @@ on_watch_event(void *arg, KwEventType t, void *jobj)
 	KwWatch    *w = (KwWatch *) arg;
 	json_object *o = (json_object *) jobj;
 	KwObject	obj;
-	char	   *why = NULL;
-	KwDecodeResult r;
 
 	if (w->abort_reason)
 		return;
@@ -432,18 +445,8 @@ on_watch_event(void *arg, KwEventType t, void *jobj)
 		return;
 	}
 
-	if (w->redact)
-		kw_redact_secret_object(o);
-	r = kw_decode_object(o, w->object_api_version, w->reg.kind, &obj, &why);
-	if (r != KW_DECODE_SKIP)
-		inject_error(obj.name);
-	if (r == KW_DECODE_SKIP)
-	{
-		skip_object(w, why);
+	if (!decode_event_object(w, o, &obj))
 		return;
-	}
-	if (r == KW_DECODE_SANITIZED || kw_watch_decoder_event_sanitized(w->wdec))
-		note_sanitized(w, &obj);
 	push_event(w, t, &obj);
 	w->pending_rv = obj.resource_version;
 }

@@ -39,8 +39,12 @@ CACHE="${KWATCH_K8S_CACHE:-/var/cache/kwatch-k8s}"
 KBIN="${KWATCH_K8S_BIN:-$CACHE/bin}"
 READY_TIMEOUT="${KWATCH_K8S_READY_TIMEOUT:-60}"
 
-say() { echo "[k8s] $*"; }
-die() { echo "[k8s] ERROR: $*" >&2; exit 1; }
+TAG=k8s
+# kube-apiserver 1.20 stops listening at once on SIGTERM but then waits up to 60 s for
+# open watches to end (it has no watch termination on shutdown), hence a short grace (3 s)
+APISERVER_GRACE=30
+# shellcheck source=daemons.sh
+. "$HERE/daemons.sh"
 
 usage() {
     sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//' >&2
@@ -81,20 +85,6 @@ ensure_binaries() {
     fi
 }
 
-# pid of component NAME if running, else fails
-running_pid() {
-    local f="$D/$1.pid" pid
-    [ -f "$f" ] || return 1
-    pid=$(cat "$f")
-    [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
-    # make sure the pid was not reused by something else
-    # (the program, or for the webhook the script python3 runs)
-    tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n2 | grep -q "$(bin_of "$1")\$" || return 1
-    # a zombie is not running
-    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
-    echo "$pid"
-}
-
 bin_of() {
     case $1 in
         etcd) echo etcd ;;
@@ -102,43 +92,6 @@ bin_of() {
         controller-manager) echo kube-controller-manager ;;
         webhook) echo authn_webhook.py ;;
     esac
-}
-
-# start NAME BINARY ARGS...: background, own session, log to DIR/NAME.log, pid to DIR/NAME.pid
-launch() {
-    local name=$1; shift
-    echo "=== $(date -u +%FT%TZ) starting: $*" >>"$D/$name.log"
-    rm -f "$D/$name.pid"
-    # The daemon keeps only stdin/stdout/stderr: no inherited pipe of the caller (a test
-    # runner waiting for EOF) and not fd 9, which holds the DIR lock.
-    setsid bash -c '
-        echo $$ >"$0"
-        for fd in $(ls /proc/$$/fd); do case $fd in 0|1|2) ;; *) eval "exec $fd>&-" ;; esac; done
-        exec "$@"' "$D/$name.pid" "$@" </dev/null >>"$D/$name.log" 2>&1 9>&- &
-    for _ in $(seq 100); do running_pid "$name" >/dev/null && return 0; sleep 0.05; done
-    log_tail "$name"
-    die "$name did not start"
-}
-
-# stop NAME: TERM, wait (20 s; 3 s for the apiserver), then KILL.
-# kube-apiserver 1.20 stops listening at once on SIGTERM but then waits up to 60 s for
-# open watches to end (it has no watch termination on shutdown), hence the short grace.
-halt() {
-    local name=$1 pid grace=200
-    [ "$name" = apiserver ] && grace=30
-    pid=$(running_pid "$name") || { rm -f "$D/$name.pid"; return 0; }
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq $grace); do
-        running_pid "$name" >/dev/null || break
-        sleep 0.1
-    done
-    if running_pid "$name" >/dev/null; then
-        echo "=== $(date -u +%FT%TZ) cluster.sh: no exit $((grace / 10)) s after SIGTERM: SIGKILL" >>"$D/$name.log"
-        [ "$name" = apiserver ] || say "$name (pid $pid) did not exit after $((grace / 10)) s: SIGKILL"
-        kill -KILL "$pid" 2>/dev/null || true
-        for _ in $(seq 50); do running_pid "$name" >/dev/null || break; sleep 0.1; done
-    fi
-    rm -f "$D/$name.pid"
 }
 
 # await_start NAME WHAT NOT-READY SECONDS INTERVAL CHECK...: polls CHECK every INTERVAL s
@@ -152,44 +105,6 @@ await_start() {
         [ $((SECONDS - t0)) -lt "$limit" ] || { log_tail "$name"; die "$what $not_ready after $limit s"; }
         sleep "$interval"
     done
-}
-
-log_tail() {
-    echo "[k8s] --- last lines of $D/$1.log ---" >&2
-    tail -n "${2:-30}" "$D/$1.log" >&2 2>/dev/null || true
-    echo "[k8s] ---" >&2
-}
-
-# Local TCP ports in use on this machine, from /proc/net/tcp{,6}. With "all", every socket
-# state counts (for picking new ports); otherwise only listening sockets count, since a Go
-# listener (SO_REUSEADDR) binds over the connections a killed server leaves behind in
-# TIME_WAIT, FIN_WAIT or CLOSE_WAIT while its clients have not closed them yet (for
-# re-using our own ports after a stop or restart).
-used_ports() {
-    awk -v all="${1:-}" '
-        function hex(h,   i, n) { n = 0; for (i = 1; i <= length(h); i++) n = n * 16 + index("0123456789ABCDEF", toupper(substr(h, i, 1))) - 1; return n }
-        FNR > 1 && (all != "" || $4 == "0A") { n = split($2, a, ":"); print hex(a[n]) }
-    ' /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -un
-}
-port_free() { ! used_ports | grep -qx "$1"; }
-# a random port below the kernel's ephemeral range (32768+), so that no outgoing
-# connection can be holding it
-pick_port() {
-    local used p
-    used=$(used_ports all)
-    for _ in $(seq 500); do
-        p=$(( 20000 + RANDOM % 12000 ))
-        grep -qx "$p" <<<"$used" && continue
-        grep -qx "$p" <<<"${PICKED:-}" && continue
-        echo "$p"; return 0
-    done
-    die "could not find a free port"
-}
-
-load_ports() {
-    [ -f "$D/ports" ] || die "$D is not a cluster dir (no $D/ports); run: $0 start $D"
-    # shellcheck disable=SC1091
-    . "$D/ports"
 }
 
 gen_pki() {

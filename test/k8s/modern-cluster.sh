@@ -29,8 +29,10 @@ CACHE="${KWATCH_K8S_MODERN_CACHE:-/var/cache/kwatch-k8s-modern}"
 MBIN="$CACHE/bin"
 READY_TIMEOUT="${KWATCH_K8S_READY_TIMEOUT:-60}"
 
-say() { echo "[k8s-modern] $*"; }
-die() { echo "[k8s-modern] ERROR: $*" >&2; exit 1; }
+TAG=k8s-modern
+APISERVER_GRACE=50  # 5 s: the 1.36 API server drains its watches
+# shellcheck source=daemons.sh
+. "$HERE/daemons.sh"
 
 usage() {
     sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//' >&2
@@ -43,84 +45,11 @@ mkdir -p "$2"
 D=$(cd "$2" && pwd)
 PKI="$D/pki"
 
-# ------------------------------------------------------------------ helpers (as in cluster.sh)
-running_pid() {
-    local f="$D/$1.pid" pid
-    [ -f "$f" ] || return 1
-    pid=$(cat "$f")
-    [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
-    tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n1 | grep -q "/$(bin_of "$1")\$" || return 1
-    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
-    echo "$pid"
-}
-
 bin_of() {
     case $1 in
         etcd) echo etcd ;;
         apiserver) echo crd-apiserver ;;
     esac
-}
-
-launch() {
-    local name=$1; shift
-    echo "=== $(date -u +%FT%TZ) starting: $*" >>"$D/$name.log"
-    rm -f "$D/$name.pid"
-    setsid bash -c '
-        echo $$ >"$0"
-        for fd in $(ls /proc/$$/fd); do case $fd in 0|1|2) ;; *) eval "exec $fd>&-" ;; esac; done
-        exec "$@"' "$D/$name.pid" "$@" </dev/null >>"$D/$name.log" 2>&1 9>&- &
-    for _ in $(seq 100); do running_pid "$name" >/dev/null && return 0; sleep 0.05; done
-    log_tail "$name"
-    die "$name did not start"
-}
-
-# stop NAME: TERM, wait (20 s; 5 s for the API server, which drains its watches), then KILL
-halt() {
-    local name=$1 pid grace=200
-    [ "$name" = apiserver ] && grace=50
-    pid=$(running_pid "$name") || { rm -f "$D/$name.pid"; return 0; }
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq $grace); do
-        running_pid "$name" >/dev/null || break
-        sleep 0.1
-    done
-    if running_pid "$name" >/dev/null; then
-        echo "=== $(date -u +%FT%TZ) modern-cluster.sh: no exit $((grace / 10)) s after SIGTERM: SIGKILL" >>"$D/$name.log"
-        kill -KILL "$pid" 2>/dev/null || true
-        for _ in $(seq 50); do running_pid "$name" >/dev/null || break; sleep 0.1; done
-    fi
-    rm -f "$D/$name.pid"
-}
-
-log_tail() {
-    echo "[k8s-modern] --- last lines of $D/$1.log ---" >&2
-    tail -n "${2:-30}" "$D/$1.log" >&2 2>/dev/null || true
-    echo "[k8s-modern] ---" >&2
-}
-
-used_ports() {
-    awk -v all="${1:-}" '
-        function hex(h,   i, n) { n = 0; for (i = 1; i <= length(h); i++) n = n * 16 + index("0123456789ABCDEF", toupper(substr(h, i, 1))) - 1; return n }
-        FNR > 1 && (all != "" || $4 == "0A") { n = split($2, a, ":"); print hex(a[n]) }
-    ' /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -un
-}
-port_free() { ! used_ports | grep -qx "$1"; }
-pick_port() {
-    local used p
-    used=$(used_ports all)
-    for _ in $(seq 500); do
-        p=$(( 20000 + RANDOM % 12000 ))
-        grep -qx "$p" <<<"$used" && continue
-        grep -qx "$p" <<<"${PICKED:-}" && continue
-        echo "$p"; return 0
-    done
-    die "could not find a free port"
-}
-
-load_ports() {
-    [ -f "$D/ports" ] || die "$D is not a modern cluster dir (no $D/ports); run: $0 start $D"
-    # shellcheck disable=SC1091
-    . "$D/ports"
 }
 
 ensure_binaries() {
