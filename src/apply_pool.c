@@ -21,10 +21,19 @@
  * 57P01 (admin_shutdown): whether it committed is unknown, which the
  * caller must treat as such (watch.c relists).
  *
- * With kwatch.max_apply_workers = 0, or when no background worker slot can
- * be had (max_worker_processes), requests run in the transfer itself, as
- * before apply workers existed: correct, but a slow table then stalls the
- * others.
+ * Fairness (issue 30, README "Roles"): the requests of one role (the
+ * registering role of their watches) hold at most all workers but one
+ * (kwatch.max_apply_workers - 1, at least 1), and a request's deadline
+ * (kwatch.apply_timeout; never longer, nor none, for a non-superuser's
+ * watch: watch_apply.c) plus KW_APPLY_GRACE_MS bounds how long a table
+ * owner's code can keep a worker.  So with two or more workers, one role's
+ * misbehaving code never delays another role's batch; with one worker, or
+ * as many colluding roles as workers, a batch may wait up to that bound per
+ * batch ahead of it (the residual risk README states).  Requests never
+ * run in the transfer itself (0.6.0 did, with no worker to be had, where
+ * no deadline could stop a table owner's code without stopping every
+ * watch): when no background worker slot can be had (max_worker_processes)
+ * they wait until one can.
  *
  *-------------------------------------------------------------------------
  */
@@ -55,6 +64,7 @@ struct KwApplyTicket
 	int			worker;			/* index in pool[], -1 = ran in-process */
 	void	   *owner;			/* the submitter (a watch), for logs */
 	int32		watch_id;		/* the request's watch (0: none) */
+	Oid			role;			/* its registering role (InvalidOid: kwatch's own) */
 	TimestampTz submitted_at;
 	int			timeout_ms;		/* the request's kwatch.apply_timeout */
 	bool		terminated;		/* overdue: its worker was told to stop */
@@ -93,9 +103,7 @@ kw_apply_pool_init(void)
 
 	pool_cxt = AllocSetContextCreate(TopMemoryContext, "kwatch apply pool",
 									 ALLOCSET_SMALL_SIZES);
-	pool_size = kw_max_apply_workers;
-	if (pool_size == 0)
-		return;
+	pool_size = Max(kw_max_apply_workers, 1);
 	pool = MemoryContextAllocZero(pool_cxt, sizeof(PoolWorker) * pool_size);
 
 	shm_toc_initialize_estimator(&e);
@@ -228,53 +236,44 @@ idle_worker(void)
 	return -1;
 }
 
-/* run_here: executes `request` in this process and returns its done ticket. */
-static KwApplyTicket *
-run_here(StringInfo request, void *owner)
+/*
+ * role_share_used: whether `role` holds as many workers as one role may
+ * (all but one, at least one; see the header comment).  kwatch's own
+ * requests (InvalidOid) are not counted.
+ */
+static bool
+role_share_used(Oid role)
 {
-	KwApplyTicket *t = MemoryContextAllocZero(pool_cxt, sizeof(KwApplyTicket));
-	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "kwatch apply here",
-											  ALLOCSET_DEFAULT_SIZES);
-	MemoryContext old = MemoryContextSwitchTo(cxt);
-	KwApplyRequest req;
-	KwApplyResult res;
+	int			held = 0;
 
-	kw_apply_request_decode(request->data, request->len, &req);
-	kw_apply_execute(&req, &res);
-	MemoryContextSwitchTo(pool_cxt);
-	initStringInfo(&t->result);
-	kw_apply_result_encode(&t->result, &res);
-	MemoryContextSwitchTo(old);
-	MemoryContextDelete(cxt);
-	t->worker = -1;
-	t->owner = owner;
-	t->done = true;
-	return t;
+	if (!OidIsValid(role))
+		return false;
+	for (int i = 0; i < pool_size; i++)
+		if (pool[i].ticket != NULL && pool[i].ticket->role == role)
+			held++;
+	return held >= Max(1, pool_size - 1);
 }
 
 /*
  * kw_apply_submit: hands `request` (kw_apply_request_encode's bytes; the
  * caller keeps them) to an idle apply worker (starting one when
  * all are busy and the pool has room) and returns its ticket, to be polled
- * with kw_apply_poll; NULL when every worker is busy (try again on a later
- * pass).  Without any apply worker (kwatch.max_apply_workers = 0, or none
- * could ever be started), runs the request here and returns a done
- * ticket.  `owner` is the submitter, kept for its own use; `watch_id` the
- * request's watch (kw_apply_in_flight); `timeout_ms` its deadline
- * (kwatch.apply_timeout, 0 none), past which, and KW_APPLY_GRACE_MS more,
- * its worker is terminated.  Blocks only while the worker copies the
- * request out of its queue.
+ * with kw_apply_poll; NULL when every worker is busy, when `role` already
+ * holds its share of them, or when no worker can be started (try again on
+ * a later pass).  `owner` is the submitter, kept for its own use;
+ * `watch_id` the request's watch (kw_apply_in_flight); `role` its
+ * registering role (InvalidOid: kwatch's own, e.g. pruning); `timeout_ms`
+ * its deadline (kwatch.apply_timeout, 0 none), past which, and
+ * KW_APPLY_GRACE_MS more, its worker is terminated.  Blocks only while the
+ * worker copies the request out of its queue.
  */
 KwApplyTicket *
-kw_apply_submit(StringInfo request, void *owner, int32 watch_id, int timeout_ms)
+kw_apply_submit(StringInfo request, void *owner, int32 watch_id, Oid role, int timeout_ms)
 {
 	int			i;
-	bool		any_running = false;
 
-	if (pool_size == 0)
-		return run_here(request, owner);
-	for (int j = 0; j < pool_size; j++)
-		any_running |= (pool[j].handle != NULL);
+	if (role_share_used(role))
+		return NULL;
 
 	/* at most two tries: a worker that keeps dying at start is not retried in a loop */
 	for (int attempt = 0; attempt < 2 && (i = idle_worker()) >= 0; attempt++)
@@ -290,6 +289,7 @@ kw_apply_submit(StringInfo request, void *owner, int32 watch_id, int timeout_ms)
 			t->worker = i;
 			t->owner = owner;
 			t->watch_id = watch_id;
+			t->role = role;
 			t->submitted_at = GetCurrentTimestamp();
 			t->timeout_ms = timeout_ms;
 			pw->ticket = t;
@@ -299,8 +299,6 @@ kw_apply_submit(StringInfo request, void *owner, int32 watch_id, int timeout_ms)
 		ereport(LOG, (errmsg("kwatch: apply worker %d has exited; starting another", i + 1)));
 		worker_stop(i, "the apply worker exited");
 	}
-	if (!any_running && pool[0].failed_start)
-		return run_here(request, owner);	/* no worker to be had at all */
 	return NULL;
 }
 

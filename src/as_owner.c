@@ -147,6 +147,30 @@ kw_fire_deferred_triggers(void)
 }
 
 /*
+ * kw_fire_deferred_triggers_as: kw_fire_deferred_triggers() with `role`'s
+ * rights (SECURITY_LOCAL_USERID_CHANGE, the security context otherwise
+ * kept), then back to the current identity.  For code that already runs
+ * under a raised identity on behalf of `role` (owner_functions.c, called
+ * by kwatch's privileged entry points as the extension owner): whatever
+ * is still deferred fires as the role that deferred it, never as the
+ * extension owner (issue 30).  The entry points fire first, before they
+ * switch (privileged.c, ownership.c), so this normally finds nothing.
+ * ERRORs: whatever the triggers raise (an abort restores the identity).
+ */
+void
+kw_fire_deferred_triggers_as(Oid role)
+{
+	Oid			save_userid;
+	int			save_sec_context;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	if (OidIsValid(role) && role != save_userid)
+		SetUserIdAndSecContext(role, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	kw_fire_deferred_triggers();
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+}
+
+/*
  * kw_as_owner_end: back to the worker's identity.  On ERROR nothing is needed:
  * AbortTransaction restores both (xact.c).
  */

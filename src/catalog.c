@@ -119,7 +119,10 @@ kw_registrations_read(int32 only_id, MemoryContext cxt)
 					 " (to_jsonb(r)->'retry_ms'->>2)::int, (to_jsonb(r)->'retry_ms'->>3)::int,"
 	/* of 0.5.0: the watch's own kwatch.apply_timeout, in ms (NULL: none) */
 					 " (SELECT LEAST(ms, 2147483647)::int FROM (SELECT extract(epoch FROM"
-					 "   (to_jsonb(r)->>'apply_timeout')::interval) * 1000 AS ms) t WHERE ms IS NOT NULL)"
+					 "   (to_jsonb(r)->>'apply_timeout')::interval) * 1000 AS ms) t WHERE ms IS NOT NULL),"
+	/* of 0.7.0: whether the owner is a superuser (the deadline's bounds) */
+					 " COALESCE((SELECT a.rolsuper FROM pg_catalog.pg_roles a"
+					 "   WHERE a.oid OPERATOR(pg_catalog.=) r.owner), false)"
 					 " FROM kwatch.registrations r WHERE $1 = 0 OR id = $1 ORDER BY id",
 							   1, &argtype, &arg, NULL, true, 0);
 	if (rc != SPI_OK_SELECT)
@@ -160,6 +163,7 @@ kw_registrations_read(int32 only_id, MemoryContext cxt)
 
 			r->apply_timeout_ms = isnull ? -1 : DatumGetInt32(ms);
 		}
+		r->owner_super = DatumGetBool(SPI_getbinval(t, d, 24, &isnull));
 		regs = lappend(regs, r);
 	}
 	return regs;

@@ -82,9 +82,9 @@ kw_define_gucs(void)
 		/* apply_pool.c sizes its shared memory segment by it */
 		DefineCustomIntVariable("kwatch.max_apply_workers",
 								"Maximum number of apply workers (background workers writing mirror tables).",
-								"Started on demand, counted against max_worker_processes. "
-								"0 applies every batch in the kwatch worker itself.",
-								&kw_max_apply_workers, 4, 0, 64,
+								"Started on demand, counted against max_worker_processes; "
+								"one role's watches hold at most all but one of them.",
+								&kw_max_apply_workers, 4, 1, 64,
 								PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	}
 

@@ -110,7 +110,7 @@ extern int	kw_apply_timeout_ms;
 
 extern void kw_apply_pool_init(void);
 extern KwApplyTicket *kw_apply_submit(StringInfo request, void *owner,
-									  int32 watch_id, int timeout_ms);
+									  int32 watch_id, Oid role, int timeout_ms);
 extern bool kw_apply_in_flight(int32 watch_id);
 extern bool kw_apply_poll(KwApplyTicket *ticket, KwApplyResult *res,
 						  MemoryContext cxt);

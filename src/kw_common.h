@@ -482,6 +482,9 @@ typedef struct KwRegistration
 	int			apply_timeout_ms;	/* watch(apply_timeout), ms; -1 = the
 									 * kwatch.apply_timeout setting */
 	Oid			owner;
+	bool		owner_super;	/* owner is a superuser (read with the row):
+								 * only then may apply_timeout_ms be 0 or
+								 * above kwatch.apply_timeout (issue 30) */
 	char	   *resource_version;	/* checkpoint: resume point */
 	char	   *created_at;		/* with id, tells a re-created registration apart */
 } KwRegistration;

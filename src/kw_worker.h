@@ -171,6 +171,7 @@ extern Oid	kw_rel_owner(Oid relid);
 extern void kw_as_owner_begin(Oid owner, KwAsOwner *s);
 extern void kw_as_owner_end(KwAsOwner *s);
 extern void kw_fire_deferred_triggers(void);
+extern void kw_fire_deferred_triggers_as(Oid role);
 extern void kw_as_owner_init(void);
 
 /* ---------------------------------------------------------------------

@@ -8,8 +8,8 @@
  *		SECURITY DEFINER functions, which must never run a table owner's
  *		code with their definer's rights; EXECUTE is revoked from PUBLIC.
  *		Each first sets the caller's constraints IMMEDIATE (firing what the
- *		caller had deferred, as the caller), for the rest of its
- *		transaction, so that nothing the owner's code queues fires at the
+ *		caller had deferred with the caller's rights, kw_current_caller(),
+ *		never the extension owner's), for the rest of its transaction, so that nothing the owner's code queues fires at the
  *		caller's commit with the caller's rights (as_owner.c).
  *
  *-------------------------------------------------------------------------
@@ -50,7 +50,7 @@ kwatch_delete_cluster_rows(PG_FUNCTION_ARGS)
 											  get_rel_name(relid)));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	kw_fire_deferred_triggers();	/* see as_owner.c, "Deferred triggers" */
+	kw_fire_deferred_triggers_as(kw_current_caller());	/* as_owner.c, "Deferred triggers" */
 	kw_as_owner_begin(owner, &as_owner);
 	kw_change_origin_set(KW_ORIGIN_UNWATCH);	/* for history: history.c */
 	if (SPI_execute_with_args(sql, 1, &type, &cluster, NULL, false, 0) != SPI_OK_DELETE)
@@ -86,7 +86,7 @@ kwatch_restore_columns_as_owner(PG_FUNCTION_ARGS)
 	args[2] = PG_GETARG_DATUM(2);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	kw_fire_deferred_triggers();	/* see as_owner.c, "Deferred triggers" */
+	kw_fire_deferred_triggers_as(kw_current_caller());	/* as_owner.c, "Deferred triggers" */
 	kw_as_owner_begin(kw_rel_owner(relid), &as_owner);
 	if (SPI_execute_with_args("SELECT kwatch.restore_generated_columns($1, $2, $3)",
 							  3, types, args, NULL, false, 0) != SPI_OK_SELECT)
@@ -121,7 +121,7 @@ kwatch_execute_as_owner(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	kw_fire_deferred_triggers();	/* see as_owner.c, "Deferred triggers" */
+	kw_fire_deferred_triggers_as(kw_current_caller());	/* as_owner.c, "Deferred triggers" */
 	kw_as_owner_begin(kw_rel_owner(relid), &as_owner);
 	if (SPI_execute(sql, false, 0) < 0)
 		elog(ERROR, "could not run a statement on %s as its owner", get_rel_name(relid));

@@ -77,14 +77,21 @@ extension_here(KwExtension *ext)
 {
 	bool		isnull;
 
-	if (SPI_execute("SELECT e.extowner, n.nspname FROM pg_catalog.pg_extension e"
+	/*
+	 * The registrations table is looked up in C: to_regclass() in the query
+	 * checked USAGE on every schema the planner happened to try first
+	 * (pg_toast), so DROP OWNED BY a role's own name failed for the role.
+	 */
+	if (SPI_execute("SELECT e.extowner, n.nspname, n.oid FROM pg_catalog.pg_extension e"
 					" JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
-					" WHERE e.extname OPERATOR(pg_catalog.=) 'kwatch'"
-					" AND pg_catalog.to_regclass(pg_catalog.quote_ident(n.nspname)"
-					" OPERATOR(pg_catalog.||) '.registrations') IS NOT NULL",
+					" WHERE e.extname OPERATOR(pg_catalog.=) 'kwatch'",
 					true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the kwatch extension");
 	if (SPI_processed == 0)
+		return false;
+	if (!OidIsValid(get_relname_relid("registrations",
+									  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+																	 SPI_tuptable->tupdesc, 3, &isnull)))))
 		return false;
 	ext->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 												SPI_tuptable->tupdesc, 1, &isnull));
@@ -265,6 +272,13 @@ drop_owned_watches(DropOwnedStmt *stmt)
 									  ext.schema);
 		Oid			argtypes[1] = {OIDARRAYOID};
 		Oid			save_caller = kw_set_current_caller(GetUserId());
+
+		/*
+		 * What the issuer deferred fires now, as the issuer, before anything
+		 * runs as the extension owner (_unwatch_impl deletes rows through
+		 * owner_functions.c; issue 30).
+		 */
+		kw_fire_deferred_triggers();
 
 		/* unwatch's implementation, checking the issuer of DROP OWNED */
 		PG_TRY();

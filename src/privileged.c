@@ -75,9 +75,14 @@ PG_FUNCTION_INFO_V1(kwatch_privileged_entry);
  * and kwatch.relist() (extension script).  Calls kwatch._<name>_impl()
  * with the same arguments as that function's owner, with
  * kw_current_caller() returning the calling role, and returns its result.
+ * First fires, as the caller, every trigger the caller had deferred in its
+ * transaction and sets its constraints IMMEDIATE (kw_fire_deferred_triggers),
+ * so that no code of the caller's ever runs with the owner's rights
+ * (issue 30: a deferred constraint trigger fired under the raised identity
+ * made its role superuser).
  * ERRORs: 42501 inside a security-restricted operation (e.g. from a
  * trigger the worker fires as a mirror table's owner); whatever the
- * implementation raises.
+ * caller's deferred triggers or the implementation raise.
  */
 Datum
 kwatch_privileged_entry(PG_FUNCTION_ARGS)
@@ -127,6 +132,15 @@ kwatch_privileged_entry(PG_FUNCTION_ARGS)
 							 fcinfo->fncollation, NULL, NULL);
 	for (int i = 0; i < fcinfo->nargs; i++)
 		impl_fcinfo->args[i] = fcinfo->args[i];
+
+	/*
+	 * What the caller deferred fires now, as the caller, before any identity
+	 * switch: SET CONSTRAINTS ALL IMMEDIATE for the rest of the transaction
+	 * (as_owner.c, "Deferred triggers").  Once the implementation runs as
+	 * its owner, a deferred trigger fired by it (owner_functions.c) or at
+	 * the end of one of its statements would run with the owner's rights.
+	 */
+	kw_fire_deferred_triggers();
 
 	save_caller = kw_set_current_caller(GetUserId());
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);

@@ -734,18 +734,24 @@ kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt,
 	 * and compressing it would only cost CPU.
 	 */
 	/*
-	 * Apply workers may begin several relists at once: the first creates
-	 * the schema, the others wait for it (an advisory lock of kwatch's own,
-	 * for the transaction) instead of failing on pg_namespace's unique index.
+	 * The extension script creates schema kwatch_stage (0.7.0); a database
+	 * where it was dropped since gets it again here, once: apply workers
+	 * beginning relists at once wait for each other on a lock of kwatch's
+	 * own table kwatch.tables (SHARE UPDATE EXCLUSIVE: it conflicts with
+	 * itself, not with reads or writes), which no other role can take, as
+	 * it needs UPDATE on the table (0.6.0 took an advisory lock any role
+	 * could hold, issue 30).
 	 */
-	if (!OidIsValid(get_namespace_oid("kwatch_stage", true)) &&
-		SPI_execute("SELECT pg_catalog.pg_advisory_xact_lock(1802985800, 1)", false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not lock the creation of schema kwatch_stage");
-	AcceptInvalidationMessages();	/* see a schema made meanwhile */
-	if (!OidIsValid(get_namespace_oid("kwatch_stage", true)) &&
-		(SPI_execute("CREATE SCHEMA kwatch_stage", false, 0) != SPI_OK_UTILITY ||
-		 SPI_execute("GRANT USAGE ON SCHEMA kwatch_stage TO PUBLIC", false, 0) != SPI_OK_UTILITY))
-		elog(ERROR, "could not create schema kwatch_stage");
+	if (!OidIsValid(get_namespace_oid("kwatch_stage", true)))
+	{
+		if (SPI_execute("LOCK TABLE kwatch.tables IN SHARE UPDATE EXCLUSIVE MODE", false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "could not lock the creation of schema kwatch_stage");
+		AcceptInvalidationMessages();	/* see a schema made meanwhile */
+		if (!OidIsValid(get_namespace_oid("kwatch_stage", true)) &&
+			(SPI_execute("CREATE SCHEMA kwatch_stage", false, 0) != SPI_OK_UTILITY ||
+			 SPI_execute("GRANT USAGE ON SCHEMA kwatch_stage TO PUBLIC", false, 0) != SPI_OK_UTILITY))
+			elog(ERROR, "could not create schema kwatch_stage");
+	}
 	stage_schema_check();
 	rc = SPI_execute(psprintf("SELECT to_regclass('%s') IS NULL", stage), true, 1);
 	if (rc != SPI_OK_SELECT)

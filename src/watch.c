@@ -1158,9 +1158,14 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 	 * kwatch.relist() asked for a fresh LIST (client-go's Store.Resync /
 	 * Relist on demand): once what was decoded is applied, end the
 	 * transfer in flight and list without a resourceVersion, a consistent
-	 * read of the newest state (PROTOCOL 22).
+	 * read of the newest state (PROTOCOL 22).  Requests coalesce (issue
+	 * 30): while the LIST of an earlier request has not committed, newer
+	 * ones wait for it and are then served by one LIST begun after all of
+	 * them, so a role calling relist() in a loop makes one LIST at a time,
+	 * not one per call.
 	 */
-	if (w->slot->relist_requests != w->relist_requests_seen && !kw_watch_unapplied(w))
+	if (w->slot->relist_requests != w->relist_requests_seen && !kw_watch_unapplied(w) &&
+		w->list_request <= w->slot->relist_done)
 	{
 		w->relist_requests_seen = w->slot->relist_requests;
 		w->list_request = w->relist_requests_seen;
@@ -1354,6 +1359,7 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 	memcpy(r->retry_ms, reg->retry_ms, sizeof(r->retry_ms));
 	r->apply_timeout_ms = reg->apply_timeout_ms;
 	r->owner = reg->owner;
+	r->owner_super = reg->owner_super;
 	r->resource_version = NULL;
 	r->created_at = reg->created_at ? pstrdup(reg->created_at) : NULL;
 
@@ -1441,6 +1447,7 @@ kw_watch_same_registration(KwWatch *w, KwRegistration *reg)
 		str_eq(r->table_name, reg->table_name) &&
 		str_eq(r->channel, reg->channel) &&
 		r->notify == reg->notify && r->owner == reg->owner &&
+		r->owner_super == reg->owner_super &&
 		r->secret_data == reg->secret_data &&
 		r->notify_minimal == reg->notify_minimal &&
 		memcmp(r->retry_ms, reg->retry_ms, sizeof(r->retry_ms)) == 0 &&

@@ -128,22 +128,35 @@ forget_request(KwWatch *w)
 
 /*
  * apply_timeout: the deadline of the watch's batches, ms (0: none): its
- * own (watch(apply_timeout)), else kwatch.apply_timeout.
+ * own (watch(apply_timeout)), else kwatch.apply_timeout.  A watch whose
+ * owner is not a superuser never has a longer deadline than
+ * kwatch.apply_timeout, nor none while the setting has one: its table
+ * owner's code could otherwise hold an apply worker for ever (issue 30;
+ * watch() refuses such a value, and the 0.7.0 update clamps the ones 0.6.0
+ * let through, but the rule holds here whatever the table says).
  */
 static int
 apply_timeout(KwWatch *w)
 {
-	return w->reg.apply_timeout_ms >= 0 ? w->reg.apply_timeout_ms : kw_apply_timeout_ms;
+	int			own = w->reg.apply_timeout_ms;
+
+	if (own < 0)
+		return kw_apply_timeout_ms;
+	if (!w->reg.owner_super && kw_apply_timeout_ms > 0 &&
+		(own == 0 || own > kw_apply_timeout_ms))
+		return kw_apply_timeout_ms;
+	return own;
 }
 
 /*
  * submit: hands w->sent to the apply pool; when every apply worker is busy
- * it stays queued and kw_watch_flush tries again on a later pass.
+ * (or its owner holds its share of them) it stays queued and
+ * kw_watch_flush tries again on a later pass.
  */
 static void
 submit(KwWatch *w)
 {
-	w->ticket = kw_apply_submit(&w->sent, w, w->reg.id, apply_timeout(w));
+	w->ticket = kw_apply_submit(&w->sent, w, w->reg.id, w->reg.owner, apply_timeout(w));
 }
 
 /*

@@ -549,7 +549,7 @@ prune_if_due(TimestampTz now)
 
 		initStringInfo(&buf);
 		kw_apply_request_encode(&buf, &req);
-		prune_ticket = kw_apply_submit(&buf, NULL, 0, kw_apply_timeout_ms);
+		prune_ticket = kw_apply_submit(&buf, NULL, 0, InvalidOid, kw_apply_timeout_ms);
 		pfree(buf.data);
 		if (prune_ticket == NULL)
 			return TimestampTzPlusMilliseconds(now, 1000);	/* all busy */

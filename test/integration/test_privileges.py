@@ -12,6 +12,7 @@ clearly instead of going on with the PUBLIC mapping's or the server's
 credentials.
 """
 import base64
+import time
 
 import psycopg2
 import pytest
@@ -761,3 +762,274 @@ def test_wait_current_reads_registrations_with_no_search_path_of_the_callers(ctx
         sql(pgsql.SQL("ALTER ROLE {} NOSUPERUSER").format(r))
         sql(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(s))
         api.stop()
+
+
+def _deferred_bait(conn, role):
+    """Issue 30, attack 1: as `role`, a temp table whose deferred constraint
+    trigger records who fired it and tries to make `role` superuser, and one
+    row queued for it in the open transaction of `conn` (not autocommit)."""
+    with conn.cursor() as cur:
+        cur.execute(pgsql.SQL("""
+            CREATE TEMP TABLE IF NOT EXISTS bait (x int);
+            CREATE TEMP TABLE IF NOT EXISTS fired (who text, superuser boolean);
+            CREATE OR REPLACE FUNCTION pg_temp.evil() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN
+              INSERT INTO pg_temp.fired SELECT current_user, rolsuper FROM pg_catalog.pg_roles
+                WHERE rolname = current_user;
+              BEGIN
+                EXECUTE 'ALTER ROLE ' || quote_ident({role}) || ' SUPERUSER';
+              EXCEPTION WHEN insufficient_privilege THEN NULL;
+              END;
+              RETURN NULL; END$$;
+            DROP TRIGGER IF EXISTS evil ON pg_temp.bait;
+            CREATE CONSTRAINT TRIGGER evil AFTER INSERT ON pg_temp.bait
+              DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION pg_temp.evil();
+        """).format(role=pgsql.Literal(role)))
+        conn.commit()
+        cur.execute("INSERT INTO pg_temp.bait VALUES (1)")
+
+
+def _fired(conn):
+    with conn.cursor() as cur:
+        cur.execute("SELECT who, superuser FROM pg_temp.fired")
+        rows = cur.fetchall()
+        cur.execute("TRUNCATE pg_temp.fired")
+    conn.commit()
+    return rows
+
+
+@pytest.mark.parametrize("call", ["watch", "rejoin", "history", "relist", "unwatch", "drop_owned"])
+def test_a_callers_deferred_trigger_fires_as_the_caller(ctx, role, call):
+    """Issue 30, attack 1 (Critical): watch(), unwatch(), history() (and
+    relist(), DROP OWNED) switched to the extension owner and then fired
+    what the caller had deferred, so a deferred constraint trigger on a
+    temp table made its role superuser.  What the caller deferred must fire
+    before any identity switch, as the caller, and the role stays as it was."""
+    ns = ctx.namespace()
+    dev = ctx.server(auth="token")
+    grant(role, dev)
+    r = pgsql.Identifier(role)
+    sql(pgsql.SQL("GRANT EXECUTE ON FUNCTION kwatch.history, kwatch.relist TO {}").format(r))
+    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+        r, pgsql.Identifier(dev), pgsql.Literal(conftest.CLUSTER.token)))
+    tname = ("kwr_df_" + conftest.RUN_ID).lower()
+    is_super = pgsql.SQL("SELECT rolsuper FROM pg_roles WHERE rolname = {}").format(pgsql.Literal(role))
+    watch_sql = "SELECT kwatch.watch('leases.coordination.k8s.io', server => %s, namespace => %s, table_name => %s)"
+    group = role + "_g"
+    g = pgsql.Identifier(group)
+    conn = as_role(role)
+    conn.autocommit = False
+    try:
+        if call == "drop_owned":
+            # DROP OWNED removes a watch into a table its role does not own
+            # through unwatch's implementation (ownership.c): the table is a
+            # group's the role belongs to, made by the group's watch of another server
+            other = ctx.server(suffix="g", auth="token")
+            sql(pgsql.SQL("CREATE ROLE {}").format(g))
+            sql(pgsql.SQL("GRANT {} TO {}").format(g, r))
+            grant(group, other)
+            sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+                g, pgsql.Identifier(other), pgsql.Literal(conftest.CLUSTER.token)))
+            run_as(group, watch_sql, (other, ns, tname))
+            wait_watching(other, "leases.coordination.k8s.io")
+        if call != "watch":
+            with conn.cursor() as cur:
+                cur.execute(watch_sql, (dev, ns, tname))
+            conn.commit()
+            wait_watching(dev, "leases.coordination.k8s.io")
+        statement, params = {
+            "watch": (watch_sql, (dev, ns, tname)),
+            "rejoin": (watch_sql, (dev, ns, tname)),
+            "history": ("SELECT kwatch.history(%s::regclass)", ("k8s." + tname,)),
+            "relist": ("SELECT kwatch.relist('leases.coordination.k8s.io', server => %s)", (dev,)),
+            "unwatch": ("SELECT kwatch.unwatch('leases.coordination.k8s.io', server => %s)", (dev,)),
+            "drop_owned": (pgsql.SQL("DROP OWNED BY {}").format(r), None),
+        }[call]
+        _deferred_bait(conn, role)
+        with conn.cursor() as cur:
+            cur.execute(statement, params)
+        conn.commit()
+        assert sql_one(is_super) is False, "the caller's deferred trigger ran with the extension owner's rights"
+        if call != "drop_owned":       # (DROP OWNED dropped the temp tables too)
+            assert _fired(conn) == [(role, False)], "the deferred trigger fired once, as the caller"
+    finally:
+        conn.close()
+        sql(pgsql.SQL("ALTER ROLE {} NOSUPERUSER").format(r))
+        if sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (dev,)):
+            sql("SELECT kwatch.unwatch('leases.coordination.k8s.io', server => %s)", (dev,))
+        sql(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.SQL("k8s." + tname)))
+        sql(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.SQL("k8s." + tname + "_history")))
+        if sql_one("SELECT count(*) FROM pg_roles WHERE rolname = %s", (group,)):
+            sql(pgsql.SQL("DROP OWNED BY {} CASCADE; DROP ROLE {}").format(g, g))
+
+
+STUCK_OBJECTS = """
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {name: stuck-lease}
+spec: {holderIdentity: x}
+---
+apiVersion: v1
+kind: PodTemplate
+metadata: {name: stuck-pt}
+template: {spec: {containers: [{name: c, image: busybox}]}}
+---
+apiVersion: v1
+kind: LimitRange
+metadata: {name: stuck-lr}
+spec: {limits: [{type: Container, max: {cpu: "2"}}]}
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: stuck-rq}
+spec: {hard: {pods: "10"}}
+"""
+
+
+def test_one_role_cannot_take_every_apply_worker(ctx, role, settings):
+    """Issue 30, attack 2 (High): four watches of one role, each table with
+    a trigger that sleeps and catches cancellation, held all four apply
+    workers (kwatch.max_apply_workers' default), so another owner's change
+    waited for them.  A role may not give its watch no deadline or a longer
+    one than kwatch.apply_timeout, and holds at most all workers but one:
+    another owner's change arrives while the four are stuck (well within
+    kwatch.apply_timeout + 10 s, the bound README "Roles" states)."""
+    settings(apply_timeout="6s", backoff_initial="200ms", backoff_max="2s")
+    ns, other_ns = ctx.namespace(), ctx.namespace("-o")
+    dev = ctx.server(auth="token")
+    grant(role, dev)
+    r, s = pgsql.Identifier(role), pgsql.Identifier(role + "_s")
+    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+        r, pgsql.Identifier(dev), pgsql.Literal(conftest.CLUSTER.token)))
+    sql(pgsql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(s, r))
+    resources = ["leases.coordination.k8s.io", "podtemplates", "limitranges", "resourcequotas"]
+    tables = ["leases", "podtemplates", "limitranges", "resourcequotas"]
+    ctx.tables += tables      # other tests expect none
+    # another owner's watch (a superuser's), synced before the attack
+    theirs = ctx.server("-t")
+    their_table = watch("configmaps", theirs, namespace=other_ns)
+    sql("SELECT kwatch.wait_synced(server => %s, timeout => '60s')", (theirs,))
+
+    # no deadline, or a longer one, is a superuser's alone
+    for too_long in ("0", "1 day"):
+        e = error_as(role, "SELECT kwatch.watch('limitranges', server => %s, namespace => %s,"
+                           " apply_timeout => %s)", (dev, ns, too_long))
+        assert e.pgcode == "42501", e
+        assert "kwatch.apply_timeout" in e.pgerror, e.pgerror
+    run_as(role, pgsql.SQL("""
+        CREATE TABLE {s}.flag (on_ boolean);
+        INSERT INTO {s}.flag VALUES (true);
+        CREATE FUNCTION {s}.stall() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN
+          WHILE (SELECT on_ FROM {s}.flag) LOOP
+            BEGIN PERFORM pg_catalog.pg_sleep(0.2);
+            EXCEPTION WHEN query_canceled THEN NULL; END;
+          END LOOP;
+          RETURN NULL; END$$;
+        GRANT USAGE ON SCHEMA {s} TO PUBLIC;
+    """).format(s=s))
+    try:
+        for res in resources:
+            run_as(role, "SELECT kwatch.watch(%s, server => %s, namespace => %s)", (res, dev, ns))
+        sql("SELECT kwatch.wait_synced(server => %s, timeout => '60s')", (dev,))
+        for t in tables:
+            run_as(role, pgsql.SQL("CREATE TRIGGER stall AFTER INSERT ON k8s.{} FOR EACH STATEMENT"
+                                   " EXECUTE FUNCTION {}.stall()").format(pgsql.Identifier(t), s))
+        kubectl("create", "-n", ns, "-f", "-", input=STUCK_OBJECTS)
+        wait_until(lambda: len(sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply'"
+                                   " AND wait_event = 'PgSleep'")) >= 3, 30,
+                   "three apply workers stuck in the role's triggers")
+        stuck = len(sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply'"
+                        " AND wait_event = 'PgSleep'"))
+        assert stuck == 3, "one role holds all apply workers but one (%d stuck)" % stuck
+        lst = ctx.listener("kwatch_configmaps")
+        for i in range(3):
+            name = "other-%d" % i
+            kubectl("create", "configmap", name, "-n", other_ns, "--from-literal=i=%d" % i)
+            # under kwatch.apply_timeout (6 s) + 10 s: the role's stuck batches never delay it
+            lst.wait_for(type="ADDED", cluster=theirs, name=name, timeout=5)
+        conftest.assert_table_matches_server(their_table, theirs, ["configmaps", "-n", other_ns])
+    finally:
+        sql(pgsql.SQL("UPDATE {}.flag SET on_ = false").format(s))
+    # the role's watches recover once its code lets go
+    for res, t in zip(resources, tables):
+        conftest.assert_table_matches_server("k8s." + t, dev, [res, "-n", ns], timeout=60)
+    for res in resources:
+        sql("SELECT kwatch.unwatch(%s, server => %s)", (res, dev))
+    sql(pgsql.SQL("DROP SCHEMA {} CASCADE").format(s))
+
+
+def test_repeated_relists_of_one_watch_coalesce(ctx, role):
+    """Issue 30, attack 7 (Low): relist() had no rate: 1,920 calls in 20 s
+    became 1,873 consistent LISTs from etcd.  Requests made while an earlier
+    one's LIST has not committed wait for it and are served by one LIST
+    begun after all of them; relist(wait => true) still returns only after
+    a LIST that began after the call."""
+    ns = ctx.namespace()
+    dev = ctx.server(auth="token")
+    grant(role, dev)
+    r = pgsql.Identifier(role)
+    sql(pgsql.SQL("GRANT EXECUTE ON FUNCTION kwatch.relist TO {}").format(r))
+    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+        r, pgsql.Identifier(dev), pgsql.Literal(conftest.CLUSTER.token)))
+    tname = ("kwr_rl_" + conftest.RUN_ID).lower()
+    kubectl("apply", "-f", "-", input=conftest.configmaps_doc(ns, ["a%d" % i for i in range(50)]))
+    try:
+        run_as(role, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s, table_name => %s)",
+               (dev, ns, tname))
+        sql("SELECT kwatch.wait_synced(server => %s, timeout => '60s')", (dev,))
+        since = conftest.CLUSTER.audit_size()
+        conn = as_role(role)
+        try:
+            with conn.cursor() as cur:
+                for _ in range(200):
+                    cur.execute("SELECT kwatch.relist('configmaps', server => %s)", (dev,))
+                kubectl("create", "configmap", "late", "-n", ns, "--from-literal=a=b")
+                cur.execute("SELECT kwatch.relist('configmaps', server => %s, wait => true, timeout => '60s')",
+                            (dev,))
+        finally:
+            conn.close()
+        # the LIST that served the last call began after it: "late" is in the table
+        assert sql_one(pgsql.SQL("SELECT count(*) FROM k8s.{} WHERE cluster = %s AND name = 'late'")
+                       .format(pgsql.Identifier(tname)), (dev,)) == 1
+        time.sleep(2)      # the audit log's last lines
+        lists = [uri for verb, _, uri in conftest.CLUSTER.audit_calls(since)
+                 if verb == "list" and "/namespaces/%s/configmaps" % ns in uri]
+        print("201 relist() calls made %d LISTs" % len(lists))
+        assert 1 <= len(lists) <= 20, lists
+        conftest.assert_table_matches_server("k8s." + tname, dev, ["configmaps", "-n", ns])
+    finally:
+        if sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (dev,)):
+            sql("SELECT kwatch.unwatch('configmaps', server => %s)", (dev,))
+        sql(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.SQL("k8s." + tname)))
+
+
+def test_no_role_can_hold_up_the_staging_schema(ctx, role):
+    """Issue 30, attack 6 (Low): any role could hold kwatch's advisory lock
+    (1802985800, 1), taken to create the staging schema, and every staged
+    relist then failed with 55P03 for as long as it held it.  The schema is
+    the extension script's; made again, after a DROP, under a lock of
+    kwatch's own table that a role with SELECT cannot take."""
+    ns = ctx.namespace()
+    srv = ctx.server()
+    watch("configmaps", srv, namespace=ns)
+    sql("SELECT kwatch.wait_synced(server => %s, timeout => '60s')", (srv,))
+    holder = as_role(role)
+    holder.autocommit = False
+    try:
+        with holder.cursor() as cur:
+            cur.execute("SELECT pg_advisory_lock(1802985800, 1)")
+            cur.execute("LOCK TABLE kwatch.tables IN ACCESS SHARE MODE")   # what SELECT allows
+            with pytest.raises(psycopg2.Error) as e:
+                cur.execute("LOCK TABLE kwatch.tables IN SHARE UPDATE EXCLUSIVE MODE")
+            assert e.value.pgcode == "42501", e.value
+        holder.rollback()
+        with holder.cursor() as cur:
+            cur.execute("SELECT pg_advisory_lock(1802985800, 1)")
+        for drop in (False, True):
+            if drop:
+                sql("DROP SCHEMA IF EXISTS kwatch_stage CASCADE")
+            sql("SELECT kwatch.relist('configmaps', server => %s, wait => true, timeout => '30s')", (srv,))
+            st = watch_status(srv, "configmaps")
+            assert st["state"] == "watching" and st["last_error"] is None, st
+        assert sql_one("SELECT count(*) FROM pg_namespace WHERE nspname = 'kwatch_stage'") == 1
+    finally:
+        holder.close()

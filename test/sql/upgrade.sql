@@ -335,6 +335,29 @@ BEGIN
 EXCEPTION WHEN OTHERS THEN
   RAISE NOTICE 'sqlstate %: %', SQLSTATE, split_part(SQLERRM, ':', 1);
 END $$;
+
+-- Extension update 0.6.0 -> 0.7.0 (issue 30): a non-superuser's watch may
+-- not have no deadline, nor one longer than kwatch.apply_timeout (1min
+-- here): the ones 0.6.0 let through take the setting's; a superuser's
+-- keeps its own; kwatch_stage is made by the script
+UPDATE kwatch.registrations SET apply_timeout = '0' WHERE server = 'wc_down';
+INSERT INTO kwatch.registrations (server, resource, api_group, api_version, plural, kind,
+                                  namespaced, table_name, channel, owner, apply_timeout)
+VALUES ('wc_down', 'secrets', '', 'v1', 'secrets', 'Secret', true, 'upgrade_wc_s',
+        'kwatch_upgrade_wc_s', 'kw_upgrade_owner'::regrole, '2 hours'),
+       ('wc_down', 'pods', '', 'v1', 'pods', 'Pod', true, 'upgrade_wc_p',
+        'kwatch_upgrade_wc_p', CURRENT_USER::regrole, '0');
+ALTER EXTENSION kwatch UPDATE TO '0.7.0';
+SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
+SELECT resource, apply_timeout FROM kwatch.registrations WHERE server = 'wc_down' ORDER BY resource;
+SELECT nspname, pg_get_userbyid(nspowner) = CURRENT_USER AS superuser_owns,
+       has_schema_privilege('public', oid, 'USAGE') AS public_usage
+  FROM pg_namespace WHERE nspname = 'kwatch_stage';
+-- from now on refused (42501), and clamped when a watch changes hands
+UPDATE kwatch.registrations SET apply_timeout = '0' WHERE resource = 'configmaps' AND server = 'wc_down';
+UPDATE kwatch.registrations SET apply_timeout = '30s' WHERE resource = 'configmaps' AND server = 'wc_down';
+UPDATE kwatch.registrations SET owner = 'kw_upgrade_owner'::regrole WHERE resource = 'pods' AND server = 'wc_down';
+SELECT resource, apply_timeout FROM kwatch.registrations WHERE server = 'wc_down' ORDER BY resource;
 DROP SERVER wc_down;
 
 DELETE FROM kwatch.registrations;
