@@ -87,3 +87,57 @@ BEGIN
 END
 $$;
 GRANT USAGE ON SCHEMA kwatch_stage TO PUBLIC;
+
+-- 3. (Medium) One history table stopped pruning for everyone: pruning ran
+--    every history table in one transaction, so a trigger that caught the
+--    deadline's cancel on one table rolled back every table's deletes.  The
+--    worker now prunes each table in transactions of its own
+--    (src/history.c), and notes when a table's pruning began and when it
+--    finished: a table whose last pruning never finished (its apply worker
+--    was terminated) is pruned last in the next round.
+ALTER TABLE @extschema@.history_tables
+  ADD COLUMN prune_started_at timestamptz,
+  ADD COLUMN pruned_at timestamptz;
+
+-- 4. (Medium) Secret digests could be tested against guesses from another
+--    object: the digest depended only on the value.  The 0.7.0 library keys
+--    it by the Secret's uid, the field and the key (src/redact.c).  The
+--    digests already stored cannot be recomputed (the values are not
+--    kept), so they become plain "<redacted>": in history tables for good,
+--    and in mirror tables until the relist asked for here rewrites each
+--    row with its new digests (their resource_version is cleared so that
+--    the relist sees them as changed; each is notified once as MODIFIED).
+--    Each table is rewritten as its owner (_execute_as_owner): its
+--    triggers never run with the rights of the role running this update.
+DO $$
+DECLARE
+  r record;
+  rel regclass;
+  rewrite constant text :=
+    'UPDATE %s SET object = pg_catalog.regexp_replace(object::text,'
+    ' ''<redacted hmac-sha256:[0-9a-f]{32}>'', ''<redacted>'', ''g'')::jsonb%s'
+    ' WHERE object::text ~ ''<redacted hmac-sha256:''';
+BEGIN
+  FOR r IN SELECT DISTINCT g.table_name FROM @extschema@.registrations g
+            WHERE g.api_group = '' AND g.plural = 'secrets' AND NOT g.secret_data LOOP
+    FOR rel IN SELECT h.history_oid::regclass FROM @extschema@.history_tables h
+                WHERE h.table_name = r.table_name
+                  AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = h.history_oid) LOOP
+      PERFORM @extschema@._execute_as_owner(rel, format(rewrite, rel, ''));
+    END LOOP;
+    rel := pg_catalog.to_regclass(format('k8s.%I', r.table_name));
+    IF rel IS NOT NULL THEN
+      PERFORM @extschema@._execute_as_owner(rel, format(rewrite, rel, ', resource_version = '''''));
+    END IF;
+  END LOOP;
+  FOR r IN SELECT g.id FROM @extschema@.registrations g
+            WHERE g.api_group = '' AND g.plural = 'secrets' AND NOT g.secret_data LOOP
+    UPDATE @extschema@.registrations SET resource_version = NULL WHERE id = r.id;
+    BEGIN
+      PERFORM @extschema@._request_relist(r.id);
+    EXCEPTION WHEN OTHERS THEN
+      NULL;    -- no worker runs it now: it lists when it starts (no checkpoint)
+    END;
+  END LOOP;
+END
+$$;

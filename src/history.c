@@ -32,6 +32,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/lsyscache.h"
 #include "utils/resowner.h"
 
@@ -88,6 +89,7 @@ kwatch_change_origin(PG_FUNCTION_ARGS)
 typedef struct PruneTarget
 {
 	char	   *history_table;	/* quoted, qualified */
+	Oid			history_oid;
 	Oid			owner;
 	char	   *retention;		/* interval as text, or NULL */
 	char	   *max_rows;		/* bigint as text, or NULL */
@@ -96,6 +98,10 @@ typedef struct PruneTarget
 typedef struct PruneArgs
 {
 	bool		more;			/* a batch was full: prune again soon */
+	List	   *targets;		/* read_targets' result, in the round's memory */
+	MemoryContext cxt;			/* where targets live */
+	bool		track;			/* history_tables has prune_started_at/pruned_at (0.7.0) */
+	PruneTarget *current;		/* the table prune_table_body works on */
 } PruneArgs;
 
 static void prune_one(PruneTarget *pt, PruneArgs *a);
@@ -103,40 +109,49 @@ static void prune_batch(PruneTarget *pt, PruneArgs *a, const char *which, Oid ty
 						Datum value);
 
 /*
- * prune_body: one batch per history table of kwatch.history_tables whose
- * table exists: closed versions that ended before now() - retention, then
- * the oldest closed versions beyond max_rows.  Runs in the worker's
- * transaction (kw_run_in_transaction), each table's statements as its
- * owner.
+ * read_targets: the history tables of kwatch.history_tables to prune this
+ * round, into a->targets: the history table kwatch made (by OID), while it
+ * and its mirror table have one owner (retention is the mirror owner's to
+ * set, history(), never for another role's table that took the name), and
+ * with a rule.  Tables whose last pruning began and never finished (its
+ * owner's code outlasted the deadline and its apply worker was terminated)
+ * come last, so that no table's code delays another's pruning (issue 30);
+ * the others in random order.  A transaction body (kw_run_in_transaction).
  */
 static void
-prune_body(void *arg)
+read_targets(void *arg)
 {
 	PruneArgs  *a = (PruneArgs *) arg;
-	List	   *targets = NIL;
-	ListCell   *lc;
+	MemoryContext old;
 
 	/* a 0.2.0 schema not yet updated has no history */
-	if (SPI_execute("SELECT 1 FROM pg_catalog.pg_class WHERE oid ="
-					" pg_catalog.to_regclass('kwatch.history_tables')", true, 0) != SPI_OK_SELECT)
+	if (SPI_execute("SELECT pg_catalog.to_regclass('kwatch.history_tables') IS NOT NULL,"
+					" EXISTS (SELECT 1 FROM pg_catalog.pg_attribute"
+					"  WHERE attrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass('kwatch.history_tables')"
+					"    AND attname OPERATOR(pg_catalog.=) 'pruned_at' AND NOT attisdropped)",
+					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not look for kwatch.history_tables");
-	if (SPI_processed == 0)
-		return;
-	/*
-	 * The history table kwatch made (by OID), and only while it and its
-	 * mirror table have one owner: retention is the mirror owner's to set
-	 * (history()), never for another role's table that took the name.
-	 */
+	{
+		bool		isnull;
+
+		if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+			return;
+		a->track = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	}
 	if (SPI_execute("SELECT c.oid::pg_catalog.regclass::text, c.relowner,"
-					" h.retention::text, h.max_rows::text"
+					" h.retention::text, h.max_rows::text, c.oid"
 					" FROM kwatch.history_tables h"
 					" JOIN pg_catalog.pg_class c ON c.oid = h.history_oid"
 					" JOIN pg_catalog.pg_class m"
 					"   ON m.oid = pg_catalog.to_regclass(pg_catalog.format('k8s.%I', h.table_name))"
 					" WHERE h.enabled AND m.relowner = c.relowner"
-					"   AND (h.retention IS NOT NULL OR h.max_rows IS NOT NULL)",
+					"   AND (h.retention IS NOT NULL OR h.max_rows IS NOT NULL)"
+					" ORDER BY ((pg_catalog.to_jsonb(h) OPERATOR(pg_catalog.->>) 'prune_started_at')::timestamptz"
+					"   OPERATOR(pg_catalog.>) COALESCE((pg_catalog.to_jsonb(h) OPERATOR(pg_catalog.->>) 'pruned_at')::timestamptz,"
+					"   '-infinity')) IS TRUE, pg_catalog.random()",
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read kwatch.history_tables");
+	old = MemoryContextSwitchTo(a->cxt);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	t = SPI_tuptable->vals[i];
@@ -148,37 +163,45 @@ prune_body(void *arg)
 		pt->owner = DatumGetObjectId(SPI_getbinval(t, d, 2, &isnull));
 		pt->retention = SPI_getvalue(t, d, 3);
 		pt->max_rows = SPI_getvalue(t, d, 4);
-		targets = lappend(targets, pt);
+		pt->history_oid = DatumGetObjectId(SPI_getbinval(t, d, 5, &isnull));
+		a->targets = lappend(a->targets, pt);
 	}
+	MemoryContextSwitchTo(old);
+}
 
-	foreach(lc, targets)
-	{
-		PruneTarget *pt = (PruneTarget *) lfirst(lc);
-		MemoryContext cxt = CurrentMemoryContext;
-		ResourceOwner owner = CurrentResourceOwner;
+/* mark_pruning: notes (as the worker) that a->current's pruning begins or ended. */
+static void
+mark_pruning(PruneArgs *a, const char *column)
+{
+	Oid			type = OIDOID;
+	Datum		value = ObjectIdGetDatum(a->current->history_oid);
 
-		/* one table's error (its owner's trigger, a lock) stops only its own pruning */
-		BeginInternalSubTransaction(NULL);
-		PG_TRY();
-		{
-			prune_one(pt, a);
-			ReleaseCurrentSubTransaction();
-		}
-		PG_CATCH();
-		{
-			ErrorData  *ed;
+	if (!a->track)
+		return;
+	if (SPI_execute_with_args(psprintf("UPDATE kwatch.history_tables SET %s = pg_catalog.clock_timestamp()"
+									   " WHERE history_oid OPERATOR(pg_catalog.=) $1", column),
+							  1, &type, &value, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not note the pruning of %s", a->current->history_table);
+}
 
-			MemoryContextSwitchTo(cxt);
-			ed = CopyErrorData();
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-			elog(LOG, "kwatch: pruning %s failed: %s", pt->history_table, ed->message);
-			FreeErrorData(ed);
-		}
-		PG_END_TRY();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
+/* prune_begin_body: a transaction body: a->current's pruning begins. */
+static void
+prune_begin_body(void *arg)
+{
+	mark_pruning((PruneArgs *) arg, "prune_started_at");
+}
+
+/*
+ * prune_table_body: a transaction body: one batch of each of a->current's
+ * rules (prune_one, as its owner), then, as the worker, that it finished.
+ */
+static void
+prune_table_body(void *arg)
+{
+	PruneArgs  *a = (PruneArgs *) arg;
+
+	prune_one(a->current, a);
+	mark_pruning(a, "pruned_at");
 }
 
 /*
@@ -226,18 +249,33 @@ prune_batch(PruneTarget *pt, PruneArgs *a, const char *which, Oid type, Datum va
 
 /*
  * kw_history_prune: one pruning round over every history table (see the
- * file header), in its own transaction.  Returns true when a batch was
- * full, so that the worker comes back soon rather than after
- * kwatch.history_prune_interval.  An error (a history table locked past
- * lock_timeout, say) is logged and the round ends; the next one retries.
+ * file header): the list in one transaction, then each table in
+ * transactions of its own (issue 30: one table's owner's code, failing or
+ * outlasting its deadline, never takes another table's deletes with it).
+ * Returns true when a batch was full, so that the worker comes back soon
+ * rather than after kwatch.history_prune_interval.  An error (a history
+ * table locked past lock_timeout, its owner's trigger) is logged and the
+ * round goes on with the next table.
  */
 bool
 kw_history_prune(void)
 {
-	PruneArgs	a = {false};
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "kwatch prune",
+											  ALLOCSET_SMALL_SIZES);
+	PruneArgs	a = {.more = false, .targets = NIL, .cxt = cxt};
 	char	   *err = NULL;
+	ListCell   *lc;
 
-	if (!kw_run_in_transaction(prune_body, &a, &err, NULL))
+	if (!kw_run_in_transaction(read_targets, &a, &err, NULL))
 		elog(LOG, "kwatch: pruning history tables failed: %s", err);
+	foreach(lc, a.targets)
+	{
+		a.current = (PruneTarget *) lfirst(lc);
+		err = NULL;
+		if (!kw_run_in_transaction(prune_begin_body, &a, &err, NULL) ||
+			!kw_run_in_transaction(prune_table_body, &a, &err, NULL))
+			elog(LOG, "kwatch: pruning %s failed: %s", a.current->history_table, err);
+	}
+	MemoryContextDelete(cxt);
 	return a.more;
 }

@@ -16,12 +16,19 @@
  *
  *		"<redacted hmac-sha256:0123...>"	(32 hex digits: 128 bits)
  *
- * an HMAC-SHA256 of the value under a key only the server processes can
- * read (the file kwatch_secret.key in the data directory, 32 random bytes
- * made on first use), so a changed value shows as a changed digest while
- * the digest tells nothing about the value, even a short one: without the
- * key there is nothing to guess against.  The whole object is otherwise
- * unchanged (key order, metadata, type).
+ * an HMAC-SHA256 under a key only the server processes can read (the
+ * file kwatch_secret.key in the data directory, 32 random bytes made on
+ * first use) of the value together with where it is: the Secret's uid, the
+ * field (data, stringData, the annotation) and the key (0.7.0, issue 30).
+ * A changed value shows as a changed digest, and the digest tells nothing
+ * about the value, even a short one: without the key there is nothing to
+ * guess against, and since the digest is keyed by object and key, a value
+ * a role puts in a Secret of its own has a different digest there than in
+ * any other Secret, so equal digests across Secrets (or keys) prove
+ * nothing.  (0.6.0 digested the value alone: a tenant could learn the
+ * digests of guesses through a Secret of its own and join them with
+ * another's.)  The whole object is otherwise unchanged (key order,
+ * metadata, type).
  *
  * Callers: the worker's LIST and WATCH paths (watch.c) for a watch without
  * secret_data, live scans (live_scan.c) of a table without the option
@@ -150,9 +157,35 @@ load_key(void)
 	secret_key_loaded = true;
 }
 
-/* digest_value: "<redacted hmac-sha256:HEX>" for `len` bytes of `data`. */
+/*
+ * Where a value is: the Secret's uid and the field holding the value
+ * (digest_value's context).
+ */
+typedef struct DigestPlace
+{
+	const char *uid;			/* metadata.uid, "" when absent */
+	const char *field;			/* "data", "stringData" or the annotation's name */
+} DigestPlace;
+
+/* hmac_part: feeds `s` and a NUL separator (so that parts cannot run together). */
+static int
+hmac_part(pg_hmac_ctx *ctx, const char *s, size_t len)
+{
+	static const uint8 sep = 0;
+
+	if (pg_hmac_update(ctx, (const uint8 *) s, len) < 0)
+		return -1;
+	return pg_hmac_update(ctx, &sep, 1);
+}
+
+/*
+ * digest_value: "<redacted hmac-sha256:HEX>" for `len` bytes of `data`,
+ * the value of key `key` (NULL: none, the annotation) at `place`: the HMAC
+ * of uid, field, key and value, each NUL-terminated, so the same value has
+ * unrelated digests in two Secrets or under two keys.
+ */
 static json_object *
-digest_value(const char *data, size_t len)
+digest_value(const DigestPlace *place, const char *key, const char *data, size_t len)
 {
 	pg_hmac_ctx *ctx = pg_hmac_create(PG_SHA256);
 	uint8		mac[PG_SHA256_DIGEST_LENGTH];
@@ -161,6 +194,9 @@ digest_value(const char *data, size_t len)
 
 	if (ctx == NULL ||
 		pg_hmac_init(ctx, secret_key, KW_SECRET_KEY_LEN) < 0 ||
+		hmac_part(ctx, place->uid, strlen(place->uid)) < 0 ||
+		hmac_part(ctx, place->field, strlen(place->field)) < 0 ||
+		hmac_part(ctx, key ? key : "", key ? strlen(key) : 0) < 0 ||
 		pg_hmac_update(ctx, (const uint8 *) data, len) < 0 ||
 		pg_hmac_final(ctx, mac, sizeof(mac)) < 0)
 	{
@@ -180,9 +216,9 @@ digest_value(const char *data, size_t len)
 	return json_object_new_string(out);
 }
 
-/* redact_members: every member value of the object `o` (if one) -> its digest. */
+/* redact_members: every member value of the object `o` (if one) -> its digest at `place`. */
 static void
-redact_members(json_object *o)
+redact_members(json_object *o, const DigestPlace *place)
 {
 	struct json_object_iterator it,
 				end;
@@ -212,7 +248,7 @@ redact_members(json_object *o)
 		 * Replacing the value of an existing key keeps the key's place (and
 		 * the iterator valid: json-c swaps the entry's value in place).
 		 */
-		json_object_object_add(o, key, digest_value(s, len));
+		json_object_object_add(o, key, digest_value(place, key, s, len));
 		json_object_iter_next(&it);
 	}
 }
@@ -227,7 +263,7 @@ void
 kw_redact_secret_object(void *obj)
 {
 	json_object *o = (json_object *) obj;
-	json_object *meta,
+	json_object *meta = NULL,
 			   *ann,
 			   *v;
 
@@ -247,11 +283,21 @@ kw_redact_secret_object(void *obj)
 		CurrentResourceOwner = owner = ResourceOwnerCreate(NULL, "kwatch redaction");
 	PG_TRY();
 	{
-		if (json_object_object_get_ex(o, "data", &v))
-			redact_members(v);
-		if (json_object_object_get_ex(o, "stringData", &v))
-			redact_members(v);
+		DigestPlace place = {.uid = ""};
+		json_object *uid;
+
 		if (json_object_object_get_ex(o, "metadata", &meta) &&
+			json_object_object_get_ex(meta, "uid", &uid) &&
+			json_object_is_type(uid, json_type_string))
+			place.uid = json_object_get_string(uid);
+		place.field = "data";
+		if (json_object_object_get_ex(o, "data", &v))
+			redact_members(v, &place);
+		place.field = "stringData";
+		if (json_object_object_get_ex(o, "stringData", &v))
+			redact_members(v, &place);
+		place.field = KW_LAST_APPLIED;
+		if (meta != NULL &&
 			json_object_object_get_ex(meta, "annotations", &ann) &&
 			json_object_is_type(ann, json_type_object) &&
 			json_object_object_get_ex(ann, KW_LAST_APPLIED, &v))
@@ -259,7 +305,7 @@ kw_redact_secret_object(void *obj)
 			const char *s = json_object_get_string(v);
 
 			json_object_object_add(ann, KW_LAST_APPLIED,
-								   digest_value(s ? s : "", s ? strlen(s) : 0));
+								   digest_value(&place, NULL, s ? s : "", s ? strlen(s) : 0));
 		}
 	}
 	PG_FINALLY();

@@ -36,19 +36,23 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 def redact_secret(obj):
     """A Secret as kwatch shows it without secret_data (src/redact.c): each
     value of data and stringData, and the last-applied annotation, replaced
-    by "<redacted hmac-sha256:HEX>" under the server's key file."""
+    by "<redacted hmac-sha256:HEX>" under the server's key file: the HMAC
+    of the Secret's uid, the field, the key and the value, each but the
+    value NUL-terminated (0.7.0: keyed per object and key, issue 30)."""
     key = (postgres.PG.dir / "data" / "kwatch_secret.key").read_bytes()
+    uid = (obj.get("metadata") or {}).get("uid") or ""
 
-    def digest(v):
+    def digest(field, k, v):
         b = v.encode() if isinstance(v, str) else json.dumps(v, separators=(",", ":")).encode()
-        return "<redacted hmac-sha256:%s>" % hmac.new(key, b, hashlib.sha256).hexdigest()[:32]
+        msg = b"\0".join(x.encode() for x in (uid, field, k or "")) + b"\0" + b
+        return "<redacted hmac-sha256:%s>" % hmac.new(key, msg, hashlib.sha256).hexdigest()[:32]
     o = copy.deepcopy(obj)
     for field in ("data", "stringData"):
         if isinstance(o.get(field), dict):
-            o[field] = {k: digest(v) for k, v in o[field].items()}
+            o[field] = {k: digest(field, k, v) for k, v in o[field].items()}
     ann = o.get("metadata", {}).get("annotations")
     if isinstance(ann, dict) and LAST_APPLIED in ann:
-        ann[LAST_APPLIED] = digest(ann[LAST_APPLIED])
+        ann[LAST_APPLIED] = digest(LAST_APPLIED, None, ann[LAST_APPLIED])
     return o
 
 

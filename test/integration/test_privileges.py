@@ -1033,3 +1033,68 @@ def test_no_role_can_hold_up_the_staging_schema(ctx, role):
         assert sql_one("SELECT count(*) FROM pg_namespace WHERE nspname = 'kwatch_stage'") == 1
     finally:
         holder.close()
+
+
+def test_one_history_table_cannot_stop_pruning_for_others(ctx, role, settings):
+    """Issue 30, attack 3 (Medium): pruning ran every history table in one
+    transaction; a trigger on a role's own history table that caught the
+    deadline's cancel and kept sleeping had the round's apply worker
+    terminated, and no table's deletes committed.  Each table is pruned in
+    transactions of its own, the one whose pruning never finished last."""
+    settings(history_prune_interval=1, apply_timeout="3s", backoff_initial="200ms", backoff_max="2s")
+    ns, their_ns = ctx.namespace(), ctx.namespace("-t")
+    dev = ctx.server(auth="token")
+    grant(role, dev)
+    r, s = pgsql.Identifier(role), pgsql.Identifier(role + "_s")
+    sql(pgsql.SQL("GRANT EXECUTE ON FUNCTION kwatch.history TO {}").format(r))
+    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+        r, pgsql.Identifier(dev), pgsql.Literal(conftest.CLUSTER.token)))
+    sql(pgsql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(s, r))
+    ctx.tables += ["podtemplates_history", "podtemplates"]
+    theirs = ctx.server("-t")
+    kubectl("apply", "-f", "-", input=conftest.configmaps_doc(their_ns, ["r"]))
+    t = "cmp_" + ctx.base[-10:].replace("-", "_")
+    ctx.tables += [t + "_history", t]
+    their_table = watch("configmaps", theirs, namespace=their_ns, table_name=t, history=True,
+                        history_retention="1 second")
+    sql("SELECT kwatch.wait_synced(server => %s, timeout => '60s')", (theirs,))
+    run_as(role, pgsql.SQL("""
+        CREATE TABLE {s}.flag (on_ boolean);
+        INSERT INTO {s}.flag VALUES (true);
+        CREATE FUNCTION {s}.stall() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN
+          WHILE (SELECT on_ FROM {s}.flag) LOOP
+            BEGIN PERFORM pg_catalog.pg_sleep(0.2);
+            EXCEPTION WHEN query_canceled THEN NULL; END;
+          END LOOP;
+          RETURN OLD; END$$;
+    """).format(s=s))
+    try:
+        run_as(role, "SELECT kwatch.watch('podtemplates', server => %s, namespace => %s, history => true,"
+                     " history_retention => '1 second')", (dev, ns))
+        sql("SELECT kwatch.wait_synced(server => %s, timeout => '60s')", (dev,))
+        run_as(role, pgsql.SQL("CREATE TRIGGER stall BEFORE DELETE ON k8s.podtemplates_history"
+                               " FOR EACH ROW EXECUTE FUNCTION {}.stall()").format(s))
+        kubectl("create", "-n", ns, "-f", "-", input="""
+apiVersion: v1
+kind: PodTemplate
+metadata: {name: pt}
+template: {spec: {containers: [{name: c, image: busybox}]}}
+""")
+        for i in range(3):
+            kubectl("label", "podtemplate", "pt", "-n", ns, "i=%d" % i, "--overwrite")
+        wait_until(lambda: sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply'"
+                               " AND wait_event = 'PgSleep'"), 30, "pruning stuck in the role's trigger")
+        h = t + "_history"
+        count = pgsql.SQL("SELECT count(*) FILTER (WHERE upper_inf(valid)), count(*) FROM k8s.{}"
+                          " WHERE cluster = %s AND name = 'r'").format(pgsql.Identifier(h))
+        for i in range(4):
+            kubectl("label", "configmap", "r", "-n", their_ns, "i=%d" % i, "--overwrite")
+        wait_until(lambda: sql(count, (theirs,))[0] == (1, 5), 30, "five versions of r")
+        # a round whose worker is terminated takes 3 s + 10 s; the stuck table goes last after it
+        wait_until(lambda: sql(count, (theirs,))[0] == (1, 1), 45,
+                   "the other table's closed versions pruned while the role's trigger stalls")
+    finally:
+        sql(pgsql.SQL("UPDATE {}.flag SET on_ = false").format(s))
+        if sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (dev,)):
+            sql("SELECT kwatch.unwatch('podtemplates', server => %s)", (dev,))
+        sql(pgsql.SQL("DROP SCHEMA {} CASCADE").format(s))

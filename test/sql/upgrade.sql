@@ -41,11 +41,12 @@ SELECT cluster, uid, object->>'apiVersion' AS api_version, object->>'kind' AS ki
 SELECT object FROM k8s.upgrade_crontabs;
 -- the generated columns still follow the object
 SELECT name, namespace FROM k8s.upgrade_pods ORDER BY uid;
--- Secrets: every value a keyed digest, keys and the rest kept; equal values
--- give equal digests, different ones different digests
+-- Secrets: every value a keyed digest, keys and the rest kept; the digest
+-- is keyed by object and key (0.7.0, issue 30), so equal values under two
+-- keys differ too, as different ones do
 SELECT d.key, d.value ~ '^<redacted hmac-sha256:[0-9a-f]{32}>$' AS redacted
   FROM k8s.upgrade_secrets, jsonb_each_text(object->'data') d ORDER BY d.key;
-SELECT object->'data'->>'password' = object->'data'->>'same' AS equal_values_equal_digests,
+SELECT object->'data'->>'password' <> object->'data'->>'same' AS equal_values_differ_by_key,
        object->'data'->>'password' <> object->'data'->>'user' AS different_values_differ,
        object->'metadata'->'annotations'->>'kubectl.kubernetes.io/last-applied-configuration'
          ~ '^<redacted hmac-sha256:[0-9a-f]{32}>$' AS last_applied_redacted,
@@ -347,8 +348,15 @@ VALUES ('wc_down', 'secrets', '', 'v1', 'secrets', 'Secret', true, 'upgrade_wc_s
         'kwatch_upgrade_wc_s', 'kw_upgrade_owner'::regrole, '2 hours'),
        ('wc_down', 'pods', '', 'v1', 'pods', 'Pod', true, 'upgrade_wc_p',
         'kwatch_upgrade_wc_p', CURRENT_USER::regrole, '0');
+SELECT name, resource_version, object->'data'->>'password' ~ '^<redacted hmac-sha256:' AS digest
+  FROM k8s.upgrade_secrets;
 ALTER EXTENSION kwatch UPDATE TO '0.7.0';
 SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
+-- 0.6.0's digests (of the value alone) are gone: "<redacted>" and no
+-- resource_version until the relist rewrites the row with 0.7.0's digests
+SELECT name, resource_version, object->'data' AS data,
+       object::text LIKE '%hunter2%' OR object::text LIKE '%aHVudGVyMg%' AS leaks
+  FROM k8s.upgrade_secrets;
 SELECT resource, apply_timeout FROM kwatch.registrations WHERE server = 'wc_down' ORDER BY resource;
 SELECT nspname, pg_get_userbyid(nspowner) = CURRENT_USER AS superuser_owns,
        has_schema_privilege('public', oid, 'USAGE') AS public_usage
