@@ -21,7 +21,22 @@ top=$(pwd)
 export KWATCH_TEST_DIR=${KWATCH_TEST_DIR:-/var/tmp/kwatch-test}
 . test/drivers/lib.sh
 
-step() { echo; echo "== $*"; }
+# Each step's wall time, printed at the end (and on a failure, up to the
+# failing step): the budget per stage is in test/integration/README.md.
+stage_names=() stage_secs=() stage_start=$SECONDS stage_name=
+step() {
+  [ -n "$stage_name" ] && { stage_names+=("$stage_name"); stage_secs+=($((SECONDS - stage_start))); }
+  stage_name=$1 stage_start=$SECONDS
+  echo; echo "== $*"
+}
+print_stages() {
+  [ -n "$stage_name" ] && { stage_names+=("$stage_name"); stage_secs+=($((SECONDS - stage_start))); }
+  stage_name=
+  echo; echo "== time per stage (s)"
+  for i in "${!stage_names[@]}"; do printf '%6d  %s\n' "${stage_secs[$i]}" "${stage_names[$i]%% (*}"; done
+  printf '%6d  total\n' "$SECONDS"
+}
+trap print_stages EXIT
 
 step "dependencies, build and install"
 build_and_install
