@@ -147,14 +147,45 @@ kw_fire_deferred_triggers(void)
 }
 
 /*
+ * kw_refuse_deferral_begin / kw_refuse_deferral_end: from begin to end,
+ * SET CONSTRAINTS ... DEFERRED is refused (42501), as while kwatch acts as
+ * a table's owner.  kwatch's privileged entry points (privileged.c, the
+ * DROP OWNED hook in ownership.c) hold it from before they fire what the
+ * caller deferred until they return: a trigger of the caller's that fires
+ * then could otherwise defer another one, which would fire later, inside
+ * the implementation, under the extension owner's identity (issue 30,
+ * review).  Nested calls count; a transaction's end resets the count.
+ */
+void
+kw_refuse_deferral_begin(void)
+{
+	if (!callback_registered)
+	{
+		RegisterXactCallback(owner_xact_callback, NULL);
+		callback_registered = true;
+	}
+	owner_depth++;
+}
+
+void
+kw_refuse_deferral_end(void)
+{
+	if (owner_depth > 0)
+		owner_depth--;
+}
+
+/*
  * kw_fire_deferred_triggers_as: kw_fire_deferred_triggers() with `role`'s
- * rights (SECURITY_LOCAL_USERID_CHANGE, the security context otherwise
- * kept), then back to the current identity.  For code that already runs
+ * rights, then back to the current identity.  For code that already runs
  * under a raised identity on behalf of `role` (owner_functions.c, called
  * by kwatch's privileged entry points as the extension owner): whatever
  * is still deferred fires as the role that deferred it, never as the
  * extension owner (issue 30).  The entry points fire first, before they
- * switch (privileged.c, ownership.c), so this normally finds nothing.
+ * switch, and refuse deferral until they return (privileged.c,
+ * ownership.c), so this normally finds nothing; should anything be left,
+ * it fires under SECURITY_RESTRICTED_OPERATION in a GUC nest level of its
+ * own, so that it can leave nothing behind (a search_path, a temporary
+ * object) for the code that runs with raised rights after it.
  * ERRORs: whatever the triggers raise (an abort restores the identity).
  */
 void
@@ -162,11 +193,15 @@ kw_fire_deferred_triggers_as(Oid role)
 {
 	Oid			save_userid;
 	int			save_sec_context;
+	int			save_nestlevel;
 
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	if (OidIsValid(role) && role != save_userid)
-		SetUserIdAndSecContext(role, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	SetUserIdAndSecContext(OidIsValid(role) ? role : save_userid,
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	save_nestlevel = NewGUCNestLevel();
 	kw_fire_deferred_triggers();
+	AtEOXact_GUC(false, save_nestlevel);
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 }
 

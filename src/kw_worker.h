@@ -172,6 +172,8 @@ extern void kw_as_owner_begin(Oid owner, KwAsOwner *s);
 extern void kw_as_owner_end(KwAsOwner *s);
 extern void kw_fire_deferred_triggers(void);
 extern void kw_fire_deferred_triggers_as(Oid role);
+extern void kw_refuse_deferral_begin(void);
+extern void kw_refuse_deferral_end(void);
 extern void kw_as_owner_init(void);
 
 /* ---------------------------------------------------------------------

@@ -278,17 +278,18 @@ drop_owned_watches(DropOwnedStmt *stmt)
 		 * runs as the extension owner (_unwatch_impl deletes rows through
 		 * owner_functions.c; issue 30).
 		 */
-		kw_fire_deferred_triggers();
-
 		/* unwatch's implementation, checking the issuer of DROP OWNED */
+		kw_refuse_deferral_begin();
 		PG_TRY();
 		{
+			kw_fire_deferred_triggers();
 			execute_as_extension_owner(&ext, own_tables, 1, argtypes, &roles, false);
 			execute_as_extension_owner(&ext, others, 1, argtypes, &roles, false);
 		}
 		PG_FINALLY();
 		{
 			kw_set_current_caller(save_caller);
+			kw_refuse_deferral_end();
 		}
 		PG_END_TRY();
 	}

@@ -140,13 +140,14 @@ kwatch_privileged_entry(PG_FUNCTION_ARGS)
 	 * its owner, a deferred trigger fired by it (owner_functions.c) or at
 	 * the end of one of its statements would run with the owner's rights.
 	 */
-	kw_fire_deferred_triggers();
-
 	save_caller = kw_set_current_caller(GetUserId());
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(impl_owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	kw_refuse_deferral_begin();
 	PG_TRY();
 	{
+		/* no trigger fired now may defer another: refused until we return */
+		kw_fire_deferred_triggers();
+		SetUserIdAndSecContext(impl_owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 		result = FunctionCallInvoke(impl_fcinfo);
 		isnull = impl_fcinfo->isnull;
 	}
@@ -154,6 +155,7 @@ kwatch_privileged_entry(PG_FUNCTION_ARGS)
 	{
 		SetUserIdAndSecContext(save_userid, save_sec_context);
 		kw_set_current_caller(save_caller);
+		kw_refuse_deferral_end();
 	}
 	PG_END_TRY();
 

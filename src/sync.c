@@ -744,7 +744,11 @@ kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt,
 	 */
 	if (!OidIsValid(get_namespace_oid("kwatch_stage", true)))
 	{
-		if (SPI_execute("LOCK TABLE kwatch.tables IN SHARE UPDATE EXCLUSIVE MODE", false, 0) != SPI_OK_UTILITY)
+		/* (a schema older than 0.5.0 has no kwatch.tables: its registrations then) */
+		if (SPI_execute(OidIsValid(get_relname_relid("tables", get_namespace_oid("kwatch", false))) ?
+						"LOCK TABLE kwatch.tables IN SHARE UPDATE EXCLUSIVE MODE" :
+						"LOCK TABLE kwatch.registrations IN SHARE UPDATE EXCLUSIVE MODE",
+						false, 0) != SPI_OK_UTILITY)
 			elog(ERROR, "could not lock the creation of schema kwatch_stage");
 		AcceptInvalidationMessages();	/* see a schema made meanwhile */
 		if (!OidIsValid(get_namespace_oid("kwatch_stage", true)) &&

@@ -902,8 +902,9 @@ def test_one_role_cannot_take_every_apply_worker(ctx, role, settings):
         r, pgsql.Identifier(dev), pgsql.Literal(conftest.CLUSTER.token)))
     sql(pgsql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(s, r))
     resources = ["leases.coordination.k8s.io", "podtemplates", "limitranges", "resourcequotas"]
-    tables = ["leases", "podtemplates", "limitranges", "resourcequotas"]
-    ctx.tables += tables      # other tests expect none
+    # tables of the role's own: a table of another test's may hold a default name
+    tables = [("kwr_st%d_" % i + conftest.RUN_ID).lower() for i in range(4)]
+    ctx.tables += tables
     # another owner's watch (a superuser's), synced before the attack
     theirs = ctx.server("-t")
     their_table = watch("configmaps", theirs, namespace=other_ns)
@@ -927,8 +928,9 @@ def test_one_role_cannot_take_every_apply_worker(ctx, role, settings):
         GRANT USAGE ON SCHEMA {s} TO PUBLIC;
     """).format(s=s))
     try:
-        for res in resources:
-            run_as(role, "SELECT kwatch.watch(%s, server => %s, namespace => %s)", (res, dev, ns))
+        for res, t in zip(resources, tables):
+            run_as(role, "SELECT kwatch.watch(%s, server => %s, namespace => %s, table_name => %s)",
+                   (res, dev, ns, t))
         sql("SELECT kwatch.wait_synced(server => %s, timeout => '60s')", (dev,))
         for t in tables:
             run_as(role, pgsql.SQL("CREATE TRIGGER stall AFTER INSERT ON k8s.{} FOR EACH STATEMENT"
@@ -1050,7 +1052,8 @@ def test_one_history_table_cannot_stop_pruning_for_others(ctx, role, settings):
     sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
         r, pgsql.Identifier(dev), pgsql.Literal(conftest.CLUSTER.token)))
     sql(pgsql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(s, r))
-    ctx.tables += ["podtemplates_history", "podtemplates"]
+    pt_table = ("kwr_pt_" + conftest.RUN_ID).lower()
+    ctx.tables += [pt_table + "_history", pt_table]
     theirs = ctx.server("-t")
     kubectl("apply", "-f", "-", input=conftest.configmaps_doc(their_ns, ["r"]))
     t = "cmp_" + ctx.base[-10:].replace("-", "_")
@@ -1070,10 +1073,11 @@ def test_one_history_table_cannot_stop_pruning_for_others(ctx, role, settings):
     """).format(s=s))
     try:
         run_as(role, "SELECT kwatch.watch('podtemplates', server => %s, namespace => %s, history => true,"
-                     " history_retention => '1 second')", (dev, ns))
+                     " history_retention => '1 second', table_name => %s)", (dev, ns, pt_table))
         sql("SELECT kwatch.wait_synced(server => %s, timeout => '60s')", (dev,))
-        run_as(role, pgsql.SQL("CREATE TRIGGER stall BEFORE DELETE ON k8s.podtemplates_history"
-                               " FOR EACH ROW EXECUTE FUNCTION {}.stall()").format(s))
+        run_as(role, pgsql.SQL("CREATE TRIGGER stall BEFORE DELETE ON k8s.{}"
+                               " FOR EACH ROW EXECUTE FUNCTION {}.stall()").format(
+                                   pgsql.Identifier(pt_table + "_history"), s))
         kubectl("create", "-n", ns, "-f", "-", input="""
 apiVersion: v1
 kind: PodTemplate
@@ -1098,3 +1102,48 @@ template: {spec: {containers: [{name: c, image: busybox}]}}
         if sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (dev,)):
             sql("SELECT kwatch.unwatch('podtemplates', server => %s)", (dev,))
         sql(pgsql.SQL("DROP SCHEMA {} CASCADE").format(s))
+
+
+def test_a_callers_trigger_cannot_defer_another_into_kwatchs_identity(ctx, role):
+    """Issue 30, review of the fix: a deferred trigger of the caller's that
+    fires when watch() sets constraints IMMEDIATE ran SET CONSTRAINTS ALL
+    DEFERRED and queued a second deferred trigger, which then fired inside
+    the implementation, under the extension owner's identity.  Deferring
+    is refused for the whole call (42501), and nothing runs as superuser."""
+    ns = ctx.namespace()
+    dev = ctx.server(auth="token")
+    grant(role, dev)
+    r = pgsql.Identifier(role)
+    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+        r, pgsql.Identifier(dev), pgsql.Literal(conftest.CLUSTER.token)))
+    tname = ("kwr_rd_" + conftest.RUN_ID).lower()
+    is_super = pgsql.SQL("SELECT rolsuper FROM pg_roles WHERE rolname = {}").format(pgsql.Literal(role))
+    conn = as_role(role)
+    conn.autocommit = False
+    try:
+        with conn.cursor() as cur:
+            cur.execute(pgsql.SQL("""
+                CREATE TEMP TABLE t1 (x int); CREATE TEMP TABLE t2 (x int);
+                CREATE FUNCTION pg_temp.f2() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN
+                  BEGIN EXECUTE 'ALTER ROLE ' || quote_ident({role}) || ' SUPERUSER';
+                  EXCEPTION WHEN insufficient_privilege THEN NULL; END;
+                  RETURN NULL; END$$;
+                CREATE FUNCTION pg_temp.f1() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN
+                  SET CONSTRAINTS ALL DEFERRED; INSERT INTO pg_temp.t2 VALUES (1); RETURN NULL; END$$;
+                CREATE CONSTRAINT TRIGGER a AFTER INSERT ON pg_temp.t1
+                  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION pg_temp.f1();
+                CREATE CONSTRAINT TRIGGER b AFTER INSERT ON pg_temp.t2
+                  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION pg_temp.f2();
+            """).format(role=pgsql.Literal(role)))
+            conn.commit()
+            cur.execute("SET CONSTRAINTS ALL DEFERRED; INSERT INTO pg_temp.t1 VALUES (1)")
+            with pytest.raises(psycopg2.Error) as e:
+                cur.execute("SELECT kwatch.watch('configmaps', server => %s, namespace => %s,"
+                            " table_name => %s)", (dev, ns, tname))
+            assert e.value.pgcode == "42501" and "defer" in e.value.pgerror, e.value.pgerror
+        conn.rollback()
+        assert sql_one(is_super) is False
+    finally:
+        conn.close()
+        sql(pgsql.SQL("ALTER ROLE {} NOSUPERUSER").format(r))
+        sql(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.SQL("k8s." + tname)))
