@@ -147,7 +147,10 @@ def main():
         sys.exit(__doc__)
     client = EventClient("", sys.argv[1], log=print)
     client.connect()
-    client.run(float(sys.argv[2]) if len(sys.argv) > 2 else 3600)
+    try:
+        client.run(float(sys.argv[2]) if len(sys.argv) > 2 else 3600)
+    except KeyboardInterrupt:      # Ctrl-C: stop, and say where the cache stands
+        pass
     print("%d objects cached, last seq %d, %d relists" % (len(client.cache), client.last,
                                                          client.relists))
 
