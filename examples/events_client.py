@@ -36,6 +36,7 @@ The recipe, for a client whose last applied event is `last`:
      kwatch.events_last_seq(), which only kwatch writes (issue 22).
 """
 import select
+import signal
 import sys
 import time
 
@@ -142,11 +143,19 @@ class EventClient:
                 self.on_notify(payloads[-1])
 
 
+def _stop(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     client = EventClient("", sys.argv[1], log=print)
     client.connect()
+    # Ctrl-C or a plain kill (SIGTERM): stop and print the summary below (a
+    # process started in the background ignores SIGINT, so both are handled)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     try:
         client.run(float(sys.argv[2]) if len(sys.argv) > 2 else 3600)
     except KeyboardInterrupt:      # Ctrl-C: stop, and say where the cache stands
