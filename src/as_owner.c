@@ -56,7 +56,7 @@ kw_rel_owner(Oid relid)
  * acts as an owner, SET CONSTRAINTS ... DEFERRED is refused (a utility
  * hook), so the owner's code cannot defer them again.
  */
-static int	owner_depth = 0;	/* kw_as_owner_begin calls not yet ended */
+static int	owner_depth = 0;	/* refusals of deferral not yet ended (kw_refuse_deferral_begin) */
 static bool callback_registered = false;
 static ProcessUtility_hook_type prev_utility = NULL;
 
@@ -109,12 +109,7 @@ kw_as_owner_init(void)
 void
 kw_as_owner_begin(Oid owner, KwAsOwner *s)
 {
-	if (!callback_registered)
-	{
-		RegisterXactCallback(owner_xact_callback, NULL);
-		callback_registered = true;
-	}
-	owner_depth++;
+	kw_refuse_deferral_begin();
 	GetUserIdAndSecContext(&s->save_userid, &s->save_sec_context);
 	SetUserIdAndSecContext(owner, s->save_sec_context |
 						   SECURITY_LOCAL_USERID_CHANGE |
@@ -214,8 +209,7 @@ kw_as_owner_end(KwAsOwner *s)
 {
 	if (!s->switched)
 		return;
-	if (owner_depth > 0)
-		owner_depth--;
+	kw_refuse_deferral_end();
 	AtEOXact_GUC(false, s->save_nestlevel);
 	SetUserIdAndSecContext(s->save_userid, s->save_sec_context);
 	s->switched = false;

@@ -61,6 +61,30 @@ def grant(role, srv):
     sql(pgsql.SQL("GRANT EXECUTE ON FUNCTION kwatch.watch, kwatch.unwatch TO {}").format(r))
 
 
+def tenant_on(role, srv):
+    """`role` as a tenant of server `srv` (README "Roles"): grant(), and a
+    user mapping of its own with the cluster's token."""
+    grant(role, srv)
+    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+        pgsql.Identifier(role), pgsql.Identifier(srv), pgsql.Literal(conftest.CLUSTER.token)))
+
+
+def stalling_function(role, schema):
+    """As `role`, table <schema>.flag (on) and trigger function
+    <schema>.stall(), which sleeps while the flag is on and catches the
+    cancel a deadline raises (a table owner's code kwatch must bound)."""
+    run_as(role, pgsql.SQL("""
+        CREATE TABLE {s}.flag (on_ boolean);
+        INSERT INTO {s}.flag VALUES (true);
+        CREATE FUNCTION {s}.stall() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN
+          WHILE (SELECT on_ FROM {s}.flag) LOOP
+            BEGIN PERFORM pg_catalog.pg_sleep(0.2);
+            EXCEPTION WHEN query_canceled THEN NULL; END;
+          END LOOP;
+          RETURN OLD; END$$;
+    """).format(s=schema))
+
+
 def test_a_role_without_user_mapping_gets_no_server_credentials(ctx, role):
     ns = ctx.namespace()
     srv = ctx.server()          # its kubeconfig carries the admin's credentials
@@ -806,11 +830,9 @@ def test_a_callers_deferred_trigger_fires_as_the_caller(ctx, role, call):
     before any identity switch, as the caller, and the role stays as it was."""
     ns = ctx.namespace()
     dev = ctx.server(auth="token")
-    grant(role, dev)
+    tenant_on(role, dev)
     r = pgsql.Identifier(role)
     sql(pgsql.SQL("GRANT EXECUTE ON FUNCTION kwatch.history, kwatch.relist TO {}").format(r))
-    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
-        r, pgsql.Identifier(dev), pgsql.Literal(conftest.CLUSTER.token)))
     tname = ("kwr_df_" + conftest.RUN_ID).lower()
     is_super = pgsql.SQL("SELECT rolsuper FROM pg_roles WHERE rolname = {}").format(pgsql.Literal(role))
     watch_sql = "SELECT kwatch.watch('leases.coordination.k8s.io', server => %s, namespace => %s, table_name => %s)"
@@ -826,9 +848,7 @@ def test_a_callers_deferred_trigger_fires_as_the_caller(ctx, role, call):
             other = ctx.server(suffix="g", auth="token")
             sql(pgsql.SQL("CREATE ROLE {}").format(g))
             sql(pgsql.SQL("GRANT {} TO {}").format(g, r))
-            grant(group, other)
-            sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
-                g, pgsql.Identifier(other), pgsql.Literal(conftest.CLUSTER.token)))
+            tenant_on(group, other)
             run_as(group, watch_sql, (other, ns, tname))
             wait_watching(other, "leases.coordination.k8s.io")
         if call != "watch":
@@ -896,10 +916,8 @@ def test_one_role_cannot_take_every_apply_worker(ctx, role, settings):
     settings(apply_timeout="6s", backoff_initial="200ms", backoff_max="2s")
     ns, other_ns = ctx.namespace(), ctx.namespace("-o")
     dev = ctx.server(auth="token")
-    grant(role, dev)
+    tenant_on(role, dev)
     r, s = pgsql.Identifier(role), pgsql.Identifier(role + "_s")
-    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
-        r, pgsql.Identifier(dev), pgsql.Literal(conftest.CLUSTER.token)))
     sql(pgsql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(s, r))
     resources = ["leases.coordination.k8s.io", "podtemplates", "limitranges", "resourcequotas"]
     # tables of the role's own: a table of another test's may hold a default name
@@ -916,17 +934,7 @@ def test_one_role_cannot_take_every_apply_worker(ctx, role, settings):
                            " apply_timeout => %s)", (dev, ns, too_long))
         assert e.pgcode == "42501", e
         assert "kwatch.apply_timeout" in e.pgerror, e.pgerror
-    run_as(role, pgsql.SQL("""
-        CREATE TABLE {s}.flag (on_ boolean);
-        INSERT INTO {s}.flag VALUES (true);
-        CREATE FUNCTION {s}.stall() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN
-          WHILE (SELECT on_ FROM {s}.flag) LOOP
-            BEGIN PERFORM pg_catalog.pg_sleep(0.2);
-            EXCEPTION WHEN query_canceled THEN NULL; END;
-          END LOOP;
-          RETURN NULL; END$$;
-        GRANT USAGE ON SCHEMA {s} TO PUBLIC;
-    """).format(s=s))
+    stalling_function(role, s)
     try:
         for res, t in zip(resources, tables):
             run_as(role, "SELECT kwatch.watch(%s, server => %s, namespace => %s, table_name => %s)",
@@ -967,11 +975,9 @@ def test_repeated_relists_of_one_watch_coalesce(ctx, role):
     a LIST that began after the call."""
     ns = ctx.namespace()
     dev = ctx.server(auth="token")
-    grant(role, dev)
+    tenant_on(role, dev)
     r = pgsql.Identifier(role)
     sql(pgsql.SQL("GRANT EXECUTE ON FUNCTION kwatch.relist TO {}").format(r))
-    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
-        r, pgsql.Identifier(dev), pgsql.Literal(conftest.CLUSTER.token)))
     tname = ("kwr_rl_" + conftest.RUN_ID).lower()
     kubectl("apply", "-f", "-", input=conftest.configmaps_doc(ns, ["a%d" % i for i in range(50)]))
     try:
@@ -1046,11 +1052,9 @@ def test_one_history_table_cannot_stop_pruning_for_others(ctx, role, settings):
     settings(history_prune_interval=1, apply_timeout="3s", backoff_initial="200ms", backoff_max="2s")
     ns, their_ns = ctx.namespace(), ctx.namespace("-t")
     dev = ctx.server(auth="token")
-    grant(role, dev)
+    tenant_on(role, dev)
     r, s = pgsql.Identifier(role), pgsql.Identifier(role + "_s")
     sql(pgsql.SQL("GRANT EXECUTE ON FUNCTION kwatch.history TO {}").format(r))
-    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
-        r, pgsql.Identifier(dev), pgsql.Literal(conftest.CLUSTER.token)))
     sql(pgsql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(s, r))
     pt_table = ("kwr_pt_" + conftest.RUN_ID).lower()
     ctx.tables += [pt_table + "_history", pt_table]
@@ -1061,16 +1065,7 @@ def test_one_history_table_cannot_stop_pruning_for_others(ctx, role, settings):
     their_table = watch("configmaps", theirs, namespace=their_ns, table_name=t, history=True,
                         history_retention="1 second")
     sql("SELECT kwatch.wait_synced(server => %s, timeout => '60s')", (theirs,))
-    run_as(role, pgsql.SQL("""
-        CREATE TABLE {s}.flag (on_ boolean);
-        INSERT INTO {s}.flag VALUES (true);
-        CREATE FUNCTION {s}.stall() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN
-          WHILE (SELECT on_ FROM {s}.flag) LOOP
-            BEGIN PERFORM pg_catalog.pg_sleep(0.2);
-            EXCEPTION WHEN query_canceled THEN NULL; END;
-          END LOOP;
-          RETURN OLD; END$$;
-    """).format(s=s))
+    stalling_function(role, s)
     try:
         run_as(role, "SELECT kwatch.watch('podtemplates', server => %s, namespace => %s, history => true,"
                      " history_retention => '1 second', table_name => %s)", (dev, ns, pt_table))
@@ -1112,10 +1107,8 @@ def test_a_callers_trigger_cannot_defer_another_into_kwatchs_identity(ctx, role)
     is refused for the whole call (42501), and nothing runs as superuser."""
     ns = ctx.namespace()
     dev = ctx.server(auth="token")
-    grant(role, dev)
+    tenant_on(role, dev)
     r = pgsql.Identifier(role)
-    sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
-        r, pgsql.Identifier(dev), pgsql.Literal(conftest.CLUSTER.token)))
     tname = ("kwr_rd_" + conftest.RUN_ID).lower()
     is_super = pgsql.SQL("SELECT rolsuper FROM pg_roles WHERE rolname = {}").format(pgsql.Literal(role))
     conn = as_role(role)
