@@ -133,9 +133,14 @@ class EventClient:
         """Follows notifications for `seconds`."""
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            if select.select([self.conn], [], [], min(1.0, max(0.0, end - time.monotonic()))) == ([], [], []):
-                continue
-            self.conn.poll()
+            # notifications that arrived while a catch-up query ran are already
+            # in conn.notifies, not on the socket: look there before waiting,
+            # or their wakeup is lost until the next one
+            if not self.conn.notifies:
+                if select.select([self.conn], [], [],
+                                 min(1.0, max(0.0, end - time.monotonic()))) == ([], [], []):
+                    continue
+                self.conn.poll()
             if self.conn.notifies:
                 # one catch-up reads everything the notifications announced
                 payloads = [n.payload for n in self.conn.notifies]

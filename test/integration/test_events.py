@@ -193,11 +193,24 @@ def test_ring_overflow_is_a_visible_gap_and_the_client_relists(ctx):
         assert client.cache == mirror_cache(CMS)
         assert client.last >= newest
 
+        # a notification that arrives while the client runs a query is kept in
+        # conn.notifies, not left on the socket: run() must wake on it (CI saw
+        # the example wait for its socket while two changes sat there)
+        create_configmaps(ns, "q", 1)
+
+        def read_while_querying():
+            with client.conn.cursor() as cur:
+                cur.execute("SELECT 1")
+            return bool(client.conn.notifies)
+        wait_until(read_while_querying, 30, "the notification read during a query")
+        client.run(3)
+        assert client.cache == mirror_cache(CMS)
+
         # the example script itself, as a user runs it
         env = dict(os.environ, PGHOST=str(conftest.PG.dir), PGPORT=str(conftest.PG.port),
                    PGDATABASE=conftest.DB, PGUSER="postgres", PYTHONUNBUFFERED="1")
         proc = subprocess.Popen([sys.executable, str(REPO / "examples" / "events_client.py"), CMS, "300"],
-                                env=env, stdout=subprocess.PIPE, text=True)
+                                env=env, stdout=subprocess.PIPE, bufsize=0)
         try:
             # it LISTENs, then relists: once the table read shows, it listens
             wait_until(lambda: sql_one("SELECT count(*) FROM pg_stat_activity WHERE query"
@@ -212,13 +225,20 @@ def test_ring_overflow_is_a_visible_gap_and_the_client_relists(ctx):
             out = ""
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and not all(w in out for w in want):
-                line = proc.stdout.readline()
-                if not line:
+                # wait for a line no longer than the deadline: a client that
+                # prints nothing more must fail here, not hang in readline()
+                # (unbuffered: a line read is never left in a buffer select
+                # cannot see)
+                ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+                if not ready:
                     break
-                out += line
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                out += chunk.decode()
             proc.send_signal(signal.SIGTERM)
             rest, _ = proc.communicate(timeout=30)
-            out += rest
+            out += rest.decode()
         finally:
             proc.kill()
         assert proc.returncode == 0, out
