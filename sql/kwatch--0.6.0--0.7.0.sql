@@ -91,10 +91,12 @@ GRANT USAGE ON SCHEMA kwatch_stage TO PUBLIC;
 -- 3. (Medium) One history table stopped pruning for everyone: pruning ran
 --    every history table in one transaction, so a trigger that caught the
 --    deadline's cancel on one table rolled back every table's deletes.  The
---    worker now prunes each table in transactions of its own
---    (src/history.c), and notes when a table's pruning began and when it
---    finished: a table whose last pruning never finished (its apply worker
---    was terminated) is pruned last in the next round.
+--    worker now prunes each table by an apply worker request of its own,
+--    counted against the table owner's share of the workers and bounded by
+--    kwatch.apply_timeout alone (src/worker.c prune_if_due, src/history.c),
+--    and notes when a table's pruning began and when it finished: a table
+--    whose last pruning never finished (its apply worker was terminated) is
+--    listed last in the next round.
 ALTER TABLE @extschema@.history_tables
   ADD COLUMN prune_started_at timestamptz,
   ADD COLUMN pruned_at timestamptz;
@@ -158,5 +160,541 @@ BEGIN
   END LOOP;
   RESET lock_timeout;
   RESET statement_timeout;
+END
+$$;
+
+-- 5. (Low/Medium) One role's watch of a resource denied it to every other
+--    role: a second role could not watch it on the same server, nor into
+--    a table of its own, although the HINT said so.  Now a watch is one
+--    resource on one server into one table: several roles (or one role,
+--    for two namespaces) may watch a resource on a server, each into a
+--    table of its own (table_name =>).  A table still receives one watch
+--    per server.  A name given to unwatch(), relist(), wait_synced() and
+--    wait_current() means the caller's own watches first (the role's or a
+--    role it is a member of); among several, the one whose table has that
+--    name, else 42P08 naming the tables (_find_watch).  kwatch.watches
+--    gains `owner`, so each role can tell its watches from others'.
+ALTER TABLE @extschema@.registrations
+  DROP CONSTRAINT registrations_server_api_group_plural_key,
+  ADD CONSTRAINT registrations_server_api_group_plural_table_name_key
+    UNIQUE (server, api_group, plural, table_name);
+
+-- _watch_impl(...): as in 0.5.0 (see watch()), but the watch a call names
+-- is the one into table_name when given, else the caller's own of the
+-- resource on the server, else another role's (42710, whose HINT --
+-- table_name => for a table of your own -- now works); a table_name that
+-- no watch of the resource uses makes a new watch into it, whatever other
+-- tables mirror the resource.  ERRORs as in 0.5.0, less "already mirrored
+-- into table".
+CREATE OR REPLACE FUNCTION @extschema@._watch_impl(resource text,
+                      server text DEFAULT NULL,
+                      namespace text DEFAULT NULL,
+                      label_selector text DEFAULT NULL,
+                      field_selector text DEFAULT NULL,
+                      notify boolean DEFAULT true,
+                      table_name text DEFAULT NULL,
+                      secret_data boolean DEFAULT false,
+                      notify_payload text DEFAULT NULL,
+                      retry_relist_after @extschema@.interval_range DEFAULT NULL,
+                      retry_watch_after @extschema@.interval_range DEFAULT NULL,
+                      history boolean DEFAULT false,
+                      history_retention interval DEFAULT NULL,
+                      history_max_rows bigint DEFAULT NULL,
+                      apply_timeout interval DEFAULT NULL)
+RETURNS regclass
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  srv text := COALESCE(server, @extschema@._default_server());
+  d record;
+  existing @extschema@.registrations;
+  tbl text;
+  canonical text;
+  rel regclass;
+  owner oid;
+  skipped text[];
+  caller_super boolean;
+BEGIN
+  IF NOT COALESCE(history, false) AND (history_retention IS NOT NULL OR history_max_rows IS NOT NULL) THEN
+    RAISE EXCEPTION 'history_retention and history_max_rows need history => true'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  label_selector := NULLIF(btrim(label_selector), '');
+  field_selector := NULLIF(btrim(field_selector), '');
+  namespace := NULLIF(btrim(namespace), '');
+
+  IF namespace IS NOT NULL AND namespace !~ '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$' THEN
+    RAISE EXCEPTION 'invalid namespace name "%"', @extschema@._excerpt(namespace)
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Namespace names are DNS labels: lower-case letters, digits and "-".';
+  END IF;
+
+  d := @extschema@._discover(srv, resource);
+  caller_super := COALESCE((SELECT a.rolsuper FROM pg_roles a WHERE a.oid = d.caller), false);
+  IF NOT (d.verbs @> ARRAY['list', 'watch']) THEN
+    RAISE EXCEPTION 'resource "%" cannot be watched', resource
+      USING ERRCODE = 'feature_not_supported',
+            DETAIL = format('The API server allows only these verbs on %s: %s.',
+                            d.plural, array_to_string(d.verbs, ', ')),
+            HINT = 'kwatch needs the list and watch verbs.';
+  END IF;
+  IF namespace IS NOT NULL AND NOT d.namespaced THEN
+    RAISE EXCEPTION 'resource "%" is cluster-scoped', d.plural
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Leave out namespace => for cluster-scoped resources.';
+  END IF;
+  canonical := CASE d.api_group WHEN '' THEN d.plural ELSE d.plural || '.' || d.api_group END;
+  notify_payload := COALESCE(notify_payload,
+                             CASE WHEN d.api_group = '' AND d.plural = 'secrets' THEN 'minimal'
+                                  ELSE 'full' END);
+  IF notify_payload NOT IN ('full', 'minimal') THEN
+    RAISE EXCEPTION 'invalid notify_payload "%"', @extschema@._excerpt(notify_payload)
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Use ''full'' (identity of each change) or ''minimal'' (seq and type only).';
+  END IF;
+
+  PERFORM @extschema@._check_retry_range('retry_relist_after', retry_relist_after);
+  PERFORM @extschema@._check_retry_range('retry_watch_after', retry_watch_after);
+  IF _watch_impl.apply_timeout < interval '0' THEN
+    RAISE EXCEPTION 'invalid apply_timeout "%"', _watch_impl.apply_timeout
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'A length of time, 0 for no limit, or NULL for kwatch.apply_timeout.';
+  END IF;
+
+  -- The watch this call names: the one into table_name when given (none
+  -- there: a new watch, whatever other tables mirror the resource), else
+  -- the caller's own watch of the resource on the server (its role or one
+  -- it is a member of), else another role's.
+  SELECT r.* INTO existing FROM @extschema@.registrations r
+  WHERE r.server = srv AND r.api_group = d.api_group AND r.plural = d.plural
+    AND (_watch_impl.table_name IS NULL OR r.table_name = _watch_impl.table_name)
+  ORDER BY (caller_super OR (EXISTS (SELECT 1 FROM pg_roles a WHERE a.oid = r.owner)
+                             AND pg_has_role(d.caller, r.owner, 'USAGE'))) DESC, r.id
+  LIMIT 1;
+  IF FOUND THEN
+    -- Another role's watch: one without that role's privileges learns who
+    -- holds it and nothing else; the answer is the same whatever settings
+    -- it passed, so it cannot probe the other watch's selectors.  It may
+    -- watch the resource into a table of its own (issue 30, item 5).
+    IF NOT (caller_super
+            OR (EXISTS (SELECT 1 FROM pg_roles a WHERE a.oid = existing.owner)
+                AND pg_has_role(d.caller, existing.owner, 'USAGE'))) THEN
+      RAISE EXCEPTION '% is already watched on server "%" by role %', canonical, srv,
+                      existing.owner::regrole
+        USING ERRCODE = 'duplicate_object',
+              DETAIL = format('Its watch writes table k8s.%I; nothing was registered for you.',
+                              existing.table_name),
+              HINT = 'Pass table_name => for a table of your own, or ask that role to share its table (GRANT SELECT).';
+    END IF;
+    IF existing.namespace IS NOT DISTINCT FROM namespace
+       AND existing.label_selector IS NOT DISTINCT FROM label_selector
+       AND existing.field_selector IS NOT DISTINCT FROM field_selector
+       AND existing.notify = _watch_impl.notify
+       AND existing.secret_data = COALESCE(_watch_impl.secret_data, false)
+       AND existing.notify_payload = _watch_impl.notify_payload
+       AND existing.retry_relist_after IS NOT DISTINCT FROM _watch_impl.retry_relist_after
+       AND existing.retry_watch_after IS NOT DISTINCT FROM _watch_impl.retry_watch_after
+       AND existing.apply_timeout IS NOT DISTINCT FROM _watch_impl.apply_timeout
+       AND (_watch_impl.table_name IS NULL OR existing.table_name = _watch_impl.table_name) THEN
+      rel := format('k8s.%I', existing.table_name)::regclass;
+      IF existing.owner <> d.caller THEN
+        RAISE NOTICE '% on server "%" is already watched by role %, into %: nothing was registered',
+                     canonical, srv, existing.owner::regrole, rel;
+      END IF;
+      -- watching again picks up a CRD's changed printer columns, on a
+      -- table the caller may alter (its owner's role or a member)
+      IF d.api_group <> '' AND pg_has_role(d.caller, (SELECT c.relowner FROM pg_class c
+                                                      WHERE c.oid = rel), 'USAGE') THEN
+        PERFORM @extschema@._refresh_printer_columns(srv, d.api_group, d.plural, d.api_version,
+                                                     existing.table_name);
+        PERFORM @extschema@._restore_columns_as_owner(rel, d.api_group, d.plural);
+      END IF;
+      IF _watch_impl.history THEN
+        PERFORM @extschema@._history_impl(rel, true, history_retention, history_max_rows);
+      END IF;
+      RETURN rel;
+    END IF;
+    RAISE EXCEPTION '% is already watched on server "%" into k8s.% with other settings', canonical, srv,
+                    existing.table_name
+      USING ERRCODE = 'duplicate_object',
+            HINT = format('Call @extschema@.unwatch(%L, server => %L) first, or pass table_name => for a second table.',
+                          existing.table_name, srv);
+  END IF;
+
+  -- The server validates selectors, namespace and permissions for us.
+  PERFORM @extschema@._probe(srv, d.api_group, d.api_version, d.plural, namespace,
+                        label_selector, field_selector);
+
+  -- Table: the one this resource already has (watched on another server;
+  -- one the caller may join first), else the plural, else the plural
+  -- qualified by the group on a collision.  table_name => names any table
+  -- of this resource, or a new one: several tables may mirror one resource
+  -- (a role's own, issue 30 item 5).  A name is this resource's only when
+  -- kwatch made the table of that name for it (kwatch.tables), whatever
+  -- the table's comment says.
+  SELECT r.table_name INTO tbl FROM @extschema@.registrations r
+  WHERE r.api_group = d.api_group AND r.plural = d.plural
+  ORDER BY (caller_super OR (EXISTS (SELECT 1 FROM pg_roles a WHERE a.oid = r.owner)
+                             AND pg_has_role(d.caller, r.owner, 'USAGE'))) DESC, r.id
+  LIMIT 1;
+  IF _watch_impl.table_name IS NOT NULL THEN
+    IF EXISTS (SELECT 1 FROM @extschema@.registrations r
+               WHERE r.table_name = _watch_impl.table_name
+                 AND (r.api_group, r.plural) <> (d.api_group, d.plural))
+       OR (to_regclass(format('k8s.%I', _watch_impl.table_name)) IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM @extschema@._mirror_table(
+                                           to_regclass(format('k8s.%I', _watch_impl.table_name))) t
+                           WHERE (t.api_group, t.plural) = (d.api_group, d.plural))) THEN
+      RAISE EXCEPTION 'table k8s.% is not a mirror of %', @extschema@._excerpt(_watch_impl.table_name), canonical
+        USING ERRCODE = 'duplicate_table',
+              DETAIL = 'kwatch did not make that table for this resource.',
+              HINT = 'Choose another table_name; one table mirrors one resource.';
+    END IF;
+    tbl := _watch_impl.table_name;
+  ELSIF tbl IS NULL THEN
+    tbl := d.plural;
+    IF EXISTS (SELECT 1 FROM @extschema@.registrations r
+               WHERE r.table_name = tbl AND (r.api_group, r.plural) <> (d.api_group, d.plural))
+       OR (to_regclass(format('k8s.%I', tbl)) IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM @extschema@._mirror_table(to_regclass(format('k8s.%I', tbl))) t
+                           WHERE (t.api_group, t.plural) = (d.api_group, d.plural))) THEN
+      tbl := d.plural || '_' || replace(replace(d.api_group, '.', '_'), '-', '_');
+      IF d.api_group = '' THEN
+        tbl := d.plural || '_core';
+      END IF;
+    END IF;
+  END IF;
+  -- in bytes: the channel 'kwatch_' || tbl must fit in an identifier
+  -- (NAMEDATALEN - 1 = 63 bytes), and a longer table name would be cut
+  IF octet_length(tbl) > 56 THEN
+    RAISE EXCEPTION 'table name "%" is too long', @extschema@._excerpt(tbl)
+      USING ERRCODE = 'name_too_long', HINT = 'Pass a shorter table_name => ''...''.';
+  END IF;
+
+  -- A new mirror table belongs to the registering role: the worker writes
+  -- it as its owner (src/sync.c), so a trigger on it runs with the owner's
+  -- rights, never a superuser's.  An existing table is joined only when
+  -- kwatch made it for this resource and the caller owns it (or has its
+  -- owner's privileges); a superuser's watch never joins a table a
+  -- non-superuser owns, whose triggers would see everything the superuser's
+  -- credentials can list.
+  IF to_regclass(format('k8s.%I', tbl)) IS NULL THEN
+    -- a table other roles' watches still name (its owner dropped it): made
+    -- anew by this caller, it would receive their rows as its owner
+    IF EXISTS (SELECT 1 FROM @extschema@.registrations r
+               WHERE r.table_name = tbl
+                 AND NOT (caller_super
+                          OR (EXISTS (SELECT 1 FROM pg_roles a WHERE a.oid = r.owner)
+                              AND pg_has_role(d.caller, r.owner, 'USAGE')))) THEN
+      RAISE EXCEPTION 'table k8s.% is gone, and watches of another role still name it', tbl
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = 'A table made now would be yours, and the worker would write their rows into it.',
+              HINT = 'Pass table_name => for a table of your own.';
+    END IF;
+    rel := @extschema@.create_mirror_table(tbl, d.api_group, d.api_version, d.plural);
+    EXECUTE format('ALTER TABLE %s OWNER TO %s', rel, d.caller::regrole);
+    EXECUTE format('GRANT USAGE ON SCHEMA k8s TO %s', d.caller::regrole);
+    UPDATE @extschema@.tables t SET made_by = d.caller::regrole WHERE t.relid = rel;
+  ELSE
+    rel := format('k8s.%I', tbl)::regclass;
+    owner := (SELECT c.relowner FROM pg_class c WHERE c.oid = rel);
+    IF NOT EXISTS (SELECT 1 FROM @extschema@._mirror_table(rel) t
+                   WHERE (t.api_group, t.plural) = (d.api_group, d.plural)) THEN
+      RAISE EXCEPTION 'table % is not a mirror of %', rel, canonical
+        USING ERRCODE = 'duplicate_table',
+              DETAIL = 'kwatch did not make that table for this resource.',
+              HINT = 'Pass table_name => for a table of your own.';
+    END IF;
+    IF NOT pg_has_role(d.caller, owner, 'USAGE') THEN
+      RAISE EXCEPTION 'permission denied for table %', rel
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = format('%s mirrors %s for role %s; the worker would write your rows as its owner.',
+                              rel, canonical, owner::regrole),
+              HINT = 'Pass table_name => for a table of your own.';
+    END IF;
+    IF caller_super AND NOT (SELECT a.rolsuper FROM pg_roles a WHERE a.oid = owner) THEN
+      RAISE EXCEPTION 'a superuser''s watch does not write table %, which role % owns', rel, owner::regrole
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = 'Its owner''s triggers and rules would see every object your credentials can list.',
+              HINT = 'Pass table_name => for a table of your own, or take the table over first (ALTER TABLE ... OWNER TO).';
+    END IF;
+    RAISE NOTICE 'the watch of % on server "%" joins table %, owned by role %', canonical, srv,
+                 rel, owner::regrole;
+    -- as the table's owner: its rows feed the ALTER TABLE's expressions
+    PERFORM @extschema@._restore_columns_as_owner(rel, d.api_group, d.plural);
+  END IF;
+
+  -- A custom resource's printer columns (the columns `kubectl get` shows)
+  -- become typed columns of the table (typed_columns()), when the caller
+  -- may alter it: its owner's role or a member.
+  IF d.api_group <> '' AND pg_has_role(d.caller, (SELECT c.relowner FROM pg_class c
+                                                  WHERE c.oid = rel), 'USAGE') THEN
+    skipped := @extschema@._refresh_printer_columns(srv, d.api_group, d.plural, d.api_version, tbl);
+    PERFORM @extschema@._restore_columns_as_owner(rel, d.api_group, d.plural);
+    IF cardinality(skipped) > 0 THEN
+      RAISE NOTICE 'printer columns of % left out of k8s.%: %', canonical, tbl,
+                   array_to_string(skipped, '; ');
+    END IF;
+  END IF;
+
+  INSERT INTO @extschema@.registrations
+    (server, resource, api_group, api_version, plural, kind, namespaced,
+     namespace, label_selector, field_selector, table_name, channel, notify, owner,
+     secret_data, notify_payload, retry_relist_after, retry_watch_after, apply_timeout)
+  VALUES (srv, canonical, d.api_group, d.api_version, d.plural, d.kind, d.namespaced,
+          namespace, label_selector, field_selector, tbl, 'kwatch_' || tbl,
+          _watch_impl.notify, d.caller, COALESCE(_watch_impl.secret_data, false), _watch_impl.notify_payload,
+          _watch_impl.retry_relist_after, _watch_impl.retry_watch_after, _watch_impl.apply_timeout);
+
+  IF _watch_impl.history THEN
+    PERFORM @extschema@._history_impl(rel, true, history_retention, history_max_rows);
+  END IF;
+  PERFORM @extschema@._wake_at_commit();
+  RETURN rel;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@._watch_impl(text, text, text, text, text, boolean, text, boolean,
+                                               text, @extschema@.interval_range,
+                                               @extschema@.interval_range, boolean, interval, bigint,
+                                               interval)
+  FROM PUBLIC;
+
+-- _find_watch(name, server, caller) -> registrations: the watch `name`
+-- means on `server` for role `caller` (unwatch(), relist()).  Matches, in
+-- this order: the resource as kwatch.watches shows it that is also the
+-- table's name, the resource, the table name, then its plural, kind or
+-- plural.group.  The caller's own watches (its role or one it has USAGE
+-- of; every watch for a superuser) come before others'.  NULL (all
+-- fields) when nothing matches.  ERRORs: 42P08 several watches match
+-- equally well (DETAIL: their tables; HINT: name the table).
+CREATE FUNCTION @extschema@._find_watch(name text, server text, caller oid)
+RETURNS @extschema@.registrations
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  found_ids integer[];
+  tables text[];
+  r @extschema@.registrations;
+BEGIN
+  WITH m AS (
+    SELECT x.id, x.table_name,
+           (COALESCE((SELECT a.rolsuper FROM pg_roles a WHERE a.oid = caller), false)
+            OR (EXISTS (SELECT 1 FROM pg_roles a WHERE a.oid = x.owner)
+                AND pg_has_role(caller, x.owner, 'USAGE'))) AS own,
+           CASE WHEN x.resource = name AND x.table_name = name THEN 0
+                WHEN x.resource = name THEN 1
+                WHEN x.table_name = name THEN 2
+                ELSE 3 END AS rank
+    FROM @extschema@.registrations x
+    WHERE x.server = _find_watch.server
+      AND (x.resource = name OR x.plural = name OR lower(x.kind) = lower(name)
+           OR x.table_name = name OR x.plural || '.' || x.api_group = name)),
+  best AS (
+    SELECT * FROM m ORDER BY own DESC, rank LIMIT 1)
+  SELECT array_agg(m.id ORDER BY m.id), array_agg(format('k8s.%I', m.table_name) ORDER BY m.id)
+  INTO found_ids, tables
+  FROM m JOIN best b ON (m.own, m.rank) = (b.own, b.rank);
+  IF found_ids IS NULL THEN
+    RETURN r;
+  END IF;
+  IF cardinality(found_ids) > 1 THEN
+    RAISE EXCEPTION '"%" matches several watches on server "%"', name, server
+      USING ERRCODE = 'ambiguous_parameter',
+            DETAIL = format('They write tables %s.', array_to_string(tables, ', ')),
+            HINT = 'Name the watch by its table (without k8s.), as kwatch.watches.table_name shows it.';
+  END IF;
+  SELECT * INTO r FROM @extschema@.registrations x WHERE x.id = found_ids[1];
+  RETURN r;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@._find_watch(text, text, oid) FROM PUBLIC;
+
+-- _unwatch_impl(resource, server, drop_table): as in 0.2.0 (see
+-- unwatch()), the watch found by _find_watch() for the caller.
+-- Returns false when there is none; ERRORs: 42P08 (_find_watch), 42501
+-- another role's watch, or drop_table of a table the caller does not own.
+CREATE OR REPLACE FUNCTION @extschema@._unwatch_impl(resource text,
+                        server text DEFAULT NULL,
+                        drop_table boolean DEFAULT false)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  srv text := COALESCE(server, @extschema@._default_server());
+  r @extschema@.registrations;
+BEGIN
+  r := @extschema@._find_watch(resource, srv, @extschema@._caller());
+  IF r.id IS NULL THEN
+    RETURN false;
+  END IF;
+  PERFORM @extschema@._check_watch_owner(r.owner, srv, r.resource);
+  DELETE FROM @extschema@.registrations x WHERE x.id = r.id
+  RETURNING * INTO r;
+  IF NOT FOUND THEN
+    RETURN false;   -- a concurrent unwatch removed it first
+  END IF;
+  PERFORM @extschema@._drop_relist_stage(r.id);
+  IF to_regclass(format('k8s.%I', r.table_name)) IS NOT NULL THEN
+    IF drop_table AND NOT EXISTS (SELECT 1 FROM @extschema@.registrations x
+                                  WHERE x.table_name = r.table_name) THEN
+      -- only its owner's (or a member's) table: another role may have
+      -- watched into it with INSERT, UPDATE and DELETE granted
+      IF NOT pg_has_role(@extschema@._caller(),
+                         (SELECT c.relowner FROM pg_class c
+                          WHERE c.oid = format('k8s.%I', r.table_name)::regclass), 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table k8s.% to drop it', r.table_name
+          USING ERRCODE = 'insufficient_privilege',
+                HINT = 'Leave out drop_table => true: the watch and its rows can go without the table.';
+      END IF;
+      EXECUTE format('DROP TABLE k8s.%I', r.table_name);
+    ELSE
+      -- as the table's owner: its DELETE triggers never run as the definer
+      PERFORM @extschema@._delete_cluster_rows(format('k8s.%I', r.table_name)::regclass, srv);
+    END IF;
+  END IF;
+  PERFORM @extschema@._wake_at_commit();
+  RETURN true;
+END
+$$;
+
+-- _relist_impl(resource, server, wait, timeout): as in 0.2.0 (see
+-- relist()), the watch found by _find_watch() for the caller.  ERRORs:
+-- 42704 no such watch, 42P08 (_find_watch), 42501 another role's watch,
+-- and wait_synced()'s when waiting.
+CREATE OR REPLACE FUNCTION @extschema@._relist_impl(resource text, server text DEFAULT NULL,
+                                   wait boolean DEFAULT false, timeout interval DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  srv text := COALESCE(server, @extschema@._default_server());
+  r @extschema@.registrations;
+  request bigint;
+BEGIN
+  r := @extschema@._find_watch(resource, srv, @extschema@._caller());
+  IF r.id IS NULL THEN
+    RAISE EXCEPTION 'no watch of % on server "%"', resource, srv
+      USING ERRCODE = 'undefined_object';
+  END IF;
+  PERFORM @extschema@._check_watch_owner(r.owner, srv, r.resource);
+  request := @extschema@._request_relist(r.id);
+  IF wait THEN
+    PERFORM @extschema@._wait_synced(ARRAY[r.id], ARRAY[request], timeout);
+  END IF;
+  RETURN true;
+END
+$$;
+
+
+-- kwatch.watches gains `owner` (last column): the role whose watch it is.
+CREATE OR REPLACE VIEW @extschema@.watches WITH (security_barrier) AS
+SELECT r.id,
+       r.server,
+       r.resource,
+       r.namespace,
+       r.label_selector,
+       r.field_selector,
+       format('k8s.%I', r.table_name) AS table_name,
+       r.channel,
+       r.notify,
+       COALESCE(s.state, CASE WHEN @extschema@.worker_pid() IS NULL THEN 'no worker'
+                              ELSE 'pending' END) AS state,
+       COALESCE(s.healthy, false) AS healthy,
+       COALESCE(s.resource_version, r.resource_version) AS resource_version,
+       s.objects,
+       COALESCE(s.last_sync_at, r.synced_at) AS last_sync_at,
+       s.state_since,
+       s.last_error,
+       s.last_error_at,
+       s.list_calls, s.watch_calls, s.relists,
+       s.added, s.modified, s.deleted, s.bookmarks, s.notifications,
+       s.skipped_objects, s.sanitized_objects,
+       s.http_errors, s.decode_errors, s.database_errors,
+       r.secret_data, r.notify_payload,
+       COALESCE(s.synced, false) AS synced, s.syncs, s.relist_requests,
+       r.retry_relist_after, r.retry_watch_after,
+       r.owner::regrole AS owner
+FROM @extschema@.registrations r
+LEFT JOIN @extschema@.watch_status() s ON s.watch_id = r.id
+WHERE CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles a WHERE a.oid = r.owner)
+           THEN pg_catalog.pg_has_role(r.owner, 'USAGE') ELSE false END
+   OR EXISTS (SELECT 1 FROM pg_catalog.pg_foreign_server fs
+              WHERE fs.srvname = r.server
+                AND pg_catalog.has_server_privilege(fs.oid, 'USAGE'))
+   OR (SELECT a.rolsuper FROM pg_catalog.pg_roles a WHERE a.rolname = current_user)
+ORDER BY r.id;
+
+-- _watch_ids(resource, server) -> integer[]: the watches `resource` means
+-- for wait_synced() and wait_current(): those kwatch.watches shows the
+-- caller on `server` whose resource (as shown, or its plural) or table
+-- name is `resource` (every one when NULL); the caller's own (its role or
+-- one it has USAGE of) when it has any, else all of them.  NULL when none.
+CREATE FUNCTION @extschema@._watch_ids(resource text, server text) RETURNS integer[]
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  WITH m AS (
+    SELECT w.id,
+           COALESCE(EXISTS (SELECT 1 FROM pg_roles a WHERE a.oid = w.owner)
+                    AND pg_has_role(w.owner::oid, 'USAGE'), false) AS own
+    FROM @extschema@.watches w
+    WHERE w.server = _watch_ids.server
+      AND (_watch_ids.resource IS NULL
+           OR w.resource = _watch_ids.resource
+           OR w.table_name = format('k8s.%I', _watch_ids.resource)
+           OR split_part(w.resource, '.', 1) = _watch_ids.resource))
+  SELECT array_agg(m.id ORDER BY m.id) FROM m
+  WHERE m.own OR NOT EXISTS (SELECT 1 FROM m m2 WHERE m2.own)
+$$;
+
+-- wait_synced(resource, server, timeout): as in 0.2.0, for the watches
+-- _watch_ids() finds (the caller's own first).  ERRORs as in 0.2.0.
+CREATE OR REPLACE FUNCTION @extschema@.wait_synced(resource text DEFAULT NULL, server text DEFAULT NULL,
+                                                   timeout interval DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  srv text := COALESCE(server, @extschema@._default_server());
+  ids integer[] := @extschema@._watch_ids(resource, srv);
+BEGIN
+  IF ids IS NULL THEN
+    RAISE EXCEPTION 'no watch of % on server "%"', COALESCE(resource, 'any resource'), srv
+      USING ERRCODE = 'undefined_object',
+            HINT = 'kwatch.watches lists the watches you may see.';
+  END IF;
+  PERFORM @extschema@._wait_synced(ids, array_fill(0::bigint, ARRAY[cardinality(ids)]), timeout);
+END
+$$;
+
+-- wait_current(resource, server, timeout) -> text: as in 0.6.0, for the
+-- watches _watch_ids() finds (the caller's own first).  ERRORs as in 0.6.0.
+CREATE OR REPLACE FUNCTION @extschema@.wait_current(resource text, server text DEFAULT NULL,
+                                                    timeout interval DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  srv text := COALESCE(server, @extschema@._default_server());
+  ids integer[];
+BEGIN
+  IF wait_current.resource IS NULL THEN
+    RAISE EXCEPTION 'resource must not be null'
+      USING ERRCODE = 'null_value_not_allowed',
+            HINT = 'Name the watched resource, as kwatch.watches shows it.';
+  END IF;
+  ids := @extschema@._watch_ids(resource, srv);
+  IF ids IS NULL THEN
+    RAISE EXCEPTION 'no watch of % on server "%"', resource, srv
+      USING ERRCODE = 'undefined_object',
+            HINT = 'kwatch.watches lists the watches you may see.';
+  END IF;
+  RETURN @extschema@._wait_current(ids, timeout);
 END
 $$;

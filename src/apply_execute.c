@@ -274,7 +274,7 @@ kw_apply_execute(const KwApplyRequest *req, KwApplyResult *res)
 			res->ok = kw_apply_count_rows(reg, &res->rows, &res->error, &res->sqlstate);
 			break;
 		case KW_APPLY_PRUNE_HISTORY:
-			res->behind = kw_history_prune();
+			res->behind = kw_history_prune_table(req->history_oid);
 			res->ok = true;
 			break;
 	}

@@ -141,6 +141,8 @@ kw_apply_request_encode(StringInfo buf, const KwApplyRequest *req)
 	put_str(buf, req->rv);
 	if (req->op != KW_APPLY_PRUNE_HISTORY)
 		put_registration(buf, &req->reg);
+	else
+		pq_sendint32(buf, req->history_oid);
 	if (req->op == KW_APPLY_EVENTS || req->op == KW_APPLY_RELIST_FINISH)
 	{
 		pq_sendint32(buf, req->nevents);
@@ -177,6 +179,8 @@ kw_apply_request_decode(const char *data, Size len, KwApplyRequest *req)
 	req->rv = get_str(&msg, NULL);
 	if (req->op != KW_APPLY_PRUNE_HISTORY)
 		get_registration(&msg, &req->reg);
+	else
+		req->history_oid = (Oid) pq_getmsgint(&msg, 4);
 	if (req->op == KW_APPLY_EVENTS || req->op == KW_APPLY_RELIST_FINISH)
 	{
 		req->nevents = (int) pq_getmsgint(&msg, 4);

@@ -98,6 +98,7 @@ typedef struct PruneTarget
 typedef struct PruneArgs
 {
 	bool		more;			/* a batch was full: prune again soon */
+	Oid			only;			/* read_targets: this history table, or any */
 	List	   *targets;		/* read_targets' result, in the round's memory */
 	MemoryContext cxt;			/* where targets live */
 	bool		track;			/* history_tables has prune_started_at/pruned_at (0.7.0) */
@@ -123,6 +124,8 @@ read_targets(void *arg)
 {
 	PruneArgs  *a = (PruneArgs *) arg;
 	MemoryContext old;
+	Oid			only_type = OIDOID;
+	Datum		only = ObjectIdGetDatum(a->only);
 
 	/* a 0.2.0 schema not yet updated has no history */
 	if (SPI_execute("SELECT pg_catalog.to_regclass('kwatch.history_tables') IS NOT NULL,"
@@ -138,7 +141,7 @@ read_targets(void *arg)
 			return;
 		a->track = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	}
-	if (SPI_execute("SELECT c.oid::pg_catalog.regclass::text, c.relowner,"
+	if (SPI_execute_with_args("SELECT c.oid::pg_catalog.regclass::text, c.relowner,"
 					" h.retention::text, h.max_rows::text, c.oid"
 					" FROM kwatch.history_tables h"
 					" JOIN pg_catalog.pg_class c ON c.oid = h.history_oid"
@@ -146,10 +149,11 @@ read_targets(void *arg)
 					"   ON m.oid = pg_catalog.to_regclass(pg_catalog.format('k8s.%I', h.table_name))"
 					" WHERE h.enabled AND m.relowner = c.relowner"
 					"   AND (h.retention IS NOT NULL OR h.max_rows IS NOT NULL)"
+					"   AND ($1 OPERATOR(pg_catalog.=) 0::pg_catalog.oid OR c.oid OPERATOR(pg_catalog.=) $1)"
 					" ORDER BY ((pg_catalog.to_jsonb(h) OPERATOR(pg_catalog.->>) 'prune_started_at')::timestamptz"
 					"   OPERATOR(pg_catalog.>) COALESCE((pg_catalog.to_jsonb(h) OPERATOR(pg_catalog.->>) 'pruned_at')::timestamptz,"
 					"   '-infinity')) IS TRUE, pg_catalog.random()",
-					true, 0) != SPI_OK_SELECT)
+					1, &only_type, &only, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read kwatch.history_tables");
 	old = MemoryContextSwitchTo(a->cxt);
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -248,30 +252,66 @@ prune_batch(PruneTarget *pt, PruneArgs *a, const char *which, Oid type, Datum va
 }
 
 /*
- * kw_history_prune: one pruning round over every history table (see the
- * file header): the list in one transaction, then each table in
- * transactions of its own (issue 30: one table's owner's code, failing or
- * outlasting its deadline, never takes another table's deletes with it).
- * Returns true when a batch was full, so that the worker comes back soon
- * rather than after kwatch.history_prune_interval.  An error (a history
- * table locked past lock_timeout, its owner's trigger) is logged and the
- * round goes on with the next table.
+ * kw_history_prune_targets: the history tables to prune this round
+ * (read_targets, in a transaction of its own), as a List of
+ * KwPruneTarget allocated in `cxt`, unfinished ones last.  The transfer
+ * process hands each to an apply worker as a request of its own, under
+ * its owner's share of the pool (issue 30: one table's owner's code,
+ * failing or outlasting its deadline, never holds up another table's
+ * pruning, and pruning counts against its owner's share).  NIL, with a
+ * LOG line, when the list cannot be read.
  */
-bool
-kw_history_prune(void)
+List *
+kw_history_prune_targets(MemoryContext cxt)
 {
-	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "kwatch prune",
-											  ALLOCSET_SMALL_SIZES);
-	PruneArgs	a = {.more = false, .targets = NIL, .cxt = cxt};
+	MemoryContext round = AllocSetContextCreate(CurrentMemoryContext, "kwatch prune targets",
+												ALLOCSET_SMALL_SIZES);
+	PruneArgs	a = {.more = false, .only = InvalidOid, .targets = NIL, .cxt = round};
 	char	   *err = NULL;
+	List	   *result = NIL;
 	ListCell   *lc;
 
 	if (!kw_run_in_transaction(read_targets, &a, &err, NULL))
-		elog(LOG, "kwatch: pruning history tables failed: %s", err);
+		elog(LOG, "kwatch: reading the history tables to prune failed: %s", err);
 	foreach(lc, a.targets)
 	{
-		a.current = (PruneTarget *) lfirst(lc);
-		err = NULL;
+		PruneTarget *pt = (PruneTarget *) lfirst(lc);
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+		KwPruneTarget *t = palloc(sizeof(KwPruneTarget));
+
+		t->history_oid = pt->history_oid;
+		t->owner = pt->owner;
+		result = lappend(result, t);
+		MemoryContextSwitchTo(old);
+	}
+	MemoryContextDelete(round);
+	return result;
+}
+
+/*
+ * kw_history_prune_table: prunes history table `history_oid` (one batch
+ * of each of its rules, see the file header), read again from
+ * kwatch.history_tables in a transaction of its own (it may have changed
+ * or gone since the list was made: then nothing), its pruning noted as
+ * begun and, in the same transaction as the deletes, as finished.  Run by
+ * an apply worker (KW_APPLY_PRUNE_HISTORY).  Returns true when a batch
+ * was full, so that the next round comes soon rather than after
+ * kwatch.history_prune_interval.  An error (the table locked past
+ * lock_timeout, its owner's trigger) is logged, not raised.
+ */
+bool
+kw_history_prune_table(Oid history_oid)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "kwatch prune",
+											  ALLOCSET_SMALL_SIZES);
+	PruneArgs	a = {.more = false, .only = history_oid, .targets = NIL, .cxt = cxt};
+	char	   *err = NULL;
+
+	if (!kw_run_in_transaction(read_targets, &a, &err, NULL))
+		elog(LOG, "kwatch: pruning history table %u failed: %s", history_oid, err);
+	else if (a.targets != NIL)
+	{
+		a.current = (PruneTarget *) linitial(a.targets);
 		if (!kw_run_in_transaction(prune_begin_body, &a, &err, NULL) ||
 			!kw_run_in_transaction(prune_table_body, &a, &err, NULL))
 			elog(LOG, "kwatch: pruning %s failed: %s", a.current->history_table, err);

@@ -37,7 +37,7 @@ typedef enum KwApplyOp
 	KW_APPLY_RELIST_STAGE,		/* one batch of LIST items */
 	KW_APPLY_RELIST_FINISH,		/* merge the staged LIST, checkpoint */
 	KW_APPLY_COUNT_ROWS,		/* rows of the watch's cluster in its table */
-	KW_APPLY_PRUNE_HISTORY		/* one history retention round (no watch) */
+	KW_APPLY_PRUNE_HISTORY		/* one history table's retention (no watch) */
 } KwApplyOp;
 
 /*
@@ -59,6 +59,7 @@ typedef struct KwApplyRequest
 	int			nevents;
 	KwObject   *objs;			/* RELIST_STAGE */
 	int			nobjs;
+	Oid			history_oid;	/* PRUNE_HISTORY: the history table */
 } KwApplyRequest;
 
 /* What became of a request. */

@@ -120,7 +120,15 @@ typedef enum KwChangeOrigin
 
 extern int	kw_history_prune_interval_s;
 extern void kw_change_origin_set(KwChangeOrigin origin);
-extern bool kw_history_prune(void);
+/* a history table to prune, and its owner (the pool's role for the request) */
+typedef struct KwPruneTarget
+{
+	Oid			history_oid;
+	Oid			owner;
+} KwPruneTarget;
+
+extern List *kw_history_prune_targets(MemoryContext cxt);
+extern bool kw_history_prune_table(Oid history_oid);
 extern void kw_wake_worker_at_commit(void);
 
 extern KwWatch *kw_watch_create(KwRegistration *reg, void *multi,

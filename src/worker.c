@@ -514,49 +514,120 @@ prune_after(TimestampTz from)
 									   (int64) kw_history_prune_interval_s * 1000);
 }
 
-static KwApplyTicket *prune_ticket = NULL;	/* a round in an apply worker */
+/*
+ * Pruning (issue 30): one request per history table, each under its
+ * owner's share of the apply pool.  A round lists the tables; those not
+ * yet handed over wait in prune_pending (a busy pool, an owner's share
+ * used); a table whose last request has not come back (its owner's code
+ * still runs) is left out of later rounds until it does, and never holds
+ * up another table's.
+ */
+typedef struct PruneInFlight
+{
+	Oid			history_oid;
+	KwApplyTicket *ticket;
+} PruneInFlight;
 
-/* prune_collect: takes the outcome of a pruning round, once it has ended. */
+static MemoryContext prune_cxt = NULL;	/* prune_inflight's */
+static MemoryContext prune_round_cxt = NULL;	/* prune_pending's */
+static List *prune_pending = NIL;	/* KwPruneTarget *, to hand over */
+static List *prune_inflight = NIL;	/* PruneInFlight *, handed over */
+
+/* prune_collect: takes the outcome of every pruning request that has ended. */
 static void
 prune_collect(void)
 {
-	KwApplyResult res;
+	ListCell   *lc;
 
-	if (prune_ticket && kw_apply_poll(prune_ticket, &res, loop_cxt))
+	foreach(lc, prune_inflight)
 	{
-		prune_ticket = NULL;
-		prune_behind = res.behind;
+		PruneInFlight *f = (PruneInFlight *) lfirst(lc);
+		KwApplyResult res;
+
+		if (kw_apply_poll(f->ticket, &res, loop_cxt))
+		{
+			prune_behind |= res.behind;
+			prune_inflight = foreach_delete_current(prune_inflight, lc);
+			pfree(f);
+		}
 	}
 }
 
+/* prune_in_flight: whether history table `oid` has a request out. */
+static bool
+prune_in_flight(Oid oid)
+{
+	ListCell   *lc;
+
+	foreach(lc, prune_inflight)
+		if (((PruneInFlight *) lfirst(lc))->history_oid == oid)
+			return true;
+	return false;
+}
+
 /*
- * prune_if_due: has an apply worker prune history tables past their
- * retention (history.c, as each table's owner) when due; sooner while
- * behind; the interval as it is set now (a SIGHUP may change it).  Returns
- * when the next round is due.
+ * prune_if_due: has apply workers prune history tables past their
+ * retention (history.c, as each table's owner) when due: the tables
+ * kw_history_prune_targets lists, one request per table, each counted
+ * against its owner's share of the pool and bounded by
+ * kwatch.apply_timeout on its own, so that no table's owner's code holds
+ * up another table's pruning; sooner while behind; the interval as it is
+ * set now (a SIGHUP may change it).  Returns when the loop should come
+ * back.
  */
 static TimestampTz
 prune_if_due(TimestampTz now)
 {
-	TimestampTz next_prune = prune_after(last_prune);
+	ListCell   *lc;
 
 	prune_collect();
-	if (now >= next_prune && prune_ticket == NULL)
+	if (now >= prune_after(last_prune))
 	{
-		KwApplyRequest req = {.op = KW_APPLY_PRUNE_HISTORY,
-		.timeout_ms = kw_apply_timeout_ms};
-		StringInfoData buf;
-
-		initStringInfo(&buf);
-		kw_apply_request_encode(&buf, &req);
-		prune_ticket = kw_apply_submit(&buf, NULL, 0, InvalidOid, kw_apply_timeout_ms);
-		pfree(buf.data);
-		if (prune_ticket == NULL)
-			return TimestampTzPlusMilliseconds(now, 1000);	/* all busy */
+		if (prune_cxt == NULL)
+			prune_cxt = AllocSetContextCreate(TopMemoryContext, "kwatch prune",
+											  ALLOCSET_SMALL_SIZES);
+		if (prune_round_cxt != NULL)
+			MemoryContextDelete(prune_round_cxt);
+		prune_round_cxt = AllocSetContextCreate(prune_cxt, "kwatch prune round",
+												ALLOCSET_SMALL_SIZES);
+		prune_pending = kw_history_prune_targets(prune_round_cxt);
+		prune_behind = false;
 		last_prune = now;
-		next_prune = prune_after(now);
 	}
-	return next_prune;
+	foreach(lc, prune_pending)
+	{
+		KwPruneTarget *t = (KwPruneTarget *) lfirst(lc);
+		KwApplyRequest req = {.op = KW_APPLY_PRUNE_HISTORY,
+			.timeout_ms = kw_apply_timeout_ms,
+		.history_oid = t->history_oid};
+		StringInfoData buf;
+		KwApplyTicket *ticket;
+		PruneInFlight *f;
+
+		if (!prune_in_flight(t->history_oid))
+		{
+			initStringInfo(&buf);
+			kw_apply_request_encode(&buf, &req);
+			ticket = kw_apply_submit(&buf, NULL, 0, t->owner, kw_apply_timeout_ms);
+			pfree(buf.data);
+			if (ticket == NULL)
+				continue;		/* busy, or its owner's share is used: later */
+			f = MemoryContextAlloc(prune_cxt, sizeof(PruneInFlight));
+			f->history_oid = t->history_oid;
+			f->ticket = ticket;
+			{
+				MemoryContext old = MemoryContextSwitchTo(prune_cxt);
+
+				prune_inflight = lappend(prune_inflight, f);
+				MemoryContextSwitchTo(old);
+			}
+		}
+		/* handed over now, or still running since an earlier round */
+		prune_pending = foreach_delete_current(prune_pending, lc);
+	}
+	if (prune_pending != NIL)
+		return TimestampTzPlusMilliseconds(now, 1000);	/* try the rest again */
+	return prune_after(last_prune);
 }
 
 /* run_curl_timer: lets libcurl act on its timer when it has expired. */

@@ -232,11 +232,12 @@ class TestContext:
             if not postgres.PG.running():
                 postgres.PG.start()
             for s in self.servers:
-                # one statement per watch, group-qualified names first: a bare
-                # plural ("events") may also match another group's watch
-                for (res,) in sql("SELECT resource FROM kwatch.registrations WHERE server = %s"
-                                  " ORDER BY api_group = '', id", (s,)):
-                    sql("SELECT kwatch.unwatch(%s, server => %s)", (res, s))
+                # one statement per watch, named by its table: several watches
+                # may share a resource (one per table), and a bare plural
+                # ("events") may also match another group's watch
+                for (tbl,) in sql("SELECT table_name FROM kwatch.registrations WHERE server = %s"
+                                  " ORDER BY id", (s,)):
+                    sql("SELECT kwatch.unwatch(%s, server => %s)", (tbl, s))
                 sql(pgsql.SQL("DROP SERVER IF EXISTS {} CASCADE").format(pgsql.Identifier(s)))
             for t in self.tables:
                 sql(pgsql.SQL("DROP TABLE IF EXISTS k8s.{}").format(pgsql.Identifier(t)))

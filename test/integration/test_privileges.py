@@ -1036,8 +1036,9 @@ def test_no_role_can_hold_up_the_staging_schema(ctx, role):
             if drop:
                 sql("DROP SCHEMA IF EXISTS kwatch_stage CASCADE")
             sql("SELECT kwatch.relist('configmaps', server => %s, wait => true, timeout => '30s')", (srv,))
-            st = watch_status(srv, "configmaps")
-            assert st["state"] == "watching" and st["last_error"] is None, st
+            # the relist committed; the watch then resumes streaming
+            st = wait_watching(srv, "configmaps")
+            assert st["last_error"] is None, st
         assert sql_one("SELECT count(*) FROM pg_namespace WHERE nspname = 'kwatch_stage'") == 1
     finally:
         holder.close()
@@ -1047,9 +1048,12 @@ def test_one_history_table_cannot_stop_pruning_for_others(ctx, role, settings):
     """Issue 30, attack 3 (Medium): pruning ran every history table in one
     transaction; a trigger on a role's own history table that caught the
     deadline's cancel and kept sleeping had the round's apply worker
-    terminated, and no table's deletes committed.  Each table is pruned in
-    transactions of its own, the one whose pruning never finished last."""
-    settings(history_prune_interval=1, apply_timeout="3s", backoff_initial="200ms", backoff_max="2s")
+    terminated, and no table's deletes committed.  Each table is now pruned
+    by a request of its own, counted against its owner's share of the apply
+    workers: the other table is pruned while the role's trigger still
+    stalls, with no deadline to wait for (apply_timeout is long here, so
+    one request for all tables would never get to it)."""
+    settings(history_prune_interval=1, apply_timeout="10min", backoff_initial="200ms", backoff_max="2s")
     ns, their_ns = ctx.namespace(), ctx.namespace("-t")
     dev = ctx.server(auth="token")
     tenant_on(role, dev)
@@ -1089,9 +1093,13 @@ template: {spec: {containers: [{name: c, image: busybox}]}}
         for i in range(4):
             kubectl("label", "configmap", "r", "-n", their_ns, "i=%d" % i, "--overwrite")
         wait_until(lambda: sql(count, (theirs,))[0] == (1, 5), 30, "five versions of r")
-        # a round whose worker is terminated takes 3 s + 10 s; the stuck table goes last after it
+        stuck = sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply'"
+                    " AND wait_event = 'PgSleep'")
         wait_until(lambda: sql(count, (theirs,))[0] == (1, 1), 45,
                    "the other table's closed versions pruned while the role's trigger stalls")
+        # ... by another worker: the stalled one is still in the role's trigger
+        assert set(stuck) <= set(sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply'"
+                                     " AND wait_event = 'PgSleep'")), stuck
     finally:
         sql(pgsql.SQL("UPDATE {}.flag SET on_ = false").format(s))
         if sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (dev,)):
@@ -1140,3 +1148,62 @@ def test_a_callers_trigger_cannot_defer_another_into_kwatchs_identity(ctx, role)
         conn.close()
         sql(pgsql.SQL("ALTER ROLE {} NOSUPERUSER").format(r))
         sql(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.SQL("k8s." + tname)))
+
+
+def test_two_roles_watch_one_resource_each_into_a_table_of_their_own(ctx, role):
+    """Issue 30, item 5: one role's watch of configmaps no longer denies the
+    resource to others.  A second role on the same server is told whose the
+    watch is and that table_name => gives it one of its own (the HINT is
+    true now); with it, each table holds its role's namespace only, and a
+    name given to relist(), wait_synced() and unwatch() means the caller's
+    own watch.  A superuser, who may use both, names one by its table."""
+    srv = ctx.server(auth="token")
+    ns_a, ns_b = ctx.namespace("-a"), ctx.namespace("-b")
+    alice, bob = role, role + "_b"
+    t_a, t_b = ("kwr_sq_a_" + conftest.RUN_ID).lower(), ("kwr_sq_b_" + conftest.RUN_ID).lower()
+    ctx.tables += [t_a, t_b]
+    try:
+        tenant_on(alice, srv)
+        tenant(bob, srv)
+        for r in (alice, bob):
+            sql(pgsql.SQL("GRANT EXECUTE ON FUNCTION kwatch.relist TO {}").format(pgsql.Identifier(r)))
+        assert run_as(alice, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s,"
+                      " table_name => %s)::text", (srv, ns_a, t_a)) == [("k8s." + t_a,)]
+        # bob without a table name: refused, told how
+        e = error_as(bob, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s)", (srv, ns_b))
+        assert e.pgcode == "42710" and ("by role %s" % alice) in e.diag.message_primary, e.pgerror
+        assert "table_name =>" in e.diag.message_hint, e.pgerror
+        # ... and doing what the HINT says works
+        assert run_as(bob, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s,"
+                      " table_name => %s)::text", (srv, ns_b, t_b)) == [("k8s." + t_b,)]
+        assert sql_one("SELECT relowner::regrole::text FROM pg_class WHERE oid = %s::regclass",
+                       ("k8s." + t_b,)) == bob
+        kubectl("create", "configmap", "mine", "-n", ns_a, "--from-literal=k=a")
+        kubectl("create", "configmap", "mine", "-n", ns_b, "--from-literal=k=b")
+        run_as(bob, "SELECT kwatch.wait_synced('configmaps', server => %s, timeout => '60s')", (srv,))
+        run_as(alice, "SELECT kwatch.wait_synced('configmaps', server => %s, timeout => '60s')", (srv,))
+        for t, ns in ((t_a, ns_a), (t_b, ns_b)):
+            conftest.assert_table_matches_server("k8s." + t, srv, ["configmaps", "-n", ns], timeout=60)
+            assert sql_one(pgsql.SQL("SELECT count(*) FROM k8s.{} WHERE namespace <> %s")
+                           .format(pgsql.Identifier(t)), (ns,)) == 0
+        owners = dict(sql("SELECT table_name, owner::text FROM kwatch.watches WHERE server = %s", (srv,)))
+        assert owners == {"k8s." + t_a: alice, "k8s." + t_b: bob}
+
+        def relist_requests(t):
+            return sql_one("SELECT relist_requests FROM kwatch.watches WHERE table_name = %s", ("k8s." + t,))
+        before_a, before_b = relist_requests(t_a), relist_requests(t_b)
+        run_as(bob, "SELECT kwatch.relist('configmaps', server => %s, wait => true, timeout => '60s')", (srv,))
+        assert (relist_requests(t_a), relist_requests(t_b)) == (before_a, before_b + 1)
+        # a superuser names one by its table
+        e = error_as_super("SELECT kwatch.relist('configmaps', server => %s)", (srv,))
+        assert e.pgcode == "42P08" and t_a in e.diag.message_detail and t_b in e.diag.message_detail, e.pgerror
+        sql("SELECT kwatch.relist(%s, server => %s)", (t_a, srv))
+        wait_until(lambda: relist_requests(t_a) == before_a + 1, 10, "the superuser's relist of alice's")
+        # unwatch means the caller's own watch; the other stays and streams
+        assert run_as(bob, "SELECT kwatch.unwatch('configmaps', server => %s)", (srv,)) == [(True,)]
+        assert [r[0] for r in sql("SELECT table_name FROM kwatch.watches WHERE server = %s", (srv,))] \
+            == ["k8s." + t_a]
+        kubectl("create", "configmap", "later", "-n", ns_a, "--from-literal=k=a")
+        conftest.assert_table_matches_server("k8s." + t_a, srv, ["configmaps", "-n", ns_a], timeout=60)
+    finally:
+        drop_role(bob)
