@@ -4,47 +4,47 @@
 EXTENSION  = kwatch
 MODULE_big = kwatch
 OBJS = \
-	src/kwatch.o \
-	src/guc.o \
-	src/shmem.o \
-	src/worker.o \
-	src/cluster_config.o \
-	src/http.o \
-	src/credential.o \
-	src/decode.o \
-	src/redact.o \
-	src/column_functions.o \
-	src/watch.o \
-	src/watch_apply.o \
-	src/watch_status.o \
-	src/list_strategy.o \
-	src/transaction.o \
-	src/as_owner.o \
-	src/owner_functions.o \
-	src/known_rows.o \
-	src/sync.o \
-	src/history.o \
-	src/apply_message.o \
-	src/apply_execute.o \
-	src/apply_pool.o \
-	src/apply_worker.o \
-	src/notify.o \
-	src/catalog.o \
-	src/sync_wait.o \
-	src/wait_current.o \
-	src/ownership.o \
-	src/privileged.o \
-	src/discovery.o \
-	src/kubeconfig.o \
-	src/fdw_option.o \
-	src/connection.o \
-	src/events.o \
-	src/events_deparse.o \
-	src/events_fdw.o \
-	src/live_column.o \
-	src/fdw_deparse.o \
-	src/live_scan.o \
-	src/fdw.o
+	src/common/kwatch.o \
+	src/common/guc.o \
+	src/common/shmem.o \
+	src/transfer/worker.o \
+	src/cluster/cluster_config.o \
+	src/cluster/http.o \
+	src/cluster/credential.o \
+	src/decode/decode.o \
+	src/decode/redact.o \
+	src/functions/column_functions.o \
+	src/transfer/watch.o \
+	src/transfer/watch_apply.o \
+	src/transfer/watch_status.o \
+	src/transfer/list_strategy.o \
+	src/common/transaction.o \
+	src/apply/as_owner.o \
+	src/functions/owner_functions.o \
+	src/apply/known_rows.o \
+	src/apply/sync.o \
+	src/apply/history.o \
+	src/channel/apply_message.o \
+	src/apply/apply_execute.o \
+	src/channel/apply_pool.o \
+	src/apply/apply_worker.o \
+	src/apply/notify.o \
+	src/common/catalog.o \
+	src/functions/sync_wait.o \
+	src/functions/wait_current.o \
+	src/functions/ownership.o \
+	src/functions/privileged.o \
+	src/cluster/discovery.o \
+	src/cluster/kubeconfig.o \
+	src/cluster/fdw_option.o \
+	src/cluster/connection.o \
+	src/apply/events.o \
+	src/live/events_deparse.o \
+	src/live/events_fdw.o \
+	src/live/live_column.o \
+	src/live/fdw_deparse.o \
+	src/live/live_scan.o \
+	src/live/fdw.o
 
 # Every install and update script; relative to $(srcdir), which PGXS sets to
 # the source tree in a VPATH build (pg_buildext builds in build-<version>/).
@@ -69,7 +69,11 @@ endif
 
 PG_CONFIG ?= pg_config
 PKG_DEPS  = libcurl json-c yaml-0.1
-PG_CPPFLAGS = $(shell pkg-config --cflags $(PKG_DEPS)) \
+# src/ has a folder per process and layer (src/README.md); a source names
+# a header by its file name, found through one include path per folder.
+KW_FOLDERS  = common cluster decode transfer channel apply live functions
+PG_CPPFLAGS = $(addprefix -I$(srcdir)/src/,$(KW_FOLDERS)) \
+              $(shell pkg-config --cflags $(PKG_DEPS)) \
               -DKWATCH_VERSION='"$(KWATCH_VERSION)"'
 SHLIB_LINK  = $(shell pkg-config --libs $(PKG_DEPS))
 # -Wno-clobbered: -Wextra's clobber check misfires inside PostgreSQL's own
@@ -83,15 +87,16 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 # PGXS tracks no header dependencies (without --enable-depend): a changed
 # struct in the shared header must rebuild every object.
-$(OBJS): $(wildcard $(srcdir)/src/kw_*.h) $(srcdir)/src/pg_compat.h
+$(OBJS): $(wildcard $(srcdir)/src/*/kw_*.h) $(srcdir)/src/common/pg_compat.h
 # The version is compiled in (KWATCH_VERSION, used by http.c): a new
 # default_version must rebuild what uses it.
-src/http.o: $(srcdir)/kwatch.control
-# A VPATH build writes its objects under the build directory's src/, which
-# must exist first (an absolute path, so that VPATH does not find the
-# source tree's src/ instead).
-$(OBJS): | $(CURDIR)/src
-$(CURDIR)/src:
+src/cluster/http.o: $(srcdir)/kwatch.control
+# A VPATH build writes its objects under the build directory's src/<folder>/,
+# which must exist first (absolute paths, so that VPATH does not find the
+# source tree's folders instead).
+KW_OBJ_DIRS = $(addprefix $(CURDIR)/src/,$(KW_FOLDERS))
+$(OBJS): | $(KW_OBJ_DIRS)
+$(KW_OBJ_DIRS):
 	mkdir -p $@
 else
 # A fresh machine has no server headers yet: `make test` and `make demo`
