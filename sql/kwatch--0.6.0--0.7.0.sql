@@ -10,14 +10,14 @@
 --
 -- 1. (Critical) What a caller had deferred fired under the extension
 --    owner's identity inside watch()/unwatch()/history()/relist() and DROP
---    OWNED: fixed in the library (src/privileged.c and src/ownership.c fire
---    it before switching, as the caller; src/owner_functions.c never fires
+--    OWNED: fixed in the library (src/functions/privileged.c and src/functions/ownership.c fire
+--    it before switching, as the caller; src/functions/owner_functions.c never fires
 --    anything with the owner's rights).  Nothing to change here.
 -- 2. (High) One role could hold every apply worker: a non-superuser's watch
 --    may no longer have no deadline (apply_timeout => '0') or one longer
 --    than kwatch.apply_timeout.  The library clamps whatever a registration
---    says (src/watch_apply.c) and gives one role at most all apply workers
---    but one (src/apply_pool.c); registrations refuse such a value from now
+--    says (src/transfer/watch_apply.c) and gives one role at most all apply workers
+--    but one (src/channel/apply_pool.c); registrations refuse such a value from now
 --    on (below), and the ones 0.6.0 let through are cleared to NULL (the
 --    setting) here.
 -- =====================================================================
@@ -71,7 +71,7 @@ UPDATE @extschema@.registrations r SET apply_timeout = NULL
         OR r.apply_timeout > pg_catalog.current_setting('kwatch.apply_timeout', true)::interval);
 
 -- 6. (Low) kwatch's advisory lock was anyone's: the schema of the staging
---    tables (kwatch_stage.relist_stage_<id>, src/sync.c) is created here,
+--    tables (kwatch_stage.relist_stage_<id>, src/apply/sync.c) is created here,
 --    by the extension's owner, so a relist needs no lock another role can
 --    hold.  An existing one (the worker made it) is kept: the worker checks
 --    that a superuser owns it.  Not a member of the extension: its unlogged
@@ -93,7 +93,7 @@ GRANT USAGE ON SCHEMA kwatch_stage TO PUBLIC;
 --    deadline's cancel on one table rolled back every table's deletes.  The
 --    worker now prunes each table by an apply worker request of its own,
 --    counted against the table owner's share of the workers and bounded by
---    kwatch.apply_timeout alone (src/worker.c prune_if_due, src/history.c),
+--    kwatch.apply_timeout alone (src/transfer/worker.c prune_if_due, src/apply/history.c),
 --    and notes when a table's pruning began and when it finished: a table
 --    whose last pruning never finished (its apply worker was terminated) is
 --    listed last in the next round.
@@ -103,14 +103,30 @@ ALTER TABLE @extschema@.history_tables
 
 -- 4. (Medium) Secret digests could be tested against guesses from another
 --    object: the digest depended only on the value.  The 0.7.0 library keys
---    it by the Secret's uid, the field and the key (src/redact.c).  The
+--    it by the Secret's uid, the field and the key (src/decode/redact.c).  The
 --    digests already stored cannot be recomputed (the values are not
 --    kept), so they become plain "<redacted>": in history tables for good,
 --    and in mirror tables until the relist asked for here rewrites each
 --    row with its new digests (their resource_version is cleared so that
 --    the relist sees them as changed; each is notified once as MODIFIED).
---    Each table is rewritten as its owner (_execute_as_owner): its
---    triggers never run with the rights of the role running this update.
+--    Only tables a superuser owns are rewritten here (as their owner,
+--    _execute_as_owner): the update runs no code of another role, whose
+--    trigger could hold it and its locks for as long as it likes (a
+--    review finding).  For a table another role owns, a WARNING gives its
+--    owner the statement to run (README "Upgrading"); until then its
+--    digests stay as 0.6.0 wrote them, and each Secret's row gets new ones
+--    at its next change.
+-- _owned_by_superuser(rel) -> boolean: whether a superuser owns `rel`
+-- (whose code the 0.7.0 update may then run).
+CREATE FUNCTION @extschema@._owned_by_superuser(rel regclass) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT COALESCE((SELECT a.rolsuper FROM pg_class c JOIN pg_roles a ON a.oid = c.relowner
+                   WHERE c.oid = rel), false)
+$$;
+REVOKE ALL ON FUNCTION @extschema@._owned_by_superuser(regclass) FROM PUBLIC;
+
 DO $$
 DECLARE
   r record;
@@ -120,10 +136,10 @@ DECLARE
     ' ''<redacted hmac-sha256:[0-9a-f]{32}>'', ''<redacted>'', ''g'')::jsonb%s'
     ' WHERE object::text ~ ''<redacted hmac-sha256:''';
 BEGIN
-  -- a table its owner locks or whose trigger refuses must not stop the
+  -- a table locked (or a superuser's trigger refusing) must not stop the
   -- update that ships these fixes: it is skipped with a WARNING (its
-  -- mirror rows still get the new digests when the relist rewrites them
-  -- after their next change; run the UPDATE below as its owner to redo it)
+  -- mirror rows still get the new digests at their next change; run the
+  -- UPDATE below as its owner to redo it)
   SET LOCAL lock_timeout = '5s';
   SET LOCAL statement_timeout = '5min';
   FOR r IN SELECT DISTINCT g.table_name FROM @extschema@.registrations g
@@ -134,6 +150,12 @@ BEGIN
                       AND c.relname = h.history_table
                       AND c.relnamespace = 'k8s'::pg_catalog.regnamespace
                 WHERE h.table_name = r.table_name LOOP
+      IF NOT @extschema@._owned_by_superuser(rel) THEN
+        RAISE WARNING 'kwatch: % keeps the Secret digests 0.6.0 wrote', rel
+          USING DETAIL = 'Its owner is not a superuser: this update runs none of its code.',
+                HINT = 'As its owner, run: ' || format(rewrite, rel, '');
+        CONTINUE;
+      END IF;
       BEGIN
         PERFORM @extschema@._execute_as_owner(rel, format(rewrite, rel, ''));
       EXCEPTION WHEN OTHERS THEN
@@ -141,7 +163,12 @@ BEGIN
       END;
     END LOOP;
     rel := pg_catalog.to_regclass(format('k8s.%I', r.table_name));
-    IF rel IS NOT NULL THEN
+    IF rel IS NOT NULL AND NOT @extschema@._owned_by_superuser(rel) THEN
+      RAISE WARNING 'kwatch: % keeps the Secret digests 0.6.0 wrote', rel
+        USING DETAIL = 'Its owner is not a superuser: this update runs none of its code.',
+              HINT = format('As its owner, run: %s; then SELECT kwatch.relist(''secrets'', server => ...) for each server it mirrors.',
+                            format(rewrite, rel, ', resource_version = '''''));
+    ELSIF rel IS NOT NULL THEN
       BEGIN
         PERFORM @extschema@._execute_as_owner(rel, format(rewrite, rel, ', resource_version = '''''));
       EXCEPTION WHEN OTHERS THEN
@@ -373,7 +400,7 @@ BEGIN
   END IF;
 
   -- A new mirror table belongs to the registering role: the worker writes
-  -- it as its owner (src/sync.c), so a trigger on it runs with the owner's
+  -- it as its owner (src/apply/sync.c), so a trigger on it runs with the owner's
   -- rights, never a superuser's.  An existing table is joined only when
   -- kwatch made it for this resource and the caller owns it (or has its
   -- owner's privileges); a superuser's watch never joins a table a
@@ -629,30 +656,61 @@ WHERE CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles a WHERE a.oid = r.owne
 ORDER BY r.id;
 
 -- _watch_ids(resource, server) -> integer[]: the watches `resource` means
--- for wait_synced() and wait_current(): those kwatch.watches shows the
--- caller on `server` whose resource (as shown, or its plural) or table
--- name is `resource` (every one when NULL); the caller's own (its role or
--- one it has USAGE of) when it has any, else all of them.  NULL when none.
+-- for wait_synced() and wait_current(), among those kwatch.watches shows
+-- the caller on `server`.  NULL `resource`: the caller's own watches (its
+-- role's, or a role's it is a member of -- a superuser's too, without the
+-- superuser's bypass) when it has any, else all.  Else the watches whose
+-- resource (as shown, or its plural) or table name is `resource`, ranked
+-- as _find_watch() ranks them: own first, then the resource that is also
+-- the table's name, the resource, the table name, the plural; the best of
+-- one role (all of them: one role may watch a resource into several
+-- tables).  NULL when none.  ERRORs: 42P08 the best matches are several
+-- roles' (DETAIL: their tables; name one by its table) -- another role's
+-- watch never joins what the caller waits for unnoticed.
 CREATE FUNCTION @extschema@._watch_ids(resource text, server text) RETURNS integer[]
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-  WITH m AS (
-    SELECT w.id,
-           COALESCE(EXISTS (SELECT 1 FROM pg_roles a WHERE a.oid = w.owner)
-                    AND pg_has_role(w.owner::oid, 'USAGE'), false) AS own
+DECLARE
+  ids integer[];
+  owners integer;
+  tables text[];
+BEGIN
+  WITH RECURSIVE mine(role) AS (
+    SELECT a.oid FROM pg_roles a WHERE a.rolname = current_user
+    UNION
+    SELECT m.roleid FROM pg_auth_members m JOIN mine ON m.member = mine.role),
+  m AS (
+    SELECT w.id, w.owner::oid AS owner, w.table_name,
+           w.owner::oid IN (SELECT role FROM mine) AS own,
+           CASE WHEN _watch_ids.resource IS NULL THEN 0
+                WHEN w.resource = _watch_ids.resource
+                     AND w.table_name = format('k8s.%I', _watch_ids.resource) THEN 0
+                WHEN w.resource = _watch_ids.resource THEN 1
+                WHEN w.table_name = format('k8s.%I', _watch_ids.resource) THEN 2
+                ELSE 3 END AS rank
     FROM @extschema@.watches w
     WHERE w.server = _watch_ids.server
       AND (_watch_ids.resource IS NULL
            OR w.resource = _watch_ids.resource
            OR w.table_name = format('k8s.%I', _watch_ids.resource)
-           OR split_part(w.resource, '.', 1) = _watch_ids.resource))
-  SELECT array_agg(m.id ORDER BY m.id) FROM m
-  WHERE m.own OR NOT EXISTS (SELECT 1 FROM m m2 WHERE m2.own)
+           OR split_part(w.resource, '.', 1) = _watch_ids.resource)),
+  best AS (SELECT * FROM m ORDER BY own DESC, rank LIMIT 1)
+  SELECT array_agg(m.id ORDER BY m.id), count(DISTINCT m.owner), array_agg(m.table_name ORDER BY m.id)
+  INTO ids, owners, tables
+  FROM m JOIN best b ON (m.own, m.rank) = (b.own, b.rank);
+  IF resource IS NOT NULL AND owners > 1 THEN
+    RAISE EXCEPTION '"%" matches watches of several roles on server "%"', resource, server
+      USING ERRCODE = 'ambiguous_parameter',
+            DETAIL = format('They write tables %s.', array_to_string(tables, ', ')),
+            HINT = 'Name the watch by its table (without k8s.), as kwatch.watches.table_name shows it.';
+  END IF;
+  RETURN ids;
+END
 $$;
 
 -- wait_synced(resource, server, timeout): as in 0.2.0, for the watches
--- _watch_ids() finds (the caller's own first).  ERRORs as in 0.2.0.
+-- _watch_ids() finds (the caller's own first).  ERRORs as in 0.2.0, and 42P08 (_watch_ids).
 CREATE OR REPLACE FUNCTION @extschema@.wait_synced(resource text DEFAULT NULL, server text DEFAULT NULL,
                                                    timeout interval DEFAULT NULL)
 RETURNS void
@@ -673,7 +731,7 @@ END
 $$;
 
 -- wait_current(resource, server, timeout) -> text: as in 0.6.0, for the
--- watches _watch_ids() finds (the caller's own first).  ERRORs as in 0.6.0.
+-- watches _watch_ids() finds (the caller's own first).  ERRORs as in 0.6.0, and 42P08 (_watch_ids).
 CREATE OR REPLACE FUNCTION @extschema@.wait_current(resource text, server text DEFAULT NULL,
                                                     timeout interval DEFAULT NULL)
 RETURNS text

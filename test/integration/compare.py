@@ -34,7 +34,7 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def redact_secret(obj):
-    """A Secret as kwatch shows it without secret_data (src/redact.c): each
+    """A Secret as kwatch shows it without secret_data (src/decode/redact.c): each
     value of data and stringData, and the last-applied annotation, replaced
     by "<redacted hmac-sha256:HEX>" under the server's key file: the HMAC
     of the Secret's uid, the field, the key and the value, each but the

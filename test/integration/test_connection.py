@@ -1,4 +1,4 @@
-"""Connection settings (src/connection.c): a server + user mapping +
+"""Connection settings (src/cluster/connection.c): a server + user mapping +
 kubeconfig resolved once per process and cached, the way postgres_fdw
 caches connections, and dropped when the catalog or the kubeconfig file
 changes -- in a backend's live-table scans and in the worker's watches,

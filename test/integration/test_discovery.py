@@ -1,4 +1,4 @@
-"""Discovery (src/discovery.c): aggregated discovery where the server serves it (Kubernetes 1.26+;
+"""Discovery (src/cluster/discovery.c): aggregated discovery where the server serves it (Kubernetes 1.26+;
 here the 1.36 API server of modern_local.py, which has no /api and whose legacy /apis names only
 apiextensions.k8s.io), the legacy documents on the 1.20 plane; the requests each path makes, counted
 from kwatch's own DEBUG2 lines ("kwatch: discovery GET <path>")."""

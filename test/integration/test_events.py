@@ -1,4 +1,4 @@
-"""kwatch.events, the event stream (src/events.c, src/events_fdw.c): ordering,
+"""kwatch.events, the event stream (src/apply/events.c, src/live/events_fdw.c): ordering,
 exact catch-up after a disconnection, NOTIFY seqs already readable, ring
 overflow seen as a gap, sequence continuing across a PostgreSQL restart with
 relist-derived deletions, concurrent readers while the worker writes fast."""

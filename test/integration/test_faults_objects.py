@@ -251,7 +251,7 @@ def test_100k_deep_object_in_watch_is_skipped(ctx, fake):
 
 
 def test_object_over_64mb_in_list_is_skipped(ctx, fake):
-    """An item larger than the decoder's limit (64 MB, src/decode.c) whose
+    """An item larger than the decoder's limit (64 MB, src/decode/decode.c) whose
     last member is the string that makes it so: the item ends right after
     the string, and is skipped all the same, the others stored."""
     huge = pod("huge")

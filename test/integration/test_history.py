@@ -1,4 +1,4 @@
-"""Cluster history (issue 11, src/history.c, sql/kwatch--0.2.0--0.3.0.sql):
+"""Cluster history (issue 11, src/apply/history.c, sql/kwatch--0.2.0--0.3.0.sql):
 k8s.<table>_history keeps one row per version of each object, written in
 the transaction that changed the mirror row, against the real apiserver:
 versions and their contiguous validity, as-of queries, diffs, deletions

@@ -1,4 +1,4 @@
-"""Live foreign tables (src/fdw.c): IMPORT FOREIGN SCHEMA, scans compared with
+"""Live foreign tables (src/live/fdw.c): IMPORT FOREIGN SCHEMA, scans compared with
 `kubectl get -o json` object by object, selector pushdown and its local
 re-check, pagination, LIMIT, estimates, read-only, error SQLSTATEs, cancel."""
 import json

@@ -149,7 +149,7 @@ def test_a_dropped_role_is_not_replaced_by_other_credentials(ctx, role):
         sql(pgsql.SQL("DROP OWNED BY {} CASCADE").format(pgsql.Identifier(other)))
         sql(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(other)))
 
-    # the watch is the role's object (src/ownership.c): DROP ROLE refuses,
+    # the watch is the role's object (src/functions/ownership.c): DROP ROLE refuses,
     # from kwatch's database and from any other
     e = error_as_super(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(role)))
     assert e.pgcode == "2BP01", e.pgerror
@@ -698,7 +698,7 @@ def test_revoked_membership_stops_a_running_watch(ctx, role):
 
 
 def test_wait_current_never_runs_a_table_owners_code_with_the_callers_rights(ctx, role):
-    """Review of kwatch.wait_current() (src/wait_current.c, table_matches):
+    """Review of kwatch.wait_current() (src/functions/wait_current.c, table_matches):
     its comparison reads the mirror table with a query of kwatch's own, as
     the caller.  A table owner who gave `cluster` a type of their own with
     an implicit cast to text has that cast's function run by the caller --
@@ -1198,6 +1198,11 @@ def test_two_roles_watch_one_resource_each_into_a_table_of_their_own(ctx, role):
         e = error_as_super("SELECT kwatch.relist('configmaps', server => %s)", (srv,))
         assert e.pgcode == "42P08" and t_a in e.diag.message_detail and t_b in e.diag.message_detail, e.pgerror
         sql("SELECT kwatch.relist(%s, server => %s)", (t_a, srv))
+        # ... and waits for one by its table: another role's watch never
+        # joins what a caller waits for unnoticed (review finding F1)
+        e = error_as_super("SELECT kwatch.wait_synced('configmaps', server => %s, timeout => '5s')", (srv,))
+        assert e.pgcode == "42P08" and t_b in e.diag.message_detail, e.pgerror
+        sql("SELECT kwatch.wait_synced(%s, server => %s, timeout => '60s')", (t_a, srv))
         wait_until(lambda: relist_requests(t_a) == before_a + 1, 10, "the superuser's relist of alice's")
         # unwatch means the caller's own watch; the other stays and streams
         assert run_as(bob, "SELECT kwatch.unwatch('configmaps', server => %s)", (srv,)) == [(True,)]

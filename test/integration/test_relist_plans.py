@@ -62,7 +62,7 @@ def test_second_cluster_sync_into_analyzed_table(ctx):
         wait_watching(second, "configmaps", timeout=120)
         assert_table_matches_server(table, second, ["configmaps", "-n", ns], timeout=60)
         # its first sync has nothing to replace: straight into the table
-        # (src/sync.c), no staging table, no sweep
+        # (src/apply/sync.c), no staging table, no sweep
         log = conftest.PG.log_since(offset)
         assert _plans(log, "INSERT INTO %s AS t (cluster, uid, resource_version, object) SELECT $4" % table), \
             "no plan of the direct insert in the log:\n" + log[-3000:]

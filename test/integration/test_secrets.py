@@ -3,7 +3,7 @@ tables, live tables, notifications and the server log, whichever path the
 object came by (LIST, WATCH event, relist).  Each value of data and
 stringData, and the last-applied annotation that `kubectl apply` writes
 (which repeats them), becomes "<redacted hmac-sha256:HEX>", a digest under
-a key only the server processes can read (src/redact.c): keys stay, a
+a key only the server processes can read (src/decode/redact.c): keys stay, a
 changed value shows as a changed digest.  A watch opts in with
 secret_data => true, a live table with the option secret_data, IMPORT with
 OPTIONS (secret_data 'true'); IMPORT leaves Secrets out unless asked.

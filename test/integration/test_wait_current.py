@@ -1,4 +1,4 @@
-"""kwatch.wait_current() (src/wait_current.c): read your own writes, on the 1.20 plane and on a 1.36
+"""kwatch.wait_current() (src/functions/wait_current.c): read your own writes, on the 1.20 plane and on a 1.36
 API server (modern_local.py).  After `kubectl apply`, wait_current() returns and the next statement
 of the same session sees the row; on an idle collection it returns by comparing the table with a
 metadata-only LIST (the times are printed, not asserted); a timeout is 57014; a role without USAGE

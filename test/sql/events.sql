@@ -1,4 +1,4 @@
--- kwatch.events: the event stream's foreign table (src/events_fdw.c).
+-- kwatch.events: the event stream's foreign table (src/live/events_fdw.c).
 -- Deterministic without any watch: plans, pushdown, option validation,
 -- privileges.  Rows and sequence numbers are tested in
 -- test/integration/test_events.py against a real control plane.

@@ -1,6 +1,6 @@
 --
 -- kubeconfig: resolving a server into connection settings
--- (src/kubeconfig.c, src/fdw_option.c), seen through kwatch.server_config.
+-- (src/cluster/kubeconfig.c, src/cluster/fdw_option.c), seen through kwatch.server_config.
 -- Fixtures are under test/fixtures/kubeconfig/; paths in the output show the
 -- source directory as @srcdir@.
 --

@@ -1,6 +1,6 @@
 --
 -- options: validation of the kwatch foreign-data wrapper's options
--- (src/fdw_option.c).  Drops everything it creates, the extension too.
+-- (src/cluster/fdw_option.c).  Drops everything it creates, the extension too.
 --
 CREATE EXTENSION kwatch;
 

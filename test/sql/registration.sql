@@ -67,7 +67,7 @@ SET ROLE kw_alice_team;
 SELECT kwatch.unwatch('configmaps', server => 'down');
 RESET ROLE;
 SELECT count(*) AS watches_left FROM kwatch.registrations;
--- A watch belongs to its role like the role's tables do (src/ownership.c):
+-- A watch belongs to its role like the role's tables do (src/functions/ownership.c):
 -- DROP ROLE refuses while it has watches, REASSIGN OWNED moves them, DROP
 -- OWNED removes them with their rows.
 INSERT INTO kwatch.registrations (server, resource, api_group, api_version, plural, kind,
