@@ -97,3 +97,29 @@ def test_first_hour_sql(ctx, app_role):
     finally:
         sql("ALTER SYSTEM RESET kwatch.backoff_max")
         sql("SELECT pg_reload_conf()")
+
+
+def test_every_link_of_readme_and_doc_resolves():
+    """Issue 31: README.md leads and doc/ holds the rest; every relative
+    link of README.md, doc/*.md and src/README.md names a file that exists,
+    and every #anchor a heading of that file (GitHub's slugs)."""
+    def slug(title):
+        return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+    pages = [REPO / "README.md", REPO / "src" / "README.md", *sorted((REPO / "doc").glob("*.md"))]
+    broken = []
+    for page in pages:
+        text = page.read_text()
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue            # https:, mailto:
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                broken.append("%s: %s (no such file)" % (page.relative_to(REPO), target))
+            elif anchor and dest.suffix == ".md":
+                heads = {slug(h) for h in re.findall(r"(?m)^#+ (.*)$", dest.read_text())}
+                if anchor not in heads:
+                    broken.append("%s: %s (no such heading)" % (page.relative_to(REPO), target))
+    assert not broken, "\n".join(broken)
+    assert len((REPO / "README.md").read_text().splitlines()) <= 500
