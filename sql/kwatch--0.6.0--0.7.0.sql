@@ -206,6 +206,21 @@ ALTER TABLE @extschema@.registrations
   ADD CONSTRAINT registrations_server_api_group_plural_table_name_key
     UNIQUE (server, api_group, plural, table_name);
 
+-- _acts_for(caller, owner) -> boolean: whether role `caller` may act for
+-- the watches of role `owner`: a superuser, or a role with the privileges
+-- of `owner` (USAGE); false when `owner` no longer exists.  The one test
+-- watch() and _find_watch() use to tell the caller's own watches from
+-- another role's.
+CREATE FUNCTION @extschema@._acts_for(caller oid, owner oid) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT COALESCE((SELECT a.rolsuper FROM pg_roles a WHERE a.oid = caller), false)
+         OR (EXISTS (SELECT 1 FROM pg_roles a WHERE a.oid = owner)
+             AND pg_has_role(caller, owner, 'USAGE'))
+$$;
+REVOKE ALL ON FUNCTION @extschema@._acts_for(oid, oid) FROM PUBLIC;
+
 -- _watch_impl(...): as in 0.5.0 (see watch()), but the watch a call names
 -- is the one into table_name when given, else the caller's own of the
 -- resource on the server, else another role's (42710, whose HINT --
@@ -296,17 +311,14 @@ BEGIN
   SELECT r.* INTO existing FROM @extschema@.registrations r
   WHERE r.server = srv AND r.api_group = d.api_group AND r.plural = d.plural
     AND (_watch_impl.table_name IS NULL OR r.table_name = _watch_impl.table_name)
-  ORDER BY (caller_super OR (EXISTS (SELECT 1 FROM pg_roles a WHERE a.oid = r.owner)
-                             AND pg_has_role(d.caller, r.owner, 'USAGE'))) DESC, r.id
+  ORDER BY @extschema@._acts_for(d.caller, r.owner) DESC, r.id
   LIMIT 1;
   IF FOUND THEN
     -- Another role's watch: one without that role's privileges learns who
     -- holds it and nothing else; the answer is the same whatever settings
     -- it passed, so it cannot probe the other watch's selectors.  It may
     -- watch the resource into a table of its own (issue 30, item 5).
-    IF NOT (caller_super
-            OR (EXISTS (SELECT 1 FROM pg_roles a WHERE a.oid = existing.owner)
-                AND pg_has_role(d.caller, existing.owner, 'USAGE'))) THEN
+    IF NOT @extschema@._acts_for(d.caller, existing.owner) THEN
       RAISE EXCEPTION '% is already watched on server "%" by role %', canonical, srv,
                       existing.owner::regrole
         USING ERRCODE = 'duplicate_object',
@@ -362,8 +374,7 @@ BEGIN
   -- the table's comment says.
   SELECT r.table_name INTO tbl FROM @extschema@.registrations r
   WHERE r.api_group = d.api_group AND r.plural = d.plural
-  ORDER BY (caller_super OR (EXISTS (SELECT 1 FROM pg_roles a WHERE a.oid = r.owner)
-                             AND pg_has_role(d.caller, r.owner, 'USAGE'))) DESC, r.id
+  ORDER BY @extschema@._acts_for(d.caller, r.owner) DESC, r.id
   LIMIT 1;
   IF _watch_impl.table_name IS NOT NULL THEN
     IF EXISTS (SELECT 1 FROM @extschema@.registrations r
@@ -411,9 +422,7 @@ BEGIN
     -- anew by this caller, it would receive their rows as its owner
     IF EXISTS (SELECT 1 FROM @extschema@.registrations r
                WHERE r.table_name = tbl
-                 AND NOT (caller_super
-                          OR (EXISTS (SELECT 1 FROM pg_roles a WHERE a.oid = r.owner)
-                              AND pg_has_role(d.caller, r.owner, 'USAGE')))) THEN
+                 AND NOT @extschema@._acts_for(d.caller, r.owner)) THEN
       RAISE EXCEPTION 'table k8s.% is gone, and watches of another role still name it', tbl
         USING ERRCODE = 'insufficient_privilege',
               DETAIL = 'A table made now would be yours, and the worker would write their rows into it.',
@@ -507,9 +516,7 @@ DECLARE
 BEGIN
   WITH m AS (
     SELECT x.id, x.table_name,
-           (COALESCE((SELECT a.rolsuper FROM pg_roles a WHERE a.oid = caller), false)
-            OR (EXISTS (SELECT 1 FROM pg_roles a WHERE a.oid = x.owner)
-                AND pg_has_role(caller, x.owner, 'USAGE'))) AS own,
+           @extschema@._acts_for(caller, x.owner) AS own,
            CASE WHEN x.resource = name AND x.table_name = name THEN 0
                 WHEN x.resource = name THEN 1
                 WHEN x.table_name = name THEN 2
