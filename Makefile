@@ -4,7 +4,7 @@
 EXTENSION  = kwatch
 MODULE_big = kwatch
 OBJS = \
-	src/common/kwatch.o \
+	src/kwatch.o \
 	src/common/guc.o \
 	src/common/shmem.o \
 	src/transfer/worker.o \
@@ -21,7 +21,7 @@ OBJS = \
 	src/common/transaction.o \
 	src/apply/as_owner.o \
 	src/functions/owner_functions.o \
-	src/apply/known_rows.o \
+	src/channel/known_rows.o \
 	src/apply/sync.o \
 	src/apply/history.o \
 	src/channel/apply_message.o \
@@ -94,7 +94,7 @@ src/cluster/http.o: $(srcdir)/kwatch.control
 # A VPATH build writes its objects under the build directory's src/<folder>/,
 # which must exist first (absolute paths, so that VPATH does not find the
 # source tree's folders instead).
-KW_OBJ_DIRS = $(addprefix $(CURDIR)/src/,$(KW_FOLDERS))
+KW_OBJ_DIRS = $(CURDIR)/src $(addprefix $(CURDIR)/src/,$(KW_FOLDERS))
 $(OBJS): | $(KW_OBJ_DIRS)
 $(KW_OBJ_DIRS):
 	mkdir -p $@
