@@ -16,6 +16,7 @@ OBJS = \
 	src/functions/column_functions.o \
 	src/transfer/watch.o \
 	src/transfer/watch_apply.o \
+	src/transfer/watch_result.o \
 	src/transfer/watch_status.o \
 	src/transfer/list_strategy.o \
 	src/common/transaction.o \
@@ -30,8 +31,11 @@ OBJS = \
 	src/apply/apply_worker.o \
 	src/apply/notify.o \
 	src/common/catalog.o \
+	src/common/json.o \
+	src/common/caller.o \
 	src/functions/sync_wait.o \
 	src/functions/wait_current.o \
+	src/functions/status.o \
 	src/functions/ownership.o \
 	src/functions/privileged.o \
 	src/cluster/discovery.o \

@@ -18,8 +18,11 @@
 #include "miscadmin.h"
 
 #include "kw_common.h"
+#include "kw_status.h"
 #include "kw_worker.h"
+#include "kw_as_owner.h"
 #include "kw_events.h"
+#include "kw_functions.h"
 
 PG_MODULE_MAGIC;
 

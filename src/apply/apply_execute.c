@@ -26,7 +26,10 @@
 #include "utils/memutils.h"
 #include "utils/timeout.h"
 
+#include "kw_common.h"
+#include "kw_apply.h"
 #include "kw_sync.h"
+#include "kw_as_owner.h"
 
 /* The longest one lock wait of a batch may last (lock_timeout), in ms. */
 #define KW_APPLY_LOCK_TIMEOUT_MS 2000

@@ -32,8 +32,9 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
+#include "kw_common.h"
 #include "kw_apply.h"
-#include "kw_events.h"
+#include "kw_sync.h"
 
 /*
  * attach_queues: the request queue (we receive) and result queue (we send)

@@ -26,7 +26,7 @@
 #include "utils/syscache.h"
 
 #include "kw_common.h"
-#include "kw_worker.h"
+#include "kw_as_owner.h"
 
 /* kw_rel_owner: the owner of relation `relid`; ERRORs (42P01) when it is gone. */
 Oid
@@ -90,13 +90,18 @@ refuse_deferral(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 
 /*
  * kw_as_owner_init: installs the hook that refuses SET CONSTRAINTS ...
- * DEFERRED while kwatch acts as a table's owner.  Called by _PG_init.
+ * DEFERRED while kwatch acts as a table's owner, and the transaction
+ * runner's start hook (kw_common.h).  Called by _PG_init in every process
+ * that loads kwatch.
  */
 void
 kw_as_owner_init(void)
 {
 	prev_utility = ProcessUtility_hook;
 	ProcessUtility_hook = refuse_deferral;
+	/* every kw_run_in_transaction body starts with the owners' deferred
+	 * triggers fired and constraints IMMEDIATE (transaction.c) */
+	kw_transaction_start_hook = kw_fire_deferred_triggers;
 }
 
 /*

@@ -71,8 +71,9 @@
 #include "utils/timestamp.h"
 
 #include "kw_common.h"
+#include "kw_apply.h"
+#include "kw_as_owner.h"
 #include "kw_events.h"
-#include "kw_worker.h"
 #include "utils/memutils.h"
 
 typedef struct KwEventSlot

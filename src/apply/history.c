@@ -37,12 +37,11 @@
 #include "utils/resowner.h"
 
 #include "kw_common.h"
-#include "kw_worker.h"
+#include "kw_apply.h"
+#include "kw_as_owner.h"
 
 /* Rows deleted from one history table in one transaction, at most. */
 #define KW_HISTORY_PRUNE_BATCH 10000
-
-int			kw_history_prune_interval_s = 60;
 
 static KwChangeOrigin change_origin = KW_ORIGIN_WATCH;
 static bool origin_callback_registered = false;

@@ -58,8 +58,6 @@ typedef enum KwEventReadResult
 } KwEventReadResult;
 
 extern void kw_events_shmem_request(void);
-extern void kw_events_writer_init(void);
-extern void kw_events_restore(void);
 extern void kw_events_add(KwRegistration *reg, const KwChange *c, bool notify);
 extern void kw_events_checkpoint(void);
 extern bool kw_events_available(void);

@@ -10,7 +10,11 @@
 #ifndef KW_SYNC_H
 #define KW_SYNC_H
 
+#include "kw_common.h"
 #include "kw_apply.h"
+
+/* in apply_execute.c: running a request (in an apply worker) */
+extern void kw_apply_execute(const KwApplyRequest *req, KwApplyResult *res);
 
 /*
  * kw_apply_*: one transaction per call; kw_sync_*: in the caller's

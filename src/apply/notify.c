@@ -38,7 +38,7 @@
 #include "utils/json.h"
 
 #include "kw_common.h"
-#include "kw_worker.h"
+#include "kw_as_owner.h"
 
 #define KW_FIELD_MAX 1000
 /* PostgreSQL's limit, private to commands/async.c: keep in step with it. */

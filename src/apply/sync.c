@@ -61,9 +61,10 @@
 #include "utils/acl.h"
 
 #include "kw_common.h"
-#include "kw_worker.h"
-#include "kw_events.h"
+#include "kw_apply.h"
 #include "kw_sync.h"
+#include "kw_as_owner.h"
+#include "kw_events.h"
 
 
 struct KwSyncPlans

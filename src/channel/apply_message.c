@@ -16,6 +16,7 @@
 
 #include "libpq/pqformat.h"
 
+#include "kw_common.h"
 #include "kw_apply.h"
 
 /* put_len_str: s[0..len) as a length and its bytes; NULL as length -1 */

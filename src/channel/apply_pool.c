@@ -48,6 +48,7 @@
 #include "storage/shm_toc.h"
 #include "utils/memutils.h"
 
+#include "kw_common.h"
 #include "kw_apply.h"
 
 #define KW_APPLY_REQUEST_QUEUE (1024 * 1024)

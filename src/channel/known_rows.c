@@ -18,6 +18,7 @@
 
 #include "utils/hsearch.h"
 
+#include "kw_common.h"
 #include "kw_apply.h"
 
 typedef struct KnownEntry

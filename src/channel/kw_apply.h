@@ -24,7 +24,22 @@
 #define KW_APPLY_H
 
 #include "kw_common.h"
-#include "kw_worker.h"
+
+/* One event of a watch's batch. */
+typedef struct KwEvent
+{
+	KwEventType type;
+	KwObject	obj;
+} KwEvent;
+
+/* What one apply did, for the status counters. */
+typedef struct KwApplyCounts
+{
+	int64		added;
+	int64		modified;
+	int64		deleted;
+	int64		notified;
+} KwApplyCounts;
 
 /* apply_pool.c's shm_toc: request queue 2i, result queue 2i + 1 */
 #define KW_APPLY_TOC_MAGIC 0x6b776170	/* "kwap" */
@@ -97,17 +112,11 @@ extern void kw_apply_request_decode(const char *data, Size len, KwApplyRequest *
 extern void kw_apply_result_encode(StringInfo buf, const KwApplyResult *res);
 extern void kw_apply_result_decode(const char *data, Size len, KwApplyResult *res);
 
-/* in apply_execute.c: running a request (in an apply worker, or in-process) */
-extern void kw_apply_execute(const KwApplyRequest *req, KwApplyResult *res);
-
 /* in apply_worker.c */
 PGDLLEXPORT void kwatch_apply_main(Datum main_arg);
 
 /* in apply_pool.c: the transfer's side of the pool */
 typedef struct KwApplyTicket KwApplyTicket;
-
-extern int	kw_max_apply_workers;
-extern int	kw_apply_timeout_ms;
 
 extern void kw_apply_pool_init(void);
 extern KwApplyTicket *kw_apply_submit(StringInfo request, void *owner,
@@ -118,5 +127,24 @@ extern bool kw_apply_poll(KwApplyTicket *ticket, KwApplyResult *res,
 extern void kw_apply_cancel(KwApplyTicket *ticket);
 extern bool kw_apply_pool_collect(void);
 extern void kw_apply_pool_shutdown(void);
+
+/*
+ * What the worker's process calls of apply/ directly, the only calls that
+ * cross between transfer/ and apply/ outside a request (src/README.md,
+ * "Rules between folders"; test/layout/check_layout.py names the same):
+ * at its start, the event ring's writer and its restore from
+ * kwatch.events (events.c); between rounds, which history tables are due
+ * for pruning (history.c; each is then pruned by a request of its own).
+ */
+extern void kw_events_writer_init(void);
+extern void kw_events_restore(void);
+
+typedef struct KwPruneTarget
+{
+	Oid			history_oid;
+	Oid			owner;			/* the pool's role for the request */
+} KwPruneTarget;
+
+extern List *kw_history_prune_targets(MemoryContext cxt);
 
 #endif							/* KW_APPLY_H */

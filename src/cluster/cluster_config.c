@@ -19,6 +19,7 @@
 #include "nodes/pg_list.h"
 
 #include "kw_common.h"
+#include "kw_cluster.h"
 
 /* a NULL-keeping pstrdup */
 static char *

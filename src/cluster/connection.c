@@ -56,6 +56,7 @@
 #include "utils/syscache.h"
 
 #include "kw_common.h"
+#include "kw_cluster.h"
 
 /* Name of our foreign-data wrapper, as created by the extension script. */
 #define KW_FDW_NAME "kwatch"

@@ -69,6 +69,7 @@
 #include "utils/wait_event.h"
 
 #include "kw_common.h"
+#include "kw_cluster.h"
 
 extern char **environ;
 
@@ -232,8 +233,6 @@ static ExecEntry *exec_entries = NULL;
 static bool nonblocking = false;
 static uint64 fd_generation = 0;
 static bool exit_callback_registered = false;
-
-int			kw_exec_plugin_timeout_s = 60;
 
 /*
  * kw_credential_set_nonblocking: the worker says it never waits for a

@@ -47,8 +47,8 @@
 #include <json-c/json.h>
 
 #include "kw_common.h"
-#include "kw_worker.h"
-#include "kw_fdw.h"
+#include "kw_cluster.h"
+#include "kw_http.h"
 
 /*
  * Accept header of aggregated discovery (client-go discovery_client.go

@@ -60,6 +60,8 @@
 #include "utils/varlena.h"
 
 #include "kw_common.h"
+#include "kw_cluster.h"
+#include "kw_http.h"
 
 /* What an option's value is, and who may set it. */
 #define KW_OPT_BOOL		0x01	/* boolean (defGetBoolean) */

@@ -35,6 +35,8 @@
 #include "utils/timestamp.h"
 
 #include "kw_common.h"
+#include "kw_cluster.h"
+#include "kw_http.h"
 
 /* Largest response kw_http_get accepts (discovery, probes): 32 MB. */
 #define KW_SYNC_BODY_MAX (32 * 1024 * 1024)

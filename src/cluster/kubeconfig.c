@@ -50,6 +50,7 @@
 #include "utils/memutils.h"
 
 #include "kw_common.h"
+#include "kw_cluster.h"
 
 /* A kubeconfig larger than this is certainly not one (real ones are KBs). */
 #define KC_MAX_FILE_SIZE	(16 * 1024 * 1024)

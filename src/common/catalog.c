@@ -22,7 +22,7 @@
 #include "miscadmin.h"
 
 #include "kw_common.h"
-#include "kw_worker.h"
+#include "kw_status.h"
 
 static bool wake_pending = false;
 static bool callback_registered = false;

@@ -17,8 +17,6 @@
 #include "utils/guc.h"
 
 #include "kw_common.h"
-#include "kw_worker.h"
-#include "kw_apply.h"
 
 char	   *kw_database = NULL;
 int			kw_max_watches = 128;
@@ -38,6 +36,9 @@ int			kw_event_buffer = 10000;
 char	   *kw_debug_error_on_object = NULL;
 int			kw_max_apply_workers = 4;
 int			kw_apply_timeout_ms = 60000;
+int			kw_exec_plugin_timeout_s = 60;
+int			kw_history_prune_interval_s = 60;
+int			kw_list_strategy = KW_LIST_STRATEGY_AUTO;
 
 static const struct config_enum_entry list_strategy_options[] = {
 	{"auto", KW_LIST_STRATEGY_AUTO, false},

@@ -5,7 +5,8 @@
  *		registration generation counter.
  *
  * The worker owns one slot per running watch and writes its state and
- * counters there; kwatch.watch_status() (behind the kwatch.watches view)
+ * counters there; kwatch.watch_status() (functions/status.c, behind the
+ * kwatch.watches view)
  * copies them out under a shared lock.  Backends that change registrations
  * bump `generation` and set the worker's latch at COMMIT (catalog.c), so a
  * new watch starts syncing right after the registering transaction commits.
@@ -30,7 +31,7 @@
 #include "utils/timestamp.h"
 
 #include "kw_common.h"
-#include "kw_worker.h"
+#include "kw_status.h"
 
 KwSharedState *kw_shared = NULL;
 
@@ -197,138 +198,4 @@ kw_status_broadcast(void)
 {
 	if (kw_shared != NULL)
 		ConditionVariableBroadcast(&kw_shared->sync_cv);
-}
-
-/*
- * slot_visible: whether the current user may see watch status `s`: the
- * rule of the kwatch.watches view (a superuser; a member of the role that
- * registered the watch; a role with USAGE on its server).  The error text
- * and counters of other roles' watches are theirs.
- */
-static bool
-slot_visible(const KwWatchStatus *s)
-{
-	Oid			user = GetUserId();
-	ForeignServer *fs;
-
-	if (superuser_arg(user))
-		return true;
-	if (OidIsValid(s->owner) &&
-		SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(s->owner)) &&
-		has_privs_of_role(user, s->owner))
-		return true;
-	fs = GetForeignServerByName(s->server, true);
-	if (fs == NULL)
-		return false;
-	return kw_server_usage(fs->serverid, user) == ACLCHECK_OK;
-}
-
-PG_FUNCTION_INFO_V1(kwatch_watch_status);
-
-/*
- * kwatch_watch_status: SQL kwatch.watch_status() -> SETOF record, one row
- * per running watch the current user may see (slot_visible), copied from
- * shared memory.  Columns are declared in the
- * extension script: 22 in 0.1.0, 25 since 0.2.0 (synced, syncs,
- * relist_requests).  Returns no rows
- * when kwatch was not preloaded.
- */
-Datum
-kwatch_watch_status(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	KwWatchStatus *copy;
-	int			n = 0;
-
-	InitMaterializedSRF(fcinfo, 0);
-	if (kw_shared == NULL)
-		return (Datum) 0;
-
-	copy = palloc(sizeof(KwWatchStatus) * kw_shared->nslots);
-	LWLockAcquire(kw_shared->lock, LW_SHARED);
-	for (int i = 0; i < kw_shared->nslots; i++)
-		if (kw_shared->slots[i].watch_id != 0)
-			copy[n++] = kw_shared->slots[i];
-	LWLockRelease(kw_shared->lock);
-
-	for (int i = 0; i < n; i++)
-	{
-		KwWatchStatus *s = &copy[i];
-		Datum		values[25];
-		bool		nulls[25];
-		int			c = 0;
-
-		if (!slot_visible(s))
-			continue;
-
-		memset(nulls, 0, sizeof(nulls));
-		values[c++] = Int32GetDatum(s->watch_id);
-		values[c++] = CStringGetTextDatum(kw_state_name(s->state));
-		values[c++] = BoolGetDatum(s->healthy);
-		if (s->resource_version[0])
-			values[c] = CStringGetTextDatum(s->resource_version);
-		else
-			nulls[c] = true;
-		c++;
-		values[c++] = Int64GetDatum(s->objects);
-		if (s->last_sync_at)
-			values[c] = TimestampTzGetDatum(s->last_sync_at);
-		else
-			nulls[c] = true;
-		c++;
-		values[c++] = TimestampTzGetDatum(s->state_since);
-		if (s->last_error[0])
-		{
-			values[c] = CStringGetTextDatum(s->last_error);
-			values[c + 1] = TimestampTzGetDatum(s->last_error_at);
-		}
-		else
-			nulls[c] = nulls[c + 1] = true;
-		c += 2;
-		values[c++] = Int64GetDatum(s->list_calls);
-		values[c++] = Int64GetDatum(s->watch_calls);
-		values[c++] = Int64GetDatum(s->relists);
-		values[c++] = Int64GetDatum(s->added);
-		values[c++] = Int64GetDatum(s->modified);
-		values[c++] = Int64GetDatum(s->deleted);
-		values[c++] = Int64GetDatum(s->bookmarks);
-		values[c++] = Int64GetDatum(s->notifications);
-		values[c++] = Int64GetDatum(s->skipped_objects);
-		values[c++] = Int64GetDatum(s->sanitized_objects);
-		values[c++] = Int64GetDatum(s->errors[KW_ERRSRC_HTTP]);
-		values[c++] = Int64GetDatum(s->errors[KW_ERRSRC_DECODE]);
-		values[c++] = Int64GetDatum(s->errors[KW_ERRSRC_DATABASE] + s->errors[KW_ERRSRC_CONFIG]);
-		values[c++] = BoolGetDatum(s->synced);
-		values[c++] = Int64GetDatum(s->syncs);
-		values[c++] = Int64GetDatum(s->relist_requests);
-		Assert(c == 25);
-		/* the extension at 0.1.0 declares the first 22 columns only */
-		if (rsinfo->setDesc->natts != 22 && rsinfo->setDesc->natts != 25)
-			elog(ERROR, "kwatch.watch_status() declared with %d columns",
-				 rsinfo->setDesc->natts);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	return (Datum) 0;
-}
-
-PG_FUNCTION_INFO_V1(kwatch_worker_pid);
-
-/*
- * kwatch_worker_pid: SQL kwatch.worker_pid() -> int, the worker's process
- * id, or NULL when no worker runs (not preloaded, or between restarts).
- */
-Datum
-kwatch_worker_pid(PG_FUNCTION_ARGS)
-{
-	pid_t		pid = 0;
-
-	if (kw_shared)
-	{
-		LWLockAcquire(kw_shared->lock, LW_SHARED);
-		pid = kw_shared->worker_pid;
-		LWLockRelease(kw_shared->lock);
-	}
-	if (pid == 0)
-		PG_RETURN_NULL();
-	PG_RETURN_INT32((int32) pid);
 }

@@ -19,7 +19,9 @@
 #include "utils/snapmgr.h"
 
 #include "kw_common.h"
-#include "kw_worker.h"
+
+/* set by as_owner.c (kw_as_owner_init); see kw_common.h */
+KwTxnStartHook kw_transaction_start_hook = NULL;
 
 /*
  * kw_run_in_transaction: runs body(arg) in its own transaction with SPI
@@ -42,7 +44,8 @@ kw_run_in_transaction(KwTxnBody body, void *arg, char **errmsg, int *sqlstate)
 			elog(ERROR, "SPI_connect failed");
 		PushActiveSnapshot(GetTransactionSnapshot());
 		/* a table owner's deferrable triggers fire as the owner (as_owner.c) */
-		kw_fire_deferred_triggers();
+		if (kw_transaction_start_hook)
+			kw_transaction_start_hook();
 		body(arg);
 		SPI_finish();
 		PopActiveSnapshot();

@@ -40,6 +40,7 @@
 #include "utils/memutils.h"
 
 #include "kw_common.h"
+#include "kw_decode.h"
 
 /* Kubernetes caps objects at 1.5 MB in etcd; leave room for large CRs. */
 #define KW_MAX_OBJECT_BYTES (64 * 1024 * 1024)
@@ -53,45 +54,6 @@
  * max_stack_depth.
  */
 #define KW_MAX_DEPTH (10000 + 16)
-
-/*
- * kw_event_type_name: "ADDED", "MODIFIED", ... as Kubernetes spells them.
- */
-const char *
-kw_event_type_name(KwEventType t)
-{
-	switch (t)
-	{
-		case KW_EV_ADDED:
-			return "ADDED";
-		case KW_EV_MODIFIED:
-			return "MODIFIED";
-		case KW_EV_DELETED:
-			return "DELETED";
-		case KW_EV_BOOKMARK:
-			return "BOOKMARK";
-		case KW_EV_ERROR:
-			return "ERROR";
-	}
-	return "?";
-}
-
-/*
- * kw_json_get_string: the string member `key` of the json-c object `obj` (a
- * json_object *; NULL allowed), or NULL when absent or not a string.  The
- * result belongs to obj.
- */
-const char *
-kw_json_get_string(void *obj, const char *key)
-{
-	json_object *o = (json_object *) obj;
-	json_object *v;
-
-	if (o && json_object_object_get_ex(o, key, &v) &&
-		json_object_is_type(v, json_type_string))
-		return json_object_get_string(v);
-	return NULL;
-}
 
 /* hex4: the value of 4 hex digits (0x10000 when they are not hex digits). */
 static unsigned int

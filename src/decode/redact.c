@@ -54,6 +54,7 @@
 #include "utils/resowner.h"
 
 #include "kw_common.h"
+#include "kw_decode.h"
 
 #define KW_SECRET_KEY_FILE "kwatch_secret.key"
 #define KW_SECRET_KEY_LEN 32

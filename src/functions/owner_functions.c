@@ -23,7 +23,7 @@
 #include "utils/lsyscache.h"
 
 #include "kw_common.h"
-#include "kw_worker.h"
+#include "kw_as_owner.h"
 
 PG_FUNCTION_INFO_V1(kwatch_delete_cluster_rows);
 

@@ -56,7 +56,9 @@
 #include "utils/syscache.h"
 
 #include "kw_common.h"
-#include "kw_worker.h"
+#include "kw_status.h"
+#include "kw_as_owner.h"
+#include "kw_functions.h"
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 

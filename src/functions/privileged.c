@@ -37,36 +37,7 @@
 #include "utils/syscache.h"
 
 #include "kw_common.h"
-#include "kw_worker.h"
-
-/* The caller of the privileged entry point running now, if any. */
-static Oid	current_caller = InvalidOid;
-
-/*
- * kw_current_caller: the role kwatch's privilege checks apply to: the
- * caller of the kwatch.watch/unwatch/relist call in progress (see above),
- * else the current user.
- */
-Oid
-kw_current_caller(void)
-{
-	return OidIsValid(current_caller) ? current_caller : GetUserId();
-}
-
-/*
- * kw_set_current_caller: makes `caller` the role kw_current_caller()
- * returns (InvalidOid: the current user again); returns the previous one,
- * to be restored.  For ownership.c, which removes watches for the issuer
- * of DROP OWNED.
- */
-Oid
-kw_set_current_caller(Oid caller)
-{
-	Oid			prev = current_caller;
-
-	current_caller = caller;
-	return prev;
-}
+#include "kw_as_owner.h"
 
 PG_FUNCTION_INFO_V1(kwatch_privileged_entry);
 

@@ -35,7 +35,8 @@
 #include "utils/timestamp.h"
 
 #include "kw_common.h"
-#include "kw_worker.h"
+#include "kw_status.h"
+#include "kw_functions.h"
 
 /* A watch a caller waits for. */
 typedef struct SyncTarget

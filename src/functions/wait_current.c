@@ -79,8 +79,12 @@
 #include <json-c/json.h>
 
 #include "kw_common.h"
-#include "kw_worker.h"
+#include "kw_status.h"
+#include "kw_cluster.h"
+#include "kw_http.h"
 #include "kw_apply.h"
+#include "kw_as_owner.h"
+#include "kw_functions.h"
 
 /* How long the checkpoint must stay still before the comparison (step 3). */
 #define KW_WAIT_QUIET_MS 200

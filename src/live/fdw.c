@@ -92,6 +92,9 @@
 #include <json-c/json.h>
 
 #include "kw_common.h"
+#include "kw_cluster.h"
+#include "kw_http.h"
+#include "kw_decode.h"
 #include "kw_fdw.h"
 #include KW_EXPLAIN_STATE_H
 #include KW_EXPLAIN_FORMAT_H

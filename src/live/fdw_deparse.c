@@ -44,6 +44,7 @@
 #include "utils/lsyscache.h"
 
 #include "kw_common.h"
+#include "kw_http.h"
 #include "kw_fdw.h"
 
 /* Most LISTs one namespace IN (...) clause becomes. */

@@ -10,6 +10,7 @@
 #define KW_FDW_H
 
 #include "kw_common.h"
+#include "kw_cluster.h"
 
 #include "nodes/pathnodes.h"
 #include "nodes/primnodes.h"
@@ -20,20 +21,6 @@
  * ---------------------------------------------------------------------
  */
 
-/* One resource as discovery describes it (PROTOCOL 29). */
-typedef struct KwResource
-{
-	char	   *api_group;		/* "" for core */
-	char	   *api_version;
-	char	   *plural;
-	char	   *kind;
-	bool		namespaced;
-	List	   *verbs;			/* char * */
-} KwResource;
-
-extern bool kw_discover_resource(KwClusterConfig *cfg, const char *name,
-								 KwResource *out);
-extern List *kw_discover_listable(KwClusterConfig *cfg);
 
 /*
  * One column a live table can have: its name, type and the expression that

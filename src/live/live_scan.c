@@ -39,6 +39,9 @@
 #include "utils/timestamp.h"
 
 #include "kw_common.h"
+#include "kw_cluster.h"
+#include "kw_http.h"
+#include "kw_decode.h"
 #include "kw_fdw.h"
 
 /* Longest wait for data before checking for interrupts. */

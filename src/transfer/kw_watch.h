@@ -3,9 +3,9 @@
  * kw_watch.h
  *		One watch's state (struct KwWatch), shared by the files that make up
  *		the reflector: watch.c (requests, decoding, what comes next),
- *		watch_apply.c (batches to and from the apply workers) and
- *		watch_status.c (the shared status).  The worker sees KwWatch only
- *		through kw_worker.h's kw_watch_* functions.
+ *		watch_apply.c (batches to the apply workers), watch_result.c (what
+ *		their results mean) and watch_status.c (the shared status).  The
+ *		worker sees KwWatch only through kw_worker.h's kw_watch_* functions.
  *
  *-------------------------------------------------------------------------
  */
@@ -13,8 +13,12 @@
 #define KW_WATCH_H
 
 #include "kw_common.h"
-#include "kw_worker.h"
+#include "kw_status.h"
+#include "kw_cluster.h"
+#include "kw_http.h"
+#include "kw_decode.h"
 #include "kw_apply.h"
+#include "kw_worker.h"
 
 /* A watch streaming this long is healthy again: backoff resets. */
 #define KW_HEALTHY_RESET_MS 10000
@@ -122,7 +126,7 @@ extern void kw_watch_publish_progress(KwWatch *w);
 extern void kw_watch_count_apply(KwWatch *w, KwApplyCounts *c, bool sync_done);
 extern void kw_watch_record_error(KwWatch *w, KwErrorSource src, const char *msg);
 
-/* in watch.c */
+/* in watch.c (called by watch_result.c; watch.c never calls it) */
 extern void kw_watch_stop_transfer(KwWatch *w);
 extern void kw_watch_restart_list(KwWatch *w, bool with_rv);
 extern int	kw_watch_retry_delay(KwWatch *w, int min_ms);
@@ -131,6 +135,8 @@ extern void kw_watch_retry_now(KwWatch *w);
 
 /* in watch_apply.c */
 extern bool kw_watch_unapplied(KwWatch *w);
+extern void kw_watch_forget_request(KwWatch *w);
+extern void kw_watch_drop_unapplied(KwWatch *w);
 extern void kw_watch_reset_items(KwWatch *w);
 extern void kw_watch_reset_events(KwWatch *w);
 extern void kw_watch_send_request(KwWatch *w, KwApplyRequest *req, const char *rv);

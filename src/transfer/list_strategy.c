@@ -28,8 +28,7 @@
 #include "utils/memutils.h"
 
 #include "kw_common.h"
-
-int			kw_list_strategy = KW_LIST_STRATEGY_AUTO;
+#include "kw_worker.h"
 
 /* What one API server (its URL) answered to a streaming list. */
 typedef struct StreamSupport

@@ -49,8 +49,12 @@
 #include "utils/timestamp.h"
 
 #include "kw_common.h"
-#include "kw_worker.h"
+#include "kw_status.h"
+#include "kw_cluster.h"
+#include "kw_http.h"
+#include "kw_decode.h"
 #include "kw_apply.h"
+#include "kw_worker.h"
 #include "kw_watch.h"
 
 /* A watch closing faster than this with no events counts as "short". */

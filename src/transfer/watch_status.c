@@ -14,8 +14,9 @@
 #include "utils/timestamp.h"
 
 #include "kw_common.h"
-#include "kw_worker.h"
+#include "kw_status.h"
 #include "kw_apply.h"
+#include "kw_worker.h"
 #include "kw_watch.h"
 
 /* kw_watch_set_str: replaces *field (in the watch's context) by a copy of value. */

@@ -48,9 +48,11 @@
 #include "utils/timestamp.h"
 
 #include "kw_common.h"
-#include "kw_worker.h"
-#include "kw_events.h"
+#include "kw_status.h"
+#include "kw_cluster.h"
+#include "kw_http.h"
 #include "kw_apply.h"
+#include "kw_worker.h"
 
 /* Registrations are re-read at least this often, in case of missed wakeups. */
 #define KW_RELOAD_INTERVAL_MS 10000

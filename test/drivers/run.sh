@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make test: installs what is missing, builds and installs kwatch, then
+# make test: installs what is missing, builds and installs kwatch, checks
+# the layout of src/ (test/layout/check_layout.py), then
 #   1. the Debian package (test/packaging/package.sh): builds postgresql-15-kwatch from
 #      the same sources, installs it with dpkg -i over what make install
 #      wrote, and runs pg_regress (the SQL surface, on a temp instance
@@ -40,6 +41,9 @@ trap print_stages EXIT
 
 step "dependencies, build and install"
 build_and_install
+
+step "layout of src/: include rules, header sizes, no cycle between files (test/layout/check_layout.py)"
+python3 test/layout/check_layout.py
 
 # The tests' servers run as postgres and must reach everything in it.
 mkdir -p "$KWATCH_TEST_DIR"; chmod -R a+rX "$KWATCH_TEST_DIR"

@@ -1,0 +1,75 @@
+/*-------------------------------------------------------------------------
+ *
+ * kw_decode.h
+ *		JSON from the API server -> objects ready to store (decode.c,
+ *		PROTOCOL 5, 6, 12, 13), and Secret redaction (redact.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef KW_DECODE_H
+#define KW_DECODE_H
+
+#include "kw_common.h"
+
+typedef enum KwDecodeResult
+{
+	KW_DECODE_OK,
+	KW_DECODE_SANITIZED,		/* stored with \u0000 escaped */
+	KW_DECODE_SKIP				/* object can't be stored: skip it */
+} KwDecodeResult;
+extern KwDecodeResult kw_decode_object(void *jobj, const char *api_version,
+										const char *kind, KwObject *out,
+										char **why);
+extern char *kw_api_version_string(const char *api_group, const char *version);
+extern bool kw_valid_identity(const char *s);
+
+/* Watch stream decoder (PROTOCOL 12, 13). */
+typedef struct KwWatchDecoder KwWatchDecoder;
+typedef void (*KwWatchEventCallback) (void *arg, KwEventType type,
+									  void *jobj);
+
+extern KwWatchDecoder *kw_watch_decoder_create(void);
+extern void kw_watch_decoder_free(KwWatchDecoder *dec);
+extern bool kw_watch_decoder_feed(KwWatchDecoder *dec, const char *data,
+								  size_t len, KwWatchEventCallback cb,
+								  void *arg, char **error);
+extern bool kw_watch_decoder_event_sanitized(KwWatchDecoder *dec);
+extern bool kw_watch_decoder_finish(KwWatchDecoder *dec, char **error);
+
+extern bool kw_sanitize_json(char **json, int *len);
+
+/* redact.c: Secret values kept out unless opted in */
+extern bool kw_is_secret_resource(const char *api_group, const char *plural);
+extern void kw_redact_secret_object(void *obj);
+extern bool kw_redact_secret_json(char **json, int *len);
+
+/* Paged LIST decoder (PROTOCOL 5, 6). */
+typedef struct KwListDecoder KwListDecoder;
+
+/* One LIST item as the framer saw it: raw text, managedFields cut out. */
+typedef struct KwListItem
+{
+	char	   *uid;			/* NULL when absent */
+	char	   *namespace;
+	char	   *name;
+	char	   *resource_version;
+	char	   *json;			/* valid during the callback only */
+	int			json_len;
+	const char *skip_reason;	/* non-NULL: the item cannot be decoded (too
+								 * deep or too large); json is empty */
+} KwListItem;
+
+typedef void (*KwListItemCallback) (void *arg, KwListItem *item);
+
+extern KwListDecoder *kw_list_decoder_create(const char *api_version,
+											 const char *kind);
+extern void kw_list_decoder_free(KwListDecoder *dec);
+extern bool kw_list_decoder_feed(KwListDecoder *dec, const char *data,
+								 size_t len, KwListItemCallback cb, void *arg,
+								 char **error);
+extern bool kw_list_decoder_finish(KwListDecoder *dec, char **resource_version,
+								   char **continue_token, char **error);
+
+
+
+#endif							/* KW_DECODE_H */
