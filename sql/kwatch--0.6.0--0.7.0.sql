@@ -546,7 +546,9 @@ $$;
 REVOKE ALL ON FUNCTION @extschema@._find_watch(text, text, oid) FROM PUBLIC;
 
 -- _unwatch_impl(resource, server, drop_table): as in 0.2.0 (see
--- unwatch()), the watch found by _find_watch() for the caller.
+-- unwatch()), the watch found by _find_watch() for the caller; its rows
+-- are deleted also before drop_table drops the table (issue 33: a fleet
+-- subscriber receives the deletes).
 -- Returns false when there is none; ERRORs: 42P08 (_find_watch), 42501
 -- another role's watch, or drop_table of a table the caller does not own.
 CREATE OR REPLACE FUNCTION @extschema@._unwatch_impl(resource text,
@@ -572,6 +574,12 @@ BEGIN
   END IF;
   PERFORM @extschema@._drop_relist_stage(r.id);
   IF to_regclass(format('k8s.%I', r.table_name)) IS NOT NULL THEN
+    -- the rows go first, as deletes, also when the table is dropped next
+    -- (issue 33): a logical-replication subscriber (the fleet recipe)
+    -- receives the deletes, whereas a DROP TABLE is not replicated and
+    -- would leave it this cluster's rows for ever.  As the table's owner:
+    -- its DELETE triggers never run as the definer.
+    PERFORM @extschema@._delete_cluster_rows(format('k8s.%I', r.table_name)::regclass, srv);
     IF drop_table AND NOT EXISTS (SELECT 1 FROM @extschema@.registrations x
                                   WHERE x.table_name = r.table_name) THEN
       -- only its owner's (or a member's) table: another role may have
@@ -584,9 +592,6 @@ BEGIN
                 HINT = 'Leave out drop_table => true: the watch and its rows can go without the table.';
       END IF;
       EXECUTE format('DROP TABLE k8s.%I', r.table_name);
-    ELSE
-      -- as the table's owner: its DELETE triggers never run as the definer
-      PERFORM @extschema@._delete_cluster_rows(format('k8s.%I', r.table_name)::regclass, srv);
     END IF;
   END IF;
   PERFORM @extschema@._wake_at_commit();

@@ -91,5 +91,6 @@ extern void kw_status_release(KwWatchStatus *slot);
 extern void kw_wake_worker(void);
 extern void kw_poke_worker(void);
 extern void kw_status_broadcast(void);
+extern bool kw_serves_this_database(void);
 
 #endif							/* KW_STATUS_H */

@@ -17,6 +17,7 @@
 
 #include <signal.h>
 
+#include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "catalog/pg_authid.h"
 #include "foreign/foreign.h"
@@ -198,4 +199,29 @@ kw_status_broadcast(void)
 {
 	if (kw_shared != NULL)
 		ConditionVariableBroadcast(&kw_shared->sync_cv);
+}
+
+/*
+ * kw_serves_this_database: whether the kwatch worker serves the current
+ * database, the one kwatch.database names.  The worker, its apply
+ * workers, the status slots and the event ring are that database's alone
+ * (issue 33): in another database, the SQL functions that read or wait
+ * for them show nothing or refuse (kw_require_worker_state).  Needs a
+ * transaction (it reads the database's name); cached per backend, whose
+ * database never changes.
+ */
+bool
+kw_serves_this_database(void)
+{
+	static Oid	checked_db = InvalidOid;
+	static bool serves = false;
+
+	if (checked_db != MyDatabaseId)
+	{
+		char	   *here = get_database_name(MyDatabaseId);
+
+		serves = here && kw_database && strcmp(here, kw_database) == 0;
+		checked_db = MyDatabaseId;
+	}
+	return serves;
 }

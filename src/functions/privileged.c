@@ -28,7 +28,9 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xlog.h"
 #include "catalog/pg_proc.h"
+#include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/value.h"
@@ -37,6 +39,7 @@
 #include "utils/syscache.h"
 
 #include "kw_common.h"
+#include "kw_status.h"
 #include "kw_as_owner.h"
 
 PG_FUNCTION_INFO_V1(kwatch_privileged_entry);
@@ -52,8 +55,11 @@ PG_FUNCTION_INFO_V1(kwatch_privileged_entry);
  * (issue 30: a deferred constraint trigger fired under the raised identity
  * made its role superuser).
  * ERRORs: 42501 inside a security-restricted operation (e.g. from a
- * trigger the worker fires as a mirror table's owner); whatever the
- * caller's deferred triggers or the implementation raise.
+ * trigger the worker fires as a mirror table's owner); 25006 on a hot
+ * standby (watch, unwatch: relist's 55000 comes from the worker's check);
+ * 55000 for watch() and relist() in a database other than
+ * kwatch.database's (unwatch() still removes what is registered there);
+ * whatever the caller's deferred triggers or the implementation raise.
  */
 Datum
 kwatch_privileged_entry(PG_FUNCTION_ARGS)
@@ -90,6 +96,27 @@ kwatch_privileged_entry(PG_FUNCTION_ARGS)
 				 errmsg("cannot call %s.%s() within a security-restricted operation",
 						nspname, name),
 				 errdetail("Code that runs as a table's owner on another role's behalf (a trigger, rule or constraint the kwatch worker fires, say) may not register or remove watches.")));
+
+	/*
+	 * Before any request to a cluster (discovery) and any write (issue 33):
+	 * a hot standby cannot register or remove a watch, and a
+	 * database the worker does not serve would register a watch nothing
+	 * ever starts.
+	 */
+	if (RecoveryInProgress() && strcmp(name, "relist") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot call %s.%s() on a server in recovery (a hot standby)", nspname, name),
+				 errdetail("The standby's mirror tables follow the primary's by replication."),
+				 errhint("Call it on the primary.")));
+	if (strcmp(name, "unwatch") != 0 && kw_shared != NULL && !kw_serves_this_database())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the kwatch worker serves database \"%s\", not \"%s\"",
+						kw_database ? kw_database : "", get_database_name(MyDatabaseId)),
+				 errdetail("kwatch.database names the one database whose watches are synced; a watch registered here would never start."),
+				 errhint("Use kwatch in database \"%s\", or set kwatch.database to this database and restart PostgreSQL.",
+						 kw_database ? kw_database : "")));
 
 	tp = SearchSysCache1(PROCOID, ObjectIdGetDatum(impl));
 	if (!HeapTupleIsValid(tp))

@@ -65,7 +65,8 @@ kwatch_watch_status(PG_FUNCTION_ARGS)
 	int			n = 0;
 
 	InitMaterializedSRF(fcinfo, 0);
-	if (kw_shared == NULL)
+	/* the slots are the watches of kwatch.database's registrations only */
+	if (kw_shared == NULL || !kw_serves_this_database())
 		return (Datum) 0;
 
 	copy = palloc(sizeof(KwWatchStatus) * kw_shared->nslots);
@@ -139,14 +140,15 @@ PG_FUNCTION_INFO_V1(kwatch_worker_pid);
 
 /*
  * kwatch_worker_pid: SQL kwatch.worker_pid() -> int, the worker's process
- * id, or NULL when no worker runs (not preloaded, or between restarts).
+ * id, or NULL when no worker runs for this database (not preloaded,
+ * between restarts, or a database other than kwatch.database).
  */
 Datum
 kwatch_worker_pid(PG_FUNCTION_ARGS)
 {
 	pid_t		pid = 0;
 
-	if (kw_shared)
+	if (kw_shared && kw_serves_this_database())
 	{
 		LWLockAcquire(kw_shared->lock, LW_SHARED);
 		pid = kw_shared->worker_pid;

@@ -24,7 +24,12 @@
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "access/xlog.h"
@@ -32,6 +37,9 @@
 #include "pgstat.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "kw_common.h"
@@ -48,7 +56,8 @@ typedef struct SyncTarget
 
 /*
  * kw_require_worker_state: ERRORs 55000 unless a worker can sync watches here:
- * kwatch preloaded, and not a hot standby (the worker starts only once
+ * kwatch preloaded, this the database kwatch.database names (issue 33: no
+ * database waits on, or reads, another's status), and not a hot standby (the worker starts only once
  * recovery has finished, BgWorkerStart_RecoveryFinished; until then a wait
  * would last until its timeout, or forever).
  */
@@ -60,12 +69,75 @@ kw_require_worker_state(void)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("kwatch is not in shared_preload_libraries, so no worker syncs any watch"),
 				 errhint("Add kwatch to shared_preload_libraries, set kwatch.database, and restart PostgreSQL.")));
+	if (!kw_serves_this_database())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the kwatch worker serves database \"%s\", not \"%s\"",
+						kw_database ? kw_database : "", get_database_name(MyDatabaseId)),
+				 errdetail("kwatch.database names the one database whose watches are synced; watches registered elsewhere are never started."),
+				 errhint("Use kwatch in database \"%s\", or set kwatch.database to this database and restart PostgreSQL.",
+						 kw_database ? kw_database : "")));
 	if (RecoveryInProgress())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("kwatch syncs nothing on a server in recovery (a hot standby)"),
 				 errdetail("The standby's mirror tables follow the primary's by replication."),
 				 errhint("Call it on the primary.")));
+}
+
+/*
+ * kw_refuse_uncommitted: ERRORs 55000 when the current transaction wrote
+ * the registration of one of the watches ids[0..n-1] (kwatch.watch() in
+ * this transaction, or a re-registration): the worker reads registrations
+ * as committed (catalog.c) and starts a watch only once the transaction
+ * that registered it commits, so a wait for it here could only end at its
+ * timeout (issue 33).  `labels[i]` names watch ids[i] in the message (NULL:
+ * its number), `function` the SQL function for the hint.  Reads the rows
+ * with the transaction's snapshot, whatever the caller's rights on
+ * kwatch.registrations: it tells only whether the caller's own
+ * transaction wrote them.
+ */
+void
+kw_refuse_uncommitted(const int32 *ids, char *const *labels, int n,
+					  const char *function)
+{
+	Oid			nsp = get_namespace_oid("kwatch", true);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid("registrations", nsp) : InvalidOid;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	AttrNumber	idatt;
+	int			found = -1;
+
+	if (!OidIsValid(relid) || n == 0)
+		return;
+	idatt = get_attnum(relid, "id");
+	if (idatt == InvalidAttrNumber)
+		return;
+	rel = table_open(relid, AccessShareLock);
+	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+	while (found < 0 && (tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, idatt, RelationGetDescr(rel), &isnull);
+
+		if (isnull ||
+			!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tup->t_data)))
+			continue;
+		for (int i = 0; i < n; i++)
+			if (ids[i] == DatumGetInt32(d))
+				found = i;
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	if (found >= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 labels && labels[found] ?
+				 errmsg("the watch of %s was registered by this transaction", labels[found]) :
+				 errmsg("watch %d was registered by this transaction", ids[found]),
+				 errdetail("The worker starts a watch when the transaction that registered it commits."),
+				 errhint("COMMIT first, then call %s.", function)));
 }
 
 /* find_slot: the status slot of watch `id`, or NULL.  Caller holds the lock. */
@@ -232,8 +304,10 @@ PG_FUNCTION_INFO_V1(kwatch_wait_synced);
  * when requests[i] > 0 (a number kwatch._request_relist() returned), once
  * the LIST that request asked for has committed.  timeout NULL waits until statement_timeout or
  * cancel.  ERRORs: 42704 (an id kwatch.watches does not show the caller),
- * 55000 (not preloaded; a watch in state "failed", with its last error),
- * 57014 (timeout), 22023 (arrays of different lengths).
+ * 55000 (not preloaded; a watch in state "failed", with its last error;
+ * a watch registered by the current transaction, at once:
+ * kw_refuse_uncommitted), 57014 (timeout), 22023 (arrays of different
+ * lengths).
  */
 Datum
 kwatch_wait_synced(PG_FUNCTION_ARGS)
@@ -279,6 +353,18 @@ kwatch_wait_synced(PG_FUNCTION_ARGS)
 		visible_labels(targets, n, PointerGetDatum(ids), outer);	/* labels outlive SPI */
 		SPI_finish();
 	}
+	{
+		int32	   *idlist = palloc(sizeof(int32) * Max(n, 1));
+		char	  **labels = palloc(sizeof(char *) * Max(n, 1));
+
+		for (int i = 0; i < n; i++)
+		{
+			idlist[i] = targets[i].id;
+			labels[i] = targets[i].label;
+		}
+		kw_refuse_uncommitted(idlist, labels, n,
+							  "kwatch.wait_synced() or kwatch.relist(wait => true)");
+	}
 	wait_for(targets, n, timeout_ms);
 	PG_RETURN_VOID();
 }
@@ -292,8 +378,9 @@ PG_FUNCTION_INFO_V1(kwatch_request_relist);
  * returns the request's number: the LIST it asked for has committed once
  * the slot's relist_done reaches it (kwatch.relist(wait => true) waits for
  * that with kwatch._wait_synced).  Counted in relist_requests.  ERRORs: 55000 when
- * the worker does not run the watch (not preloaded, no worker, or not yet
- * started after its registration committed).
+ * the worker does not run the watch (not preloaded, no worker, registered
+ * by the current transaction, or not yet started after its registration
+ * committed).
  */
 Datum
 kwatch_request_relist(PG_FUNCTION_ARGS)
@@ -303,6 +390,7 @@ kwatch_request_relist(PG_FUNCTION_ARGS)
 	int64		request = -1;
 
 	kw_require_worker_state();
+	kw_refuse_uncommitted(&id, NULL, 1, "kwatch.relist()");
 	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
 	slot = find_slot(id);
 	if (slot)

@@ -618,8 +618,9 @@ PG_FUNCTION_INFO_V1(kwatch_wait_current);
  * also inside a security-restricted operation (a trigger the worker fires
  * would wait on the worker itself); 25000 in a REPEATABLE READ or
  * SERIALIZABLE transaction (its snapshot would not show the rows
- * waited for); 55000 kwatch not preloaded, a hot standby, or the watch
- * failed (DETAIL: its last error); 57014 timeout; 22004 null arguments;
+ * waited for); 55000 kwatch not preloaded, a hot standby, the watch
+ * registered by the current transaction (at once), or the watch failed
+ * (DETAIL: its last error); 57014 timeout; 22004 null arguments;
  * the API server's refusals mapped as kw_http_raise_status does.
  */
 Datum
@@ -672,6 +673,7 @@ kwatch_wait_current(PG_FUNCTION_ARGS)
 					 errmsg("ids must not contain nulls")));
 		id = DatumGetInt32(idv[i]);
 		label = visible_label(id);
+		kw_refuse_uncommitted(&id, &label, 1, "kwatch.wait_current()");
 		reg = read_registration(id);
 		if (reg == NULL)
 			ereport(ERROR,

@@ -48,7 +48,19 @@
 #include "utils/timestamp.h"
 
 #include "kw_common.h"
+#include "kw_status.h"
 #include "kw_events.h"
+
+/*
+ * ring_here: whether this backend may read the event ring: it exists and
+ * is restored, and this is the database whose watches write it
+ * (kwatch.database; issue 33: another database's kwatch.events is empty).
+ */
+static bool
+ring_here(void)
+{
+	return kw_events_available() && kw_serves_this_database();
+}
 #include KW_EXPLAIN_STATE_H
 #include KW_EXPLAIN_FORMAT_H
 
@@ -102,7 +114,7 @@ kwatchEventsGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 	TupleDesc	desc = RelationGetDescr(rel);
 	ListCell   *lc;
 	double		rows;
-	int64		last = kw_events_available() ? kw_events_last_seq() : 0;
+	int64		last = ring_here() ? kw_events_last_seq() : 0;
 	int			nslots = Max(kw_events_ring_slots(), 1);
 
 	for (int i = 0; i < desc->natts; i++)
@@ -364,7 +376,7 @@ start_scan(ForeignScanState *node, EvScanState *st)
 	}
 	MemoryContextSwitchTo(old);
 
-	if (!kw_events_available())
+	if (!ring_here())
 		st->empty = true;
 	else
 	{
@@ -565,7 +577,7 @@ PG_FUNCTION_INFO_V1(kwatch_events_last_seq);
 Datum
 kwatch_events_last_seq(PG_FUNCTION_ARGS)
 {
-	if (!kw_events_available())
+	if (!ring_here())
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(kw_events_last_seq());
 }
@@ -583,7 +595,7 @@ PG_FUNCTION_INFO_V1(kwatch_events_oldest_seq);
 Datum
 kwatch_events_oldest_seq(PG_FUNCTION_ARGS)
 {
-	if (!kw_events_available())
+	if (!ring_here())
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(kw_events_oldest_seq());
 }
