@@ -561,6 +561,7 @@ AS $$
 DECLARE
   srv text := COALESCE(server, @extschema@._default_server());
   r @extschema@.registrations;
+  drop_it boolean;
 BEGIN
   r := @extschema@._find_watch(resource, srv, @extschema@._caller());
   IF r.id IS NULL THEN
@@ -579,18 +580,20 @@ BEGIN
     -- receives the deletes, whereas a DROP TABLE is not replicated and
     -- would leave it this cluster's rows for ever.  As the table's owner:
     -- its DELETE triggers never run as the definer.
+    drop_it := drop_table AND NOT EXISTS (SELECT 1 FROM @extschema@.registrations x
+                                          WHERE x.table_name = r.table_name);
+    -- only its owner's (or a member's) table: another role may have
+    -- watched into it with INSERT, UPDATE and DELETE granted; checked
+    -- before anything is deleted
+    IF drop_it AND NOT pg_has_role(@extschema@._caller(),
+                                   (SELECT c.relowner FROM pg_class c
+                                    WHERE c.oid = format('k8s.%I', r.table_name)::regclass), 'USAGE') THEN
+      RAISE EXCEPTION 'must be owner of table k8s.% to drop it', r.table_name
+        USING ERRCODE = 'insufficient_privilege',
+              HINT = 'Leave out drop_table => true: the watch and its rows can go without the table.';
+    END IF;
     PERFORM @extschema@._delete_cluster_rows(format('k8s.%I', r.table_name)::regclass, srv);
-    IF drop_table AND NOT EXISTS (SELECT 1 FROM @extschema@.registrations x
-                                  WHERE x.table_name = r.table_name) THEN
-      -- only its owner's (or a member's) table: another role may have
-      -- watched into it with INSERT, UPDATE and DELETE granted
-      IF NOT pg_has_role(@extschema@._caller(),
-                         (SELECT c.relowner FROM pg_class c
-                          WHERE c.oid = format('k8s.%I', r.table_name)::regclass), 'USAGE') THEN
-        RAISE EXCEPTION 'must be owner of table k8s.% to drop it', r.table_name
-          USING ERRCODE = 'insufficient_privilege',
-                HINT = 'Leave out drop_table => true: the watch and its rows can go without the table.';
-      END IF;
+    IF drop_it THEN
       EXECUTE format('DROP TABLE k8s.%I', r.table_name);
     END IF;
   END IF;

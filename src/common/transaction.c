@@ -43,9 +43,14 @@ kw_run_in_transaction(KwTxnBody body, void *arg, char **errmsg, int *sqlstate)
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
 		PushActiveSnapshot(GetTransactionSnapshot());
-		/* a table owner's deferrable triggers fire as the owner (as_owner.c) */
-		if (kw_transaction_start_hook)
-			kw_transaction_start_hook();
+		/*
+		 * a table owner's deferrable triggers fire as the owner (as_owner.c);
+		 * without the hook they could fire at COMMIT under this process's
+		 * identity (issue 30), so its absence is an error, never a skip
+		 */
+		if (kw_transaction_start_hook == NULL)
+			elog(ERROR, "kwatch: the transaction start hook is not installed (kw_as_owner_init)");
+		kw_transaction_start_hook();
 		body(arg);
 		SPI_finish();
 		PopActiveSnapshot();

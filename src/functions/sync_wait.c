@@ -115,7 +115,8 @@ kw_refuse_uncommitted(const int32 *ids, char *const *labels, int n,
 	if (idatt == InvalidAttrNumber)
 		return;
 	rel = table_open(relid, AccessShareLock);
-	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+	scan = table_beginscan(rel, ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot(),
+						   0, NULL);
 	while (found < 0 && (tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
 		bool		isnull;
@@ -390,12 +391,19 @@ kwatch_request_relist(PG_FUNCTION_ARGS)
 	int64		request = -1;
 
 	kw_require_worker_state();
-	kw_refuse_uncommitted(&id, NULL, 1, "kwatch.relist()");
 	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
 	slot = find_slot(id);
 	if (slot)
 		request = ++slot->relist_requests;
 	LWLockRelease(kw_shared->lock);
+	/*
+	 * A running watch takes the request whatever this transaction wrote to
+	 * its row (the 0.7.0 update clears a checkpoint and relists in one
+	 * transaction); one the worker does not run yet may be this
+	 * transaction's own registration, which only COMMIT starts.
+	 */
+	if (request < 0)
+		kw_refuse_uncommitted(&id, NULL, 1, "kwatch.relist()");
 	if (request < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

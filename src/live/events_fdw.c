@@ -51,6 +51,9 @@
 #include "kw_status.h"
 #include "kw_events.h"
 
+#include KW_EXPLAIN_STATE_H
+#include KW_EXPLAIN_FORMAT_H
+
 /*
  * ring_here: whether this backend may read the event ring: it exists and
  * is restored, and this is the database whose watches write it
@@ -61,11 +64,6 @@ ring_here(void)
 {
 	return kw_events_available() && kw_serves_this_database();
 }
-#include KW_EXPLAIN_STATE_H
-#include KW_EXPLAIN_FORMAT_H
-
-
-
 
 /* Planner state in baserel->fdw_private. */
 typedef struct EvPlanState

@@ -123,3 +123,23 @@ def test_unwatch_drop_table_deletes_the_rows_first(ctx):
     finally:
         sql(pgsql.SQL("DROP TABLE IF EXISTS public.{}").format(pgsql.Identifier(log)))
         sql(pgsql.SQL("DROP FUNCTION IF EXISTS public.{}()").format(pgsql.Identifier(log + "_f")))
+
+
+def test_a_running_watch_takes_a_relist_from_the_transaction_that_wrote_its_row(ctx):
+    """The 0.7.0 update clears a Secret watch's checkpoint and asks for a
+    relist in one transaction: a watch the worker runs takes the request
+    although this transaction wrote its row (only a watch the worker does
+    not run yet, a registration of this transaction's, is refused)."""
+    srv = ctx.server()
+    watch("configmaps", srv)
+    wait_watching(srv, "configmaps")
+    wid = sql_one("SELECT id FROM kwatch.registrations WHERE server = %s", (srv,))
+    before = sql_one("SELECT relist_requests FROM kwatch.watches WHERE id = %s", (wid,))
+    conn = conftest.PG.connect(autocommit=False)
+    try:
+        sql("UPDATE kwatch.registrations SET resource_version = NULL WHERE id = %s", (wid,), conn=conn)
+        assert sql_one("SELECT kwatch._request_relist(%s)", (wid,), conn=conn) > 0
+        conn.commit()
+    finally:
+        conn.close()
+    assert sql_one("SELECT relist_requests FROM kwatch.watches WHERE id = %s", (wid,)) == before + 1
