@@ -561,6 +561,7 @@ AS $$
 DECLARE
   srv text := COALESCE(server, @extschema@._default_server());
   r @extschema@.registrations;
+  rel regclass;
   drop_it boolean;
 BEGIN
   r := @extschema@._find_watch(resource, srv, @extschema@._caller());
@@ -574,27 +575,27 @@ BEGIN
     RETURN false;   -- a concurrent unwatch removed it first
   END IF;
   PERFORM @extschema@._drop_relist_stage(r.id);
-  IF to_regclass(format('k8s.%I', r.table_name)) IS NOT NULL THEN
-    -- the rows go first, as deletes, also when the table is dropped next
-    -- (issue 33): a logical-replication subscriber (the fleet recipe)
-    -- receives the deletes, whereas a DROP TABLE is not replicated and
-    -- would leave it this cluster's rows for ever.  As the table's owner:
-    -- its DELETE triggers never run as the definer.
+  rel := to_regclass(format('k8s.%I', r.table_name));
+  IF rel IS NOT NULL THEN
     drop_it := drop_table AND NOT EXISTS (SELECT 1 FROM @extschema@.registrations x
                                           WHERE x.table_name = r.table_name);
     -- only its owner's (or a member's) table: another role may have
     -- watched into it with INSERT, UPDATE and DELETE granted; checked
     -- before anything is deleted
     IF drop_it AND NOT pg_has_role(@extschema@._caller(),
-                                   (SELECT c.relowner FROM pg_class c
-                                    WHERE c.oid = format('k8s.%I', r.table_name)::regclass), 'USAGE') THEN
+                                   (SELECT c.relowner FROM pg_class c WHERE c.oid = rel), 'USAGE') THEN
       RAISE EXCEPTION 'must be owner of table k8s.% to drop it', r.table_name
         USING ERRCODE = 'insufficient_privilege',
               HINT = 'Leave out drop_table => true: the watch and its rows can go without the table.';
     END IF;
-    PERFORM @extschema@._delete_cluster_rows(format('k8s.%I', r.table_name)::regclass, srv);
+    -- the rows go first, as deletes, also when the table is dropped next
+    -- (issue 33): a logical-replication subscriber (the fleet recipe)
+    -- receives the deletes, whereas a DROP TABLE is not replicated and
+    -- would leave it this cluster's rows for ever.  As the table's owner:
+    -- its DELETE triggers never run as the definer.
+    PERFORM @extschema@._delete_cluster_rows(rel, srv);
     IF drop_it THEN
-      EXECUTE format('DROP TABLE k8s.%I', r.table_name);
+      EXECUTE format('DROP TABLE %s', rel);
     END IF;
   END IF;
   PERFORM @extschema@._wake_at_commit();

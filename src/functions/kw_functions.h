@@ -14,6 +14,7 @@
 
 /* in sync_wait.c: ERRORs 55000 unless a worker can sync watches here */
 extern void kw_require_worker_state(void);
+extern void kw_require_served_database(void);
 extern int64 kw_timeout_ms(FunctionCallInfo fcinfo, int argno);
 extern void kw_refuse_uncommitted(const int32 *ids, char *const *labels, int n,
 								  const char *function);

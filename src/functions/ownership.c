@@ -195,7 +195,7 @@ check_drop_role(DropRoleStmt *stmt)
 	 * watch it runs (watch.c fills KwWatchStatus.owner).
 	 */
 	if (kw_shared != NULL &&
-		!(here && kw_database && strcmp(get_database_name(MyDatabaseId), kw_database) == 0))
+		!(here && kw_serves_this_database()))
 	{
 		ArrayType  *arr = DatumGetArrayTypeP(roles);
 		Oid		   *oids = (Oid *) ARR_DATA_PTR(arr);

@@ -30,7 +30,6 @@
 #include "access/htup_details.h"
 #include "access/xlog.h"
 #include "catalog/pg_proc.h"
-#include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/value.h"
@@ -41,6 +40,7 @@
 #include "kw_common.h"
 #include "kw_status.h"
 #include "kw_as_owner.h"
+#include "kw_functions.h"
 
 PG_FUNCTION_INFO_V1(kwatch_privileged_entry);
 
@@ -109,14 +109,8 @@ kwatch_privileged_entry(PG_FUNCTION_ARGS)
 				 errmsg("cannot call %s.%s() on a server in recovery (a hot standby)", nspname, name),
 				 errdetail("The standby's mirror tables follow the primary's by replication."),
 				 errhint("Call it on the primary.")));
-	if (strcmp(name, "unwatch") != 0 && kw_shared != NULL && !kw_serves_this_database())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the kwatch worker serves database \"%s\", not \"%s\"",
-						kw_database ? kw_database : "", get_database_name(MyDatabaseId)),
-				 errdetail("kwatch.database names the one database whose watches are synced; a watch registered here would never start."),
-				 errhint("Use kwatch in database \"%s\", or set kwatch.database to this database and restart PostgreSQL.",
-						 kw_database ? kw_database : "")));
+	if (strcmp(name, "unwatch") != 0 && kw_shared != NULL)
+		kw_require_served_database();
 
 	tp = SearchSysCache1(PROCOID, ObjectIdGetDatum(impl));
 	if (!HeapTupleIsValid(tp))

@@ -55,6 +55,24 @@ typedef struct SyncTarget
 } SyncTarget;
 
 /*
+ * kw_require_served_database: ERRORs 55000 unless this is the database the
+ * worker serves (kwatch.database, kw_serves_this_database): elsewhere no
+ * watch is ever started nor its status shown (issue 33).
+ */
+void
+kw_require_served_database(void)
+{
+	if (!kw_serves_this_database())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the kwatch worker serves database \"%s\", not \"%s\"",
+						kw_database ? kw_database : "", get_database_name(MyDatabaseId)),
+				 errdetail("kwatch.database names the one database whose watches are synced; watches registered elsewhere are never started."),
+				 errhint("Use kwatch in database \"%s\", or set kwatch.database to this database and restart PostgreSQL.",
+						 kw_database ? kw_database : "")));
+}
+
+/*
  * kw_require_worker_state: ERRORs 55000 unless a worker can sync watches here:
  * kwatch preloaded, this the database kwatch.database names (issue 33: no
  * database waits on, or reads, another's status), and not a hot standby (the worker starts only once
@@ -69,14 +87,7 @@ kw_require_worker_state(void)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("kwatch is not in shared_preload_libraries, so no worker syncs any watch"),
 				 errhint("Add kwatch to shared_preload_libraries, set kwatch.database, and restart PostgreSQL.")));
-	if (!kw_serves_this_database())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the kwatch worker serves database \"%s\", not \"%s\"",
-						kw_database ? kw_database : "", get_database_name(MyDatabaseId)),
-				 errdetail("kwatch.database names the one database whose watches are synced; watches registered elsewhere are never started."),
-				 errhint("Use kwatch in database \"%s\", or set kwatch.database to this database and restart PostgreSQL.",
-						 kw_database ? kw_database : "")));
+	kw_require_served_database();
 	if (RecoveryInProgress())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -19,7 +19,8 @@
  * The worker calls, in each pass of its loop:
  *	 - kw_watch_flush() when kw_watch_has_pending() (watch_apply.c): hands
  *	   what the stream decoded to an apply worker, and kw_watch_collect()
- *	   takes the result;
+ *	   (watch_result.c, which calls this file, never the other way) takes
+ *	   the result;
  *	 - kw_watch_tick(): starts the next request when one is due, aborts a
  *	   stalled watch, and says how long it may sleep;
  *	 - kw_watch_transfer_done() when libcurl reports a transfer finished:
