@@ -15,7 +15,7 @@ import ssl
 import http.client
 from pathlib import Path
 
-from common import SCRIPTS, TEST_DIR, run
+from common import SCRIPTS, TEST_DIR, run, wait_until
 
 K8S_DIR = TEST_DIR / "k8s"
 CLUSTER_SH = SCRIPTS / "k8s" / "cluster.sh"
@@ -234,6 +234,25 @@ def kubectl(*args, input=None, check=True):
 
 def kubectl_json(*args):
     return json.loads(kubectl(*args, "-o", "json"))
+
+
+def wait_crd_established(crd, timeout=60, plane=None):
+    """Waits until CRD `crd` (plural.group) has condition Established=True on
+    `plane` (anything with a kubectl method; default: the test cluster).
+    Polls the condition itself: `kubectl wait --for condition=established`
+    fails at once ("<nil> is of the type <nil>, expected []interface{}")
+    when it reads the CRD before the apiextensions controller has written
+    any status.conditions, which a just-created CRD on a busy machine
+    shows (seen in CI)."""
+    plane = plane or CLUSTER
+
+    def established():
+        out = plane.kubectl("get", "crd/" + crd, "-o",
+                            'jsonpath={.status.conditions[?(@.type=="Established")].status}',
+                            check=False)
+        out = getattr(out, "stdout", out)   # modern_local's plane returns the process
+        return out.strip() == "True"
+    wait_until(established, timeout, "CRD %s Established" % crd, interval=0.2)
 
 
 def configmap_manifest(ns, name, **data):

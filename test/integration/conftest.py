@@ -48,7 +48,7 @@ from common import (REPO, TEST_DIR, KEEP, SCRIPTS, RUN_ID, run,  # noqa: F401  (
                     wait_until, free_port)
 from cluster import (K8S_DIR, CLUSTER_SH, MODERN_DIR, MODERN_SH, ModernCluster,  # noqa: F401
                      KUBECTL, Cluster, kubectl,
-                     kubectl_json, configmap_manifest, configmaps_doc, crd_manifest, pod_manifest, create_pods, json_documents,
+                     kubectl_json, wait_crd_established, configmap_manifest, configmaps_doc, crd_manifest, pod_manifest, create_pods, json_documents,
                      server_uids)
 from postgres import PG_DIR, PG_SH, DB, Postgres, sql, sql_one, Listener  # noqa: F401
 from watches import (watch, watch_error, watch_status, wait_watching, wait_status,  # noqa: F401

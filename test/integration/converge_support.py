@@ -486,7 +486,7 @@ class Engine:
         crd = "%s.%s" % (CRD_PLURAL, group)
         ctx.crds.append(crd)
         conftest.kubectl("apply", "-f", "-", input=json.dumps(crd_manifest(group)))
-        conftest.kubectl("wait", "--for", "condition=established", "--timeout=60s", "crd/" + crd)
+        conftest.wait_crd_established(crd)
         conftest.wait_until(lambda: self.api.request("GET", "/apis/%s/v1/%s" % (group, CRD_PLURAL))[0] == 200,
                             60, "the CRD's endpoint")
         cm = Kind("configmaps", "ConfigMap", "v1", "/api/v1")

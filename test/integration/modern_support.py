@@ -7,7 +7,7 @@ import copy
 import json
 import random
 
-from cluster import json_documents, kubectl, kubectl_json
+from cluster import json_documents, kubectl, kubectl_json, wait_crd_established
 from common import REPO, wait_until
 from postgres import sql, sql_one
 
@@ -24,7 +24,7 @@ def ensure_certificate_crd():
     until it is established and its group is in discovery.  Shared by the
     tests (never deleted: each test works in namespaces of its own)."""
     kubectl("apply", "-f", "-", input=json.dumps(CERT_CRD))
-    kubectl("wait", "--for", "condition=established", "--timeout=60s", "crd/" + CERTS)
+    wait_crd_established(CERTS)
     wait_until(lambda: kubectl("get", "--raw", "/apis/%s/v1" % CERT_GROUP, check=False).strip(),
                30, "discovery of " + CERT_GROUP)
 

@@ -48,7 +48,7 @@ def test_crd_created_after_worker_start(plane, ctx):
 
     ctx.crds.append(resource)
     kubectl("apply", "-f", "-", input=json.dumps(crd_manifest(group)))
-    kubectl("wait", "--for", "condition=established", "--timeout=60s", "crd/" + resource)
+    conftest.wait_crd_established(resource)
     # the API server publishes the new group in discovery shortly after
     wait_until(lambda: kubectl("get", "--raw", "/apis/%s/v1" % group, check=False).strip(),
                30, "discovery of " + group)
@@ -82,7 +82,7 @@ def test_crd_deleted_and_recreated_while_watched(plane, ctx):
 
     def create_crd():
         kubectl("apply", "-f", "-", input=json.dumps(crd_manifest(group)))
-        kubectl("wait", "--for", "condition=established", "--timeout=60s", "crd/" + resource)
+        conftest.wait_crd_established(resource)
         wait_until(lambda: kubectl("get", "--raw", "/apis/%s/v1" % group, check=False).strip(),
                    30, "discovery of " + group)
 
@@ -143,7 +143,7 @@ def test_printer_columns_become_typed_columns(plane, ctx):
     resource = "backups." + group
     ctx.crds.append(resource)
     kubectl("apply", "-f", "-", input=json.dumps(backup_crd(group, PRINTER_COLUMNS)))
-    kubectl("wait", "--for", "condition=established", "--timeout=60s", "crd/" + resource)
+    conftest.wait_crd_established(resource)
     wait_until(lambda: kubectl("get", "--raw", "/apis/%s/v1" % group, check=False).strip(),
                30, "discovery of " + group)
     objs = {"nightly": {"spec": {"schedule": "0 3 * * *", "retain": 7, "paused": False},

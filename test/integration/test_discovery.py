@@ -10,7 +10,7 @@ import pytest
 from psycopg2 import sql as pgsql
 
 import postgres
-from conftest import kubectl, crd_manifest, wait_until, sql, sql_one, TEST_DIR, RUN_ID
+from conftest import kubectl, crd_manifest, wait_until, wait_crd_established, sql, sql_one, TEST_DIR, RUN_ID
 from live_support import import_schema, foreign_tables
 from faults_support import fake, fake_server  # noqa: F401 (fixture)
 from modern_local import ModernPlane
@@ -103,7 +103,7 @@ def test_aggregated_discovery_finds_custom_resources(ctx, modern):
     group = "bars.example.com"
     modern.kubectl("apply", "-f", "-", input=json.dumps(
         crd_manifest(group, "widgets", "Widget", short_names=["wdg"])))
-    modern.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/widgets." + group)
+    wait_crd_established("widgets." + group, plane=modern)
     server = modern_server(ctx, modern)
     want = (group, "v1", "widgets", "Widget", True)
 
@@ -157,7 +157,7 @@ def test_watch_a_custom_resource_on_the_modern_server(ctx, modern):
     group = "wcr.example.com"
     modern.kubectl("apply", "-f", "-", input=json.dumps(
         crd_manifest(group, "gizmos", "Gizmo", short_names=["gz"])))
-    modern.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/gizmos." + group)
+    wait_crd_established("gizmos." + group, plane=modern)
     server = modern_server(ctx, modern)
     table = sql_one("SELECT kwatch.watch('gizmos.%s', server => %%s)::text" % group, (server,))
     ctx.tables.append(table.split(".")[-1].strip('"'))

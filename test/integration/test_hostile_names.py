@@ -85,7 +85,7 @@ def test_long_crd_groups_and_hostile_label_values_through_import_and_explain(ctx
         ctx.crds.append("hostilewidgets." + g)
         kubectl("apply", "-f", "-", input=json.dumps(widget_crd(g)))
     for g in groups:
-        kubectl("wait", "--for", "condition=established", "--timeout=60s", "crd/hostilewidgets." + g)
+        conftest.wait_crd_established("hostilewidgets." + g)
         wait_until(lambda: kubectl("get", "--raw", "/apis/%s/v1" % g, check=False).strip(),
                    30, "discovery of " + g)
         kubectl("create", "-n", ns, "-f", "-", input=json.dumps({

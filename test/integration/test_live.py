@@ -206,7 +206,7 @@ def test_deployments_and_crd_by_create_foreign_table(ctx):
     resource = "crontabs." + group
     ctx.crds.append(resource)
     kubectl("apply", "-f", "-", input=json.dumps(crd_manifest(group)))
-    kubectl("wait", "--for", "condition=established", "--timeout=60s", "crd/" + resource)
+    conftest.wait_crd_established(resource)
     for i in range(3):
         kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(
             crontab(group, "ct-%d" % i, {"cronSpec": "* * * * %d" % i}, {"i": str(i)})))

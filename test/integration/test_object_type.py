@@ -89,7 +89,7 @@ def test_listed_watched_and_relisted_objects_carry_api_version_and_kind(ctx):
     RESOURCES[crd] = (group + "/v1", "CronTab")
     ctx.crds.append(crd)
     kubectl("apply", "-f", "-", input=json.dumps(crd_manifest(group)))
-    kubectl("wait", "--for", "condition=established", "--timeout=60s", "crd/" + crd)
+    conftest.wait_crd_established(crd)
     wait_until(lambda: kubectl("get", "--raw", "/apis/%s/v1" % group, check=False).strip(),
                30, "discovery of " + group)
     kubectl("apply", "-f", "-", input=json.dumps(

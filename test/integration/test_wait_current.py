@@ -14,7 +14,7 @@ import pytest
 from psycopg2 import sql as pgsql
 
 import postgres
-from conftest import (kubectl, configmap_manifest, crd_manifest, wait_until, sql, sql_one,
+from conftest import (kubectl, configmap_manifest, crd_manifest, wait_until, wait_crd_established, sql, sql_one,
                       TEST_DIR, RUN_ID)
 from watches import watch, wait_watching
 from modern_local import ModernPlane
@@ -176,7 +176,7 @@ def test_read_your_writes_on_1_36(ctx, modern):
     group = "rw.example.com"
     modern.kubectl("apply", "-f", "-", input=json.dumps(
         crd_manifest(group, "widgets", "Widget", short_names=["wdg"])))
-    modern.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/widgets." + group)
+    wait_crd_established("widgets." + group, plane=modern)
     server = ctx.server(kubeconfig=str(modern.kubeconfig))
     table = watch("widgets." + group, server)
     ctx.tables.append(table.split(".")[-1].strip('"'))
