@@ -880,3 +880,89 @@ for test, seconds, want in [("TestHumanDuration", s, w) for s, w in (
     # The creation time is `seconds` before NOW: AGE = human_duration(seconds).
     case("duration", "%s %ss" % (test, seconds), {"metadata": {"name": "x", "creationTimestamp": at(-seconds)}},
          {"age(@at)": want})
+
+# ---------------------------------------------------------------------------
+# Not upstream: statuses the issue names that printers_test.go has no case
+# for, with the cell printPod gives them (derived from the code, marked
+# "kwatch:" so the summary keeps them apart from the ported cases).
+# ---------------------------------------------------------------------------
+
+T = "kwatch:printPod"
+case("pod", T + " CrashLoopBackOff", pod("p", {"containers": containers(1)}, {
+    "phase": "Running",
+    "containerStatuses": [cs(restarts=7, state=waiting("CrashLoopBackOff"), finished=at(-180))]}),
+    pod_cells("0/1", "CrashLoopBackOff", 7, "7 (3m ago)", at(-180)))
+case("pod", T + " ContainerCreating", pod("p", {"containers": containers(1)}, {
+    "phase": "Pending", "containerStatuses": [cs(state=waiting("ContainerCreating"))]}),
+    pod_cells("0/1", "ContainerCreating", 0, "0"))
+case("pod", T + " OOMKilled", pod("p", {"containers": containers(1)}, {
+    "phase": "Running", "containerStatuses": [cs(restarts=1, state=terminated("OOMKilled", 137))]}),
+    pod_cells("0/1", "OOMKilled", 1, "1"))
+case("pod", T + " Signal:9", pod("p", {"containers": containers(1)}, {
+    "phase": "Running", "containerStatuses": [cs(state=terminated(None, 137, 9))]}),
+    pod_cells("0/1", "Signal:9", 0, "0"))
+case("pod", T + " ExitCode:1", pod("p", {"containers": containers(1)}, {
+    "phase": "Running", "containerStatuses": [cs(state=terminated(None, 1))]}),
+    pod_cells("0/1", "ExitCode:1", 0, "0"))
+case("pod", T + " Init:CrashLoopBackOff", pod("p", {"initContainers": containers(2), "containers": containers(1)}, {
+    "phase": "Pending",
+    "initContainerStatuses": [cs(state=terminated("Completed", 0)), cs(restarts=4, state=waiting("CrashLoopBackOff"))],
+    "containerStatuses": [cs(state=waiting("PodInitializing"))]}),
+    pod_cells("0/1", "Init:CrashLoopBackOff", 4, "4"))
+case("pod", T + " Init:Error", pod("p", {"initContainers": containers(1), "containers": containers(1)}, {
+    "phase": "Pending", "initContainerStatuses": [cs(state=terminated("Error", 2))]}),
+    pod_cells("0/1", "Init:Error", 0, "0"))
+case("pod", T + " Init:ExitCode:2", pod("p", {"initContainers": containers(1), "containers": containers(1)}, {
+    "phase": "Pending", "initContainerStatuses": [cs(state=terminated(None, 2))]}),
+    pod_cells("0/1", "Init:ExitCode:2", 0, "0"))
+case("pod", T + " Init:Signal:15", pod("p", {"initContainers": containers(1), "containers": containers(1)}, {
+    "phase": "Pending", "initContainerStatuses": [cs(state=terminated(None, 143, 15))]}),
+    pod_cells("0/1", "Init:Signal:15", 0, "0"))
+case("pod", T + " PodInitializing waiting init is Init:0/1", pod("p", {"initContainers": containers(1), "containers": containers(1)}, {
+    "phase": "Pending", "initContainerStatuses": [cs(state=waiting("PodInitializing"))]}),
+    pod_cells("0/1", "Init:0/1", 0, "0"))
+case("pod", T + " PodInitializing after init", pod("p", {"initContainers": containers(1), "containers": containers(1)}, {
+    "phase": "Pending", "initContainerStatuses": [cs(state=terminated("Completed", 0))],
+    "containerStatuses": [cs(state=waiting("PodInitializing"))]}),
+    pod_cells("0/1", "PodInitializing", 0, "0"))
+case("pod", T + " NodeLost deleted is Unknown", pod("p", {"containers": containers(1)}, {
+    "phase": "Running", "reason": "NodeLost", "containerStatuses": [cs(ready=True, state=RUNNING)]}, deleted=DELETE_TIME),
+    pod_cells("1/1", "Unknown", 0, "0"))
+case("pod", T + " NodeLost not deleted", pod("p", {"containers": containers(1)}, {
+    "phase": "Running", "reason": "NodeLost", "containerStatuses": [cs(ready=True, state=RUNNING)]}),
+    pod_cells("1/1", "NodeLost", 0, "0"))
+case("pod", T + " Failed and deleted keeps Error", pod("p", {"containers": containers(1)}, {
+    "phase": "Failed", "containerStatuses": [cs(state=terminated("Error", 1))]}, deleted=DELETE_TIME),
+    pod_cells("0/1", "Error", 0, "0"))
+case("pod", T + " restart time but no restarts", pod("p", {"containers": containers(1)}, {
+    "phase": "Running", "containerStatuses": [cs(ready=True, restarts=0, state=RUNNING, finished=at(-60))]}),
+    pod_cells("1/1", "Running", 0, "0", at(-60)))
+case("pod", T + " IPv6 endpoints and readiness gate missing", pod("p", {"containers": containers(1),
+                                                                     "readinessGates": [{"conditionType": "x"}]}, {
+    "phase": "Running", "podIPs": [{"ip": "fd00::1"}], "containerStatuses": [cs(ready=True, state=RUNNING)]}),
+    dict(pod_cells("1/1", "Running", 0, "0"), pod_ip="fd00::1", pod_readiness_gates="0/1"))
+case("endpoints", "kwatch:formatEndpoints IPv6 host and two subsets", {"metadata": {"name": "e"}, "subsets": [
+    {"addresses": [{"ip": "fd00::1"}], "ports": [{"port": 80}, {"port": 443}]},
+    {"addresses": [{"ip": "10.0.0.2"}, {"ip": "10.0.0.3"}], "ports": [{"port": 80}]}]},
+    {"endpoints_endpoints": "[fd00::1]:80,[fd00::1]:443,10.0.0.2:80 + 1 more..."})
+case("ingress", "kwatch:formatHosts more than three rules", {"metadata": {"name": "i"}, "spec": {
+    "rules": [{"host": "a"}, {}, {"host": "b"}, {"host": "c"}, {"host": "d"}], "tls": [{"hosts": ["a"]}]},
+    "status": {"loadBalancer": {"ingress": [{"hostname": "lb.example.com"}, {"ip": "10.1.2.3"}, {"ip": "10.1.2.3"}]}}},
+    {"ingress_hosts": "a,b,c + 2 more...", "ingress_ports": "80, 443", "ingress_class": "<none>",
+     "ingress_address": "10.1.2.3,lb.example.com", "ingress_address(wide => false)": "10.1.2.3,lb.e..."})
+case("horizontalpodautoscaler", "kwatch:autoscaling/v1 CPU target", {
+    "apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web"},
+    "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "minReplicas": 1, "maxReplicas": 5,
+             "targetCPUUtilizationPercentage": 80},
+    "status": {"currentReplicas": 2, "currentCPUUtilizationPercentage": 35}},
+    {"horizontalpodautoscaler_reference": "Deployment/web", "horizontalpodautoscaler_targets": "cpu: 35%/80%",
+     "horizontalpodautoscaler_minpods": "1", "horizontalpodautoscaler_maxpods": 5, "horizontalpodautoscaler_replicas": 2})
+case("persistentvolume", "kwatch:GetAccessModesAsString order, RWOP, beta class annotation, Terminating", {
+    "metadata": {"name": "pv", "deletionTimestamp": DELETE_TIME,
+                 "annotations": {"volume.beta.kubernetes.io/storage-class": "beta"}},
+    "spec": {"accessModes": ["ReadWriteOncePod", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOnce"],
+             "storageClassName": "ignored", "persistentVolumeReclaimPolicy": "Retain", "volumeMode": "Block"},
+    "status": {"phase": "Bound", "reason": "r"}},
+    {"persistentvolume_access_modes": "RWO,RWX,RWOP", "persistentvolume_storageclass": "beta",
+     "persistentvolume_status": "Terminating", "persistentvolume_capacity": "0", "persistentvolume_claim": "",
+     "persistentvolume_reclaim_policy": "Retain", "persistentvolume_reason": "r", "persistentvolume_volume_mode": "Block"})

@@ -68,20 +68,21 @@ def main():
     per_kind = collections.OrderedDict()
     failed = 0
     for (case, call, want), (idx, ok, got) in zip(checks, rows):
-        k = per_kind.setdefault(case["kind"], {"cases": set(), "checks": 0, "failed": 0})
-        k["cases"].add(case["test"])
+        k = per_kind.setdefault(case["kind"], {"cases": set(), "added": set(), "checks": 0, "failed": 0})
+        (k["added"] if case["test"].startswith("kwatch:") else k["cases"]).add(case["test"])
         k["checks"] += 1
         if ok != "t":
             failed += 1
             k["failed"] += 1
             print("FAIL %s: %s = %r, want %r" % (case["test"], call,
                                                None if got == "\\N" else got, want))
-    print("%-24s %6s %7s %7s" % ("kind", "cases", "checks", "failed"))
+    print("%-24s %8s %6s %7s %7s" % ("kind", "upstream", "added", "checks", "failed"))
     for kind, k in per_kind.items():
-        print("%-24s %6d %7d %7d" % (kind, len(k["cases"]), k["checks"], k["failed"]))
-    total_cases = sum(len(k["cases"]) for k in per_kind.values())
-    print("%d cases, %d checks, %d passed, %d failed"
-          % (total_cases, len(checks), len(checks) - failed, failed))
+        print("%-24s %8d %6d %7d %7d" % (kind, len(k["cases"]), len(k["added"]), k["checks"], k["failed"]))
+    upstream = sum(len(k["cases"]) for k in per_kind.values())
+    added = sum(len(k["added"]) for k in per_kind.values())
+    print("%d upstream cases + %d added, %d checks, %d passed, %d failed"
+          % (upstream, added, len(checks), len(checks) - failed, failed))
     sys.exit(1 if failed else 0)
 
 
