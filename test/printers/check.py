@@ -42,6 +42,14 @@ def main():
     rettype = {name: t for name, t in psql(
         "SELECT proname, pg_get_function_result(oid) FROM pg_proc "
         "WHERE pronamespace = 'kwatch'::regnamespace;")}
+    # Every function of the file is IMMUTABLE PARALLEL SAFE and commented.
+    bad = psql("SELECT p.oid::regprocedure, p.provolatile, p.proparallel, "
+               "obj_description(p.oid, 'pg_proc') IS NOT NULL FROM pg_proc p "
+               "WHERE p.pronamespace = 'kwatch'::regnamespace "
+               "AND (p.provolatile <> 'i' OR p.proparallel <> 's' "
+               "OR obj_description(p.oid, 'pg_proc') IS NULL);")
+    for fn, vol, par, commented in bad:
+        print("FAIL %s: volatility %s, parallel %s, comment %s" % (fn, vol, par, commented))
     checks = []
     stmts = ["SET TimeZone = 'UTC';"]
     for n, case in enumerate(CASES):
@@ -83,7 +91,7 @@ def main():
     added = sum(len(k["added"]) for k in per_kind.values())
     print("%d upstream cases + %d added, %d checks, %d passed, %d failed"
           % (upstream, added, len(checks), len(checks) - failed, failed))
-    sys.exit(1 if failed else 0)
+    sys.exit(1 if failed or bad else 0)
 
 
 if __name__ == "__main__":
