@@ -772,3 +772,1457 @@ BEGIN
   RETURN @extschema@._wait_current(ids, timeout);
 END
 $$;
+
+-- =====================================================================
+-- Issue 35 (printer part): kubectl's printed columns as SQL functions of
+-- the stored object.
+--
+-- Every function below takes `object jsonb`, the full object as the API
+-- server returns it in JSON (what a mirror table's `object` column holds),
+-- and returns one cell of the Table the API server serves for
+-- `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`.  The rules are
+-- ported from the Kubernetes printers, pkg/printers/internalversion/
+-- printers.go, of the current release line (kubernetes/kubernetes master,
+-- the 1.34-era file: Job STATUS, CronJob TIMEZONE, PV/PVC
+-- VOLUMEATTRIBUTESCLASS columns, sidecar init containers, SchedulingGated;
+-- read from the reference index, file version 59882936, whose printers_test.go
+-- companion is file version 100530230).  Each function names the printers.go
+-- function it follows.  test/printers/README.md lists the cells where the
+-- 1.20 printers print differently.
+--
+-- The API server prints with GenerateOptions{Wide: true} (pkg/printers/
+-- storage/storage.go, ConvertToTable), so the cells here are the wide ones:
+-- a LoadBalancer's EXTERNAL-IP and an Ingress's ADDRESS are not clipped to
+-- 16 characters (the functions that clip take `wide => false`).
+--
+-- IMMUTABLE PARALLEL SAFE: every function reads only its arguments.  Cells
+-- that depend on the current time (AGE, a Job's DURATION while it runs,
+-- RESTARTS' "(3m ago)", an Event's LAST SEEN, a CronJob's LAST SCHEDULE)
+-- are given as the timestamp they are computed from, plus a function of
+-- (object, at timestamptz) that formats them for a given instant: a view
+-- passes now(), so nothing here calls now().
+--
+-- Timestamps: the API server writes RFC 3339 with an explicit zone ("Z"),
+-- whose reading depends on neither TimeZone nor DateStyle; a zero
+-- metav1.Time is written as null and is NULL here (kubectl: "<unknown>").
+-- =====================================================================
+
+-- ---------------------------------------------------------------------
+-- Shared helpers
+-- ---------------------------------------------------------------------
+
+-- _printer_time(text) -> timestamptz: an RFC 3339 timestamp written by the
+-- API server ("2024-05-01T10:00:00Z", "...T10:00:00.123456Z") as
+-- timestamptz; NULL (a zero metav1.Time) stays NULL.  The library's
+-- k8s_timestamp does the same in C; this one needs no library.
+CREATE FUNCTION @extschema@._printer_time(ts text) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+AS $$ SELECT ts::timestamptz $$;
+COMMENT ON FUNCTION @extschema@._printer_time(text) IS
+'RFC 3339 timestamp as written by the API server -> timestamptz (NULL stays NULL). Helper of the issue 35 printer functions.';
+
+-- human_duration(d interval) -> text: the duration as kubectl prints ages
+-- ("30s", "5m", "3m10s", "100m", "7h59m", "2d1h", "90d", "2y1d", "10y";
+-- "0s" for up to 2 s in the future, "<invalid>" beyond).  Port of
+-- k8s.io/apimachinery/pkg/util/duration.HumanDuration (same text in 1.20
+-- and today).  Give it the difference of two timestamps: an interval with
+-- a months field counts 30 days a month.
+CREATE FUNCTION @extschema@.human_duration(d interval) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
+AS $$
+DECLARE
+  secs numeric := extract(epoch FROM d);   -- microsecond precision
+  seconds bigint := trunc(secs);           -- Go int(d.Seconds()) truncates
+  minutes bigint;
+  hours bigint;
+BEGIN
+  IF seconds < -1 THEN
+    RETURN '<invalid>';
+  ELSIF seconds < 0 THEN
+    RETURN '0s';
+  ELSIF seconds < 60 * 2 THEN
+    RETURN seconds || 's';
+  END IF;
+  minutes := trunc(secs / 60);
+  IF minutes < 10 THEN
+    IF seconds % 60 = 0 THEN
+      RETURN minutes || 'm';
+    END IF;
+    RETURN minutes || 'm' || (seconds % 60) || 's';
+  ELSIF minutes < 60 * 3 THEN
+    RETURN minutes || 'm';
+  END IF;
+  hours := trunc(secs / 3600);
+  IF hours < 8 THEN
+    IF minutes % 60 = 0 THEN
+      RETURN hours || 'h';
+    END IF;
+    RETURN hours || 'h' || (minutes % 60) || 'm';
+  ELSIF hours < 48 THEN
+    RETURN hours || 'h';
+  ELSIF hours < 24 * 8 THEN
+    IF hours % 24 = 0 THEN
+      RETURN (hours / 24) || 'd';
+    END IF;
+    RETURN (hours / 24) || 'd' || (hours % 24) || 'h';
+  ELSIF hours < 24 * 365 * 2 THEN
+    RETURN (hours / 24) || 'd';
+  ELSIF hours < 24 * 365 * 8 THEN
+    IF (hours / 24) % 365 = 0 THEN
+      RETURN (hours / 24 / 365) || 'y';
+    END IF;
+    RETURN (hours / 24 / 365) || 'y' || ((hours / 24) % 365) || 'd';
+  END IF;
+  RETURN (hours / 24 / 365) || 'y';
+END
+$$;
+COMMENT ON FUNCTION @extschema@.human_duration(interval) IS
+'Duration as kubectl prints it ("3m10s", "2d1h", "10y"). Port of apimachinery util/duration.HumanDuration.';
+
+-- translate_timestamp_since(ts timestamptz, at timestamptz) -> text: the
+-- AGE cell of an object created at `ts`, printed at instant `at`
+-- ("<unknown>" when ts is NULL).  printers.go translateTimestampSince,
+-- with time.Now() made the argument `at`: a view passes now().
+CREATE FUNCTION @extschema@.translate_timestamp_since(ts timestamptz, at timestamptz) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT CASE WHEN ts IS NULL THEN '<unknown>' ELSE @extschema@.human_duration(at - ts) END $$;
+COMMENT ON FUNCTION @extschema@.translate_timestamp_since(timestamptz, timestamptz) IS
+'AGE-style cell: human_duration(at - ts), "<unknown>" for NULL. printers.go translateTimestampSince with now() as the argument at.';
+
+-- age(object jsonb, at timestamptz) -> text: the AGE cell of any object at
+-- instant `at`, from metadata.creationTimestamp.  printers.go
+-- translateTimestampSince(obj.CreationTimestamp).
+CREATE FUNCTION @extschema@.age(object jsonb, at timestamptz) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@.translate_timestamp_since(@extschema@._printer_time(object->'metadata'->>'creationTimestamp'), at) $$;
+COMMENT ON FUNCTION @extschema@.age(jsonb, timestamptz) IS
+'AGE cell of any object at instant at (a view passes now()). printers.go translateTimestampSince(CreationTimestamp).';
+
+-- _printer_format_labels(labels jsonb) -> text: a string map as
+-- "k1=v1,k2=v2", keys in byte order, "<none>" when empty.
+-- apimachinery labels.FormatLabels.
+CREATE FUNCTION @extschema@._printer_format_labels(labels jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT COALESCE(string_agg(key || '=' || value, ',' ORDER BY key COLLATE "C"), '<none>')
+  FROM jsonb_each_text(CASE WHEN jsonb_typeof(labels) = 'object' THEN labels ELSE '{}' END)
+$$;
+COMMENT ON FUNCTION @extschema@._printer_format_labels(jsonb) IS
+'String map as "k=v,..." sorted, "<none>" when empty. apimachinery labels.FormatLabels.';
+
+-- _printer_count(j jsonb) -> integer: the number of entries of a JSON
+-- array or object (Go len() of a slice or map), 0 for null or absent.
+CREATE FUNCTION @extschema@._printer_count(j jsonb) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE jsonb_typeof(j)
+           WHEN 'array' THEN jsonb_array_length(j)
+           WHEN 'object' THEN (SELECT count(*)::integer FROM jsonb_object_keys(j))
+           ELSE 0 END
+$$;
+COMMENT ON FUNCTION @extschema@._printer_count(jsonb) IS
+'Go len() of a JSON array or object, 0 for null/absent. Helper of the issue 35 printer functions.';
+
+-- _printer_array(j jsonb) -> jsonb: j when it is an array, else '[]'.
+CREATE FUNCTION @extschema@._printer_array(j jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT CASE WHEN jsonb_typeof(j) = 'array' THEN j ELSE '[]'::jsonb END $$;
+COMMENT ON FUNCTION @extschema@._printer_array(jsonb) IS
+'j when it is a JSON array, else []. Helper of the issue 35 printer functions.';
+
+-- _printer_access_modes(modes jsonb) -> text: access modes as "RWO,ROX,
+-- RWX,RWOP" (that order, duplicates once, unknown modes left out).
+-- pkg/apis/core/helper GetAccessModesAsString (1.20 has no RWOP).
+CREATE FUNCTION @extschema@._printer_access_modes(modes jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT COALESCE(string_agg(short, ',' ORDER BY ord), '')
+  FROM (VALUES (1, 'ReadWriteOnce', 'RWO'), (2, 'ReadOnlyMany', 'ROX'),
+               (3, 'ReadWriteMany', 'RWX'), (4, 'ReadWriteOncePod', 'RWOP')) AS m(ord, mode, short)
+  WHERE @extschema@._printer_array(modes) @> jsonb_build_array(mode)
+$$;
+COMMENT ON FUNCTION @extschema@._printer_access_modes(jsonb) IS
+'Access modes as "RWO,ROX,RWX,RWOP". pkg/apis/core/helper GetAccessModesAsString.';
+
+-- _printer_lb_status(status jsonb, wide boolean) -> text: a
+-- (Ingress)LoadBalancerStatus as its ingress points, the IP of each or its
+-- hostname when it has no IP, sorted and distinct, joined with ","; when
+-- not wide, clipped to 13 characters + "..." past 16.  printers.go
+-- loadBalancerStatusStringer / ingressLoadBalancerStatusStringer.
+CREATE FUNCTION @extschema@._printer_lb_status(status jsonb, wide boolean) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN NOT wide AND length(r) > 16 THEN substr(r, 1, 13) || '...' ELSE r END
+  FROM (SELECT COALESCE(string_agg(DISTINCT point COLLATE "C", ',' ORDER BY point COLLATE "C"), '') AS r
+        FROM (SELECT CASE WHEN COALESCE(i->>'ip', '') <> '' THEN i->>'ip'
+                          WHEN COALESCE(i->>'hostname', '') <> '' THEN i->>'hostname' END AS point
+              FROM jsonb_array_elements(@extschema@._printer_array(status->'ingress')) i) p
+        WHERE point IS NOT NULL) s
+$$;
+COMMENT ON FUNCTION @extschema@._printer_lb_status(jsonb, boolean) IS
+'LoadBalancer ingress points "ip|hostname,..." sorted; clipped to 16 when not wide. printers.go loadBalancerStatusStringer.';
+
+-- _printer_quantity(q jsonb) -> text: a *resource.Quantity's String():
+-- the serialized text (the API server writes the form the printer's
+-- String() returns), "<nil>" for a nil pointer.
+CREATE FUNCTION @extschema@._printer_quantity(q jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT CASE WHEN q IS NULL OR jsonb_typeof(q) = 'null' THEN '<nil>' ELSE q #>> '{}' END $$;
+COMMENT ON FUNCTION @extschema@._printer_quantity(jsonb) IS
+'(*resource.Quantity).String(): the serialized quantity, "<nil>" for a nil pointer.';
+
+-- ---------------------------------------------------------------------
+-- Pods: printers.go printPod
+-- ---------------------------------------------------------------------
+
+-- _pod_print(object jsonb) -> (ready_containers, total_containers, status,
+-- restarts, last_restart): the READY, STATUS and RESTARTS cells of a pod in
+-- one pass, ported line by line from printers.go printPod (current
+-- release): SchedulingGated from the PodScheduled condition; init
+-- containers in order (Init:N/M, Init:<reason>, Init:Signal:N,
+-- Init:ExitCode:N), sidecars (init containers with restartPolicy Always)
+-- counted in READY's total and, once started, in its ready count; regular
+-- containers last to first (waiting reason, terminated reason,
+-- Signal:N, ExitCode:N), "Completed" turned back to Running/NotReady while
+-- a container runs; Unknown for a deleted pod of a lost node, Terminating
+-- for a deleted pod whose phase is not terminal.  Restarts count every init
+-- container while initializing, else the sidecars and the regular
+-- containers; last_restart is the latest lastState.terminated.finishedAt
+-- among the containers counted (NULL if none).
+CREATE FUNCTION @extschema@._pod_print(object jsonb,
+                                  OUT ready_containers integer,
+                                  OUT total_containers integer,
+                                  OUT status text,
+                                  OUT restarts integer,
+                                  OUT last_restart timestamptz)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+  st jsonb := COALESCE(object->'status', '{}');
+  init_specs jsonb := @extschema@._printer_array(object->'spec'->'initContainers');
+  n_init integer := jsonb_array_length(@extschema@._printer_array(object->'spec'->'initContainers'));
+  phase text := COALESCE(st->>'phase', '');
+  c jsonb;
+  i bigint;
+  term jsonb;
+  wait jsonb;
+  finished timestamptz;
+  restartable boolean;
+  sidecar_restarts integer := 0;
+  sidecar_last timestamptz;
+  initializing boolean := false;
+  has_running boolean := false;
+BEGIN
+  restarts := 0;
+  ready_containers := 0;
+  total_containers := jsonb_array_length(@extschema@._printer_array(object->'spec'->'containers'));
+  status := phase;
+  IF COALESCE(st->>'reason', '') <> '' THEN
+    status := st->>'reason';
+  END IF;
+
+  -- {type: PodScheduled, reason: SchedulingGated} sets SchedulingGated.
+  IF EXISTS (SELECT 1 FROM jsonb_array_elements(@extschema@._printer_array(st->'conditions')) cond
+             WHERE cond->>'type' = 'PodScheduled' AND cond->>'reason' = 'SchedulingGated') THEN
+    status := 'SchedulingGated';
+  END IF;
+
+  -- Sidecars (restartPolicy Always) count in READY's total.
+  total_containers := total_containers
+    + (SELECT count(*)::integer FROM jsonb_array_elements(init_specs) s
+       WHERE s->>'restartPolicy' = 'Always');
+
+  FOR c, i IN SELECT e, o - 1 FROM jsonb_array_elements(@extschema@._printer_array(st->'initContainerStatuses')) WITH ORDINALITY AS x(e, o)
+  LOOP
+    restarts := restarts + COALESCE((c->>'restartCount')::integer, 0);
+    finished := @extschema@._printer_time(c->'lastState'->'terminated'->>'finishedAt');
+    IF finished IS NOT NULL AND (last_restart IS NULL OR last_restart < finished) THEN
+      last_restart := finished;
+    END IF;
+    -- The spec of the init container of that name (Go map: the last of
+    -- that name wins); none for a status without a spec.
+    SELECT s->>'restartPolicy' = 'Always' INTO restartable
+      FROM jsonb_array_elements(init_specs) WITH ORDINALITY AS y(s, o)
+     WHERE COALESCE(s->>'name', '') = COALESCE(c->>'name', '')
+     ORDER BY o DESC LIMIT 1;
+    restartable := COALESCE(restartable, false);
+    IF restartable THEN
+      sidecar_restarts := sidecar_restarts + COALESCE((c->>'restartCount')::integer, 0);
+      IF finished IS NOT NULL AND (sidecar_last IS NULL OR sidecar_last < finished) THEN
+        sidecar_last := finished;
+      END IF;
+    END IF;
+    term := CASE WHEN jsonb_typeof(c->'state'->'terminated') = 'object' THEN c->'state'->'terminated' END;
+    wait := CASE WHEN jsonb_typeof(c->'state'->'waiting') = 'object' THEN c->'state'->'waiting' END;
+    IF term IS NOT NULL AND COALESCE((term->>'exitCode')::integer, 0) = 0 THEN
+      CONTINUE;
+    ELSIF restartable AND COALESCE((c->>'started')::boolean, false) THEN
+      IF COALESCE((c->>'ready')::boolean, false) THEN
+        ready_containers := ready_containers + 1;
+      END IF;
+      CONTINUE;
+    ELSIF term IS NOT NULL THEN
+      -- initialization is failed
+      IF COALESCE(term->>'reason', '') = '' THEN
+        IF COALESCE((term->>'signal')::integer, 0) <> 0 THEN
+          status := 'Init:Signal:' || (term->>'signal')::integer;
+        ELSE
+          status := 'Init:ExitCode:' || COALESCE((term->>'exitCode')::integer, 0);
+        END IF;
+      ELSE
+        status := 'Init:' || (term->>'reason');
+      END IF;
+      initializing := true;
+    ELSIF wait IS NOT NULL AND COALESCE(wait->>'reason', '') <> '' AND wait->>'reason' <> 'PodInitializing' THEN
+      status := 'Init:' || (wait->>'reason');
+      initializing := true;
+    ELSE
+      status := 'Init:' || i || '/' || n_init;
+      initializing := true;
+    END IF;
+    EXIT;
+  END LOOP;
+
+  IF NOT initializing OR EXISTS (
+       -- isPodInitializedConditionTrue: the first Initialized condition.
+       SELECT 1 FROM (SELECT cond FROM jsonb_array_elements(@extschema@._printer_array(st->'conditions')) WITH ORDINALITY AS z(cond, o)
+                       WHERE cond->>'type' = 'Initialized' ORDER BY o LIMIT 1) f
+        WHERE f.cond->>'status' = 'True') THEN
+    restarts := sidecar_restarts;
+    last_restart := sidecar_last;
+    FOR c IN SELECT e FROM jsonb_array_elements(@extschema@._printer_array(st->'containerStatuses')) WITH ORDINALITY AS x(e, o) ORDER BY o DESC
+    LOOP
+      restarts := restarts + COALESCE((c->>'restartCount')::integer, 0);
+      finished := @extschema@._printer_time(c->'lastState'->'terminated'->>'finishedAt');
+      IF finished IS NOT NULL AND (last_restart IS NULL OR last_restart < finished) THEN
+        last_restart := finished;
+      END IF;
+      term := CASE WHEN jsonb_typeof(c->'state'->'terminated') = 'object' THEN c->'state'->'terminated' END;
+      wait := CASE WHEN jsonb_typeof(c->'state'->'waiting') = 'object' THEN c->'state'->'waiting' END;
+      IF wait IS NOT NULL AND COALESCE(wait->>'reason', '') <> '' THEN
+        status := wait->>'reason';
+      ELSIF term IS NOT NULL AND COALESCE(term->>'reason', '') <> '' THEN
+        status := term->>'reason';
+      ELSIF term IS NOT NULL THEN
+        IF COALESCE((term->>'signal')::integer, 0) <> 0 THEN
+          status := 'Signal:' || (term->>'signal')::integer;
+        ELSE
+          status := 'ExitCode:' || COALESCE((term->>'exitCode')::integer, 0);
+        END IF;
+      ELSIF COALESCE((c->>'ready')::boolean, false) AND jsonb_typeof(c->'state'->'running') = 'object' THEN
+        has_running := true;
+        ready_containers := ready_containers + 1;
+      END IF;
+    END LOOP;
+
+    -- change pod status back to "Running" if there is at least one
+    -- container still reporting as "Running" status
+    IF status = 'Completed' AND has_running THEN
+      IF EXISTS (SELECT 1 FROM jsonb_array_elements(@extschema@._printer_array(st->'conditions')) cond
+                 WHERE cond->>'type' = 'Ready' AND cond->>'status' = 'True') THEN
+        status := 'Running';
+      ELSE
+        status := 'NotReady';
+      END IF;
+    END IF;
+  END IF;
+
+  IF object->'metadata'->>'deletionTimestamp' IS NOT NULL AND st->>'reason' = 'NodeLost' THEN
+    status := 'Unknown';
+  ELSIF object->'metadata'->>'deletionTimestamp' IS NOT NULL AND phase NOT IN ('Succeeded', 'Failed') THEN
+    status := 'Terminating';
+  END IF;
+END
+$$;
+COMMENT ON FUNCTION @extschema@._pod_print(jsonb) IS
+'READY counts, STATUS, RESTARTS and the last restart time of a pod in one pass. printers.go printPod (current release, sidecars and SchedulingGated).';
+
+-- pod_ready_text(object jsonb) -> text: READY, "ready/total" ("2/2"),
+-- sidecar init containers included.  printers.go printPod.
+CREATE FUNCTION @extschema@.pod_ready_text(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT p.ready_containers || '/' || p.total_containers FROM @extschema@._pod_print(object) p $$;
+COMMENT ON FUNCTION @extschema@.pod_ready_text(jsonb) IS
+'Pod READY cell "ready/total" (sidecar init containers counted). printers.go printPod, current release.';
+
+-- pod_status(object jsonb) -> text: STATUS exactly as kubectl prints it
+-- (Running, CrashLoopBackOff, Init:0/1, Init:CrashLoopBackOff, Completed,
+-- OOMKilled, Error, Signal:9, ExitCode:1, Terminating, Unknown,
+-- SchedulingGated, NotReady, ...).  printers.go printPod.
+CREATE FUNCTION @extschema@.pod_status(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT p.status FROM @extschema@._pod_print(object) p $$;
+COMMENT ON FUNCTION @extschema@.pod_status(jsonb) IS
+'Pod STATUS cell (CrashLoopBackOff, Init:0/1, Terminating, Completed, ...). printers.go printPod, current release.';
+
+-- pod_restarts(object jsonb) -> integer: RESTARTS' number: while
+-- initializing the init containers' restarts, else the sidecars' plus the
+-- regular containers'.  printers.go printPod (1.20 prints the same number
+-- without sidecars, as an integer cell).
+CREATE FUNCTION @extschema@.pod_restarts(object jsonb) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT p.restarts FROM @extschema@._pod_print(object) p $$;
+COMMENT ON FUNCTION @extschema@.pod_restarts(jsonb) IS
+'Pod RESTARTS count as kubectl sums it (sidecar init containers included). printers.go printPod, current release.';
+
+-- pod_last_restart(object jsonb) -> timestamptz: the latest
+-- lastState.terminated.finishedAt among the containers RESTARTS counts, the
+-- time kubectl's "(3m ago)" is computed from; NULL when there is none.
+-- printers.go printPod lastRestartDate.
+CREATE FUNCTION @extschema@.pod_last_restart(object jsonb) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT p.last_restart FROM @extschema@._pod_print(object) p $$;
+COMMENT ON FUNCTION @extschema@.pod_last_restart(jsonb) IS
+'Time RESTARTS "(3m ago)" is computed from (latest lastState.terminated.finishedAt counted), NULL if none. printers.go printPod.';
+
+-- pod_restarts_text(object jsonb, at timestamptz) -> text: the RESTARTS
+-- cell at instant `at`: "7", or "7 (3m ago)" when there were restarts and a
+-- last restart time.  printers.go printPod restartsStr (1.20: the number
+-- alone).  A view passes now().
+CREATE FUNCTION @extschema@.pod_restarts_text(object jsonb, at timestamptz) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN p.restarts <> 0 AND p.last_restart IS NOT NULL
+              THEN p.restarts || ' (' || @extschema@.translate_timestamp_since(p.last_restart, at) || ' ago)'
+              ELSE p.restarts::text END
+  FROM @extschema@._pod_print(object) p
+$$;
+COMMENT ON FUNCTION @extschema@.pod_restarts_text(jsonb, timestamptz) IS
+'Pod RESTARTS cell at instant at: "7" or "7 (3m ago)" (a view passes now()). printers.go printPod restartsStr.';
+
+-- pod_ip(object jsonb) -> text: IP, status.podIPs[0].ip, "<none>".
+-- printers.go printPod (wide).
+CREATE FUNCTION @extschema@.pod_ip(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(NULLIF(object->'status'->'podIPs'->0->>'ip', ''), '<none>') $$;
+COMMENT ON FUNCTION @extschema@.pod_ip(jsonb) IS
+'Pod IP cell: status.podIPs[0].ip or "<none>". printers.go printPod (wide).';
+
+-- pod_node(object jsonb) -> text: NODE, spec.nodeName, "<none>".
+-- printers.go printPod (wide).
+CREATE FUNCTION @extschema@.pod_node(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(NULLIF(object->'spec'->>'nodeName', ''), '<none>') $$;
+COMMENT ON FUNCTION @extschema@.pod_node(jsonb) IS
+'Pod NODE cell: spec.nodeName or "<none>". printers.go printPod (wide).';
+
+-- pod_nominated_node(object jsonb) -> text: NOMINATED NODE,
+-- status.nominatedNodeName, "<none>".  printers.go printPod (wide).
+CREATE FUNCTION @extschema@.pod_nominated_node(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(NULLIF(object->'status'->>'nominatedNodeName', ''), '<none>') $$;
+COMMENT ON FUNCTION @extschema@.pod_nominated_node(jsonb) IS
+'Pod NOMINATED NODE cell: status.nominatedNodeName or "<none>". printers.go printPod (wide).';
+
+-- pod_readiness_gates(object jsonb) -> text: READINESS GATES, "true/gates"
+-- (a gate counts when the first condition of its type is True), "<none>"
+-- without gates.  printers.go printPod (wide).
+CREATE FUNCTION @extschema@.pod_readiness_gates(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN @extschema@._printer_count(object->'spec'->'readinessGates') = 0 THEN '<none>'
+         ELSE (SELECT count(*) FILTER (WHERE (
+                        SELECT cond->>'status' = 'True'
+                        FROM jsonb_array_elements(@extschema@._printer_array(object->'status'->'conditions')) WITH ORDINALITY AS c(cond, o)
+                        WHERE cond->>'type' = COALESCE(g->>'conditionType', '')
+                        ORDER BY o LIMIT 1))
+               FROM jsonb_array_elements(object->'spec'->'readinessGates') g)
+              || '/' || jsonb_array_length(object->'spec'->'readinessGates') END
+$$;
+COMMENT ON FUNCTION @extschema@.pod_readiness_gates(jsonb) IS
+'Pod READINESS GATES cell "true/total" or "<none>". printers.go printPod (wide).';
+
+-- ---------------------------------------------------------------------
+-- Nodes: printers.go printNode, findNodeRoles, getNodeInternalIP,
+-- getNodeExternalIP
+-- ---------------------------------------------------------------------
+
+-- node_status(object jsonb) -> text: STATUS: Ready / NotReady (the last
+-- Ready condition), Unknown without one, then ",SchedulingDisabled" when
+-- spec.unschedulable.  printers.go printNode.
+CREATE FUNCTION @extschema@.node_status(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT COALESCE((SELECT CASE WHEN cond->>'status' = 'True' THEN 'Ready' ELSE 'NotReady' END
+                   FROM jsonb_array_elements(@extschema@._printer_array(object->'status'->'conditions')) WITH ORDINALITY AS c(cond, o)
+                   WHERE cond->>'type' = 'Ready' ORDER BY o DESC LIMIT 1), 'Unknown')
+         || CASE WHEN COALESCE((object->'spec'->>'unschedulable')::boolean, false) THEN ',SchedulingDisabled' ELSE '' END
+$$;
+COMMENT ON FUNCTION @extschema@.node_status(jsonb) IS
+'Node STATUS cell: Ready/NotReady/Unknown[,SchedulingDisabled]. printers.go printNode.';
+
+-- node_roles(object jsonb) -> text: ROLES, from node-role.kubernetes.io/<role>
+-- label keys and the kubernetes.io/role label value, sorted, distinct,
+-- joined with ","; "<none>".  printers.go findNodeRoles.
+CREATE FUNCTION @extschema@.node_roles(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT COALESCE(string_agg(DISTINCT role COLLATE "C", ',' ORDER BY role COLLATE "C"), '<none>')
+  FROM (SELECT CASE WHEN key LIKE 'node-role.kubernetes.io/%' THEN NULLIF(substr(key, 25), '')
+                    WHEN key = 'kubernetes.io/role' THEN NULLIF(value, '') END AS role
+        FROM jsonb_each_text(CASE WHEN jsonb_typeof(object->'metadata'->'labels') = 'object'
+                                  THEN object->'metadata'->'labels' ELSE '{}' END)) r
+  WHERE role IS NOT NULL
+$$;
+COMMENT ON FUNCTION @extschema@.node_roles(jsonb) IS
+'Node ROLES cell ("control-plane", "<none>"). printers.go findNodeRoles.';
+
+-- node_version(object jsonb) -> text: VERSION, status.nodeInfo.kubeletVersion
+-- ("" when unset).  printers.go printNode.
+CREATE FUNCTION @extschema@.node_version(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->'status'->'nodeInfo'->>'kubeletVersion', '') $$;
+COMMENT ON FUNCTION @extschema@.node_version(jsonb) IS
+'Node VERSION cell: kubeletVersion. printers.go printNode.';
+
+-- node_internal_ip(object jsonb) -> text: INTERNAL-IP, the first InternalIP
+-- address, "<none>".  printers.go getNodeInternalIP (wide).
+CREATE FUNCTION @extschema@.node_internal_ip(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT COALESCE((SELECT COALESCE(a->>'address', '')
+                   FROM jsonb_array_elements(@extschema@._printer_array(object->'status'->'addresses')) WITH ORDINALITY AS x(a, o)
+                   WHERE a->>'type' = 'InternalIP' ORDER BY o LIMIT 1), '<none>')
+$$;
+COMMENT ON FUNCTION @extschema@.node_internal_ip(jsonb) IS
+'Node INTERNAL-IP cell: first InternalIP address or "<none>". printers.go getNodeInternalIP.';
+
+-- node_external_ip(object jsonb) -> text: EXTERNAL-IP, the first ExternalIP
+-- address, "<none>".  printers.go getNodeExternalIP (wide).
+CREATE FUNCTION @extschema@.node_external_ip(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT COALESCE((SELECT COALESCE(a->>'address', '')
+                   FROM jsonb_array_elements(@extschema@._printer_array(object->'status'->'addresses')) WITH ORDINALITY AS x(a, o)
+                   WHERE a->>'type' = 'ExternalIP' ORDER BY o LIMIT 1), '<none>')
+$$;
+COMMENT ON FUNCTION @extschema@.node_external_ip(jsonb) IS
+'Node EXTERNAL-IP cell: first ExternalIP address or "<none>". printers.go getNodeExternalIP.';
+
+-- node_os_image(object jsonb) -> text: OS-IMAGE, "<unknown>" when empty.
+-- printers.go printNode (wide).
+CREATE FUNCTION @extschema@.node_os_image(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(NULLIF(object->'status'->'nodeInfo'->>'osImage', ''), '<unknown>') $$;
+COMMENT ON FUNCTION @extschema@.node_os_image(jsonb) IS
+'Node OS-IMAGE cell or "<unknown>". printers.go printNode (wide).';
+
+-- node_kernel_version(object jsonb) -> text: KERNEL-VERSION, "<unknown>"
+-- when empty.  printers.go printNode (wide).
+CREATE FUNCTION @extschema@.node_kernel_version(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(NULLIF(object->'status'->'nodeInfo'->>'kernelVersion', ''), '<unknown>') $$;
+COMMENT ON FUNCTION @extschema@.node_kernel_version(jsonb) IS
+'Node KERNEL-VERSION cell or "<unknown>". printers.go printNode (wide).';
+
+-- node_container_runtime(object jsonb) -> text: CONTAINER-RUNTIME,
+-- containerRuntimeVersion, "<unknown>" when empty.  printers.go printNode.
+CREATE FUNCTION @extschema@.node_container_runtime(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(NULLIF(object->'status'->'nodeInfo'->>'containerRuntimeVersion', ''), '<unknown>') $$;
+COMMENT ON FUNCTION @extschema@.node_container_runtime(jsonb) IS
+'Node CONTAINER-RUNTIME cell or "<unknown>". printers.go printNode (wide).';
+
+-- ---------------------------------------------------------------------
+-- Namespaces: printers.go printNamespace
+-- ---------------------------------------------------------------------
+
+-- namespace_status(object jsonb) -> text: STATUS, status.phase ("" when
+-- unset).  printers.go printNamespace.
+CREATE FUNCTION @extschema@.namespace_status(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->'status'->>'phase', '') $$;
+COMMENT ON FUNCTION @extschema@.namespace_status(jsonb) IS
+'Namespace STATUS cell: status.phase. printers.go printNamespace.';
+
+-- ---------------------------------------------------------------------
+-- Workloads: printDeployment, printReplicaSet, printStatefulSet,
+-- printDaemonSet (integers are int64 cells; unset counts are 0, as the
+-- internal types hold them)
+-- ---------------------------------------------------------------------
+
+-- deployment_ready(object jsonb) -> text: READY, "readyReplicas/replicas".
+-- printers.go printDeployment.
+CREATE FUNCTION @extschema@.deployment_ready(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'status'->>'readyReplicas')::bigint, 0) || '/' || COALESCE((object->'spec'->>'replicas')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.deployment_ready(jsonb) IS
+'Deployment READY cell "ready/desired". printers.go printDeployment.';
+
+-- deployment_up_to_date(object jsonb) -> bigint: UP-TO-DATE,
+-- status.updatedReplicas.  printers.go printDeployment.
+CREATE FUNCTION @extschema@.deployment_up_to_date(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'status'->>'updatedReplicas')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.deployment_up_to_date(jsonb) IS
+'Deployment UP-TO-DATE cell: status.updatedReplicas. printers.go printDeployment.';
+
+-- deployment_available(object jsonb) -> bigint: AVAILABLE,
+-- status.availableReplicas.  printers.go printDeployment.
+CREATE FUNCTION @extschema@.deployment_available(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'status'->>'availableReplicas')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.deployment_available(jsonb) IS
+'Deployment AVAILABLE cell: status.availableReplicas. printers.go printDeployment.';
+
+-- replicaset_desired(object jsonb) -> bigint: DESIRED, spec.replicas.
+-- printers.go printReplicaSet.
+CREATE FUNCTION @extschema@.replicaset_desired(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'spec'->>'replicas')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.replicaset_desired(jsonb) IS
+'ReplicaSet DESIRED cell: spec.replicas. printers.go printReplicaSet.';
+
+-- replicaset_current(object jsonb) -> bigint: CURRENT, status.replicas.
+-- printers.go printReplicaSet.
+CREATE FUNCTION @extschema@.replicaset_current(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'status'->>'replicas')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.replicaset_current(jsonb) IS
+'ReplicaSet CURRENT cell: status.replicas. printers.go printReplicaSet.';
+
+-- replicaset_ready(object jsonb) -> bigint: READY, status.readyReplicas.
+-- printers.go printReplicaSet.
+CREATE FUNCTION @extschema@.replicaset_ready(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'status'->>'readyReplicas')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.replicaset_ready(jsonb) IS
+'ReplicaSet READY cell: status.readyReplicas. printers.go printReplicaSet.';
+
+-- statefulset_ready(object jsonb) -> text: READY, "readyReplicas/replicas".
+-- printers.go printStatefulSet.
+CREATE FUNCTION @extschema@.statefulset_ready(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'status'->>'readyReplicas')::bigint, 0) || '/' || COALESCE((object->'spec'->>'replicas')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.statefulset_ready(jsonb) IS
+'StatefulSet READY cell "ready/desired". printers.go printStatefulSet.';
+
+-- daemonset_desired(object jsonb) -> bigint: DESIRED,
+-- status.desiredNumberScheduled.  printers.go printDaemonSet.
+CREATE FUNCTION @extschema@.daemonset_desired(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'status'->>'desiredNumberScheduled')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.daemonset_desired(jsonb) IS
+'DaemonSet DESIRED cell: status.desiredNumberScheduled. printers.go printDaemonSet.';
+
+-- daemonset_current(object jsonb) -> bigint: CURRENT,
+-- status.currentNumberScheduled.  printers.go printDaemonSet.
+CREATE FUNCTION @extschema@.daemonset_current(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'status'->>'currentNumberScheduled')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.daemonset_current(jsonb) IS
+'DaemonSet CURRENT cell: status.currentNumberScheduled. printers.go printDaemonSet.';
+
+-- daemonset_ready(object jsonb) -> bigint: READY, status.numberReady.
+-- printers.go printDaemonSet.
+CREATE FUNCTION @extschema@.daemonset_ready(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'status'->>'numberReady')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.daemonset_ready(jsonb) IS
+'DaemonSet READY cell: status.numberReady. printers.go printDaemonSet.';
+
+-- daemonset_up_to_date(object jsonb) -> bigint: UP-TO-DATE,
+-- status.updatedNumberScheduled.  printers.go printDaemonSet.
+CREATE FUNCTION @extschema@.daemonset_up_to_date(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'status'->>'updatedNumberScheduled')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.daemonset_up_to_date(jsonb) IS
+'DaemonSet UP-TO-DATE cell: status.updatedNumberScheduled. printers.go printDaemonSet.';
+
+-- daemonset_available(object jsonb) -> bigint: AVAILABLE,
+-- status.numberAvailable.  printers.go printDaemonSet.
+CREATE FUNCTION @extschema@.daemonset_available(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'status'->>'numberAvailable')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.daemonset_available(jsonb) IS
+'DaemonSet AVAILABLE cell: status.numberAvailable. printers.go printDaemonSet.';
+
+-- daemonset_node_selector(object jsonb) -> text: NODE SELECTOR, the pod
+-- template's nodeSelector as "k=v,...", "<none>".  printers.go
+-- printDaemonSet (labels.FormatLabels).
+CREATE FUNCTION @extschema@.daemonset_node_selector(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_format_labels(object->'spec'->'template'->'spec'->'nodeSelector') $$;
+COMMENT ON FUNCTION @extschema@.daemonset_node_selector(jsonb) IS
+'DaemonSet NODE SELECTOR cell "k=v,..." or "<none>". printers.go printDaemonSet.';
+
+-- ---------------------------------------------------------------------
+-- Jobs and CronJobs: printers.go printJob, hasJobCondition, printCronJob
+-- ---------------------------------------------------------------------
+
+-- _printer_job_condition(object jsonb, type text) -> boolean: whether the
+-- first condition of that type is True.  printers.go hasJobCondition.
+CREATE FUNCTION @extschema@._printer_job_condition(object jsonb, type text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT COALESCE((SELECT cond->>'status' = 'True'
+                   FROM jsonb_array_elements(@extschema@._printer_array(object->'status'->'conditions')) WITH ORDINALITY AS c(cond, o)
+                   WHERE cond->>'type' = type ORDER BY o LIMIT 1), false)
+$$;
+COMMENT ON FUNCTION @extschema@._printer_job_condition(jsonb, text) IS
+'Whether the first Job condition of that type is True. printers.go hasJobCondition.';
+
+-- job_status(object jsonb) -> text: STATUS: Complete, Failed, Terminating,
+-- Suspended, FailureTarget or Running, in that precedence.  printers.go
+-- printJob (current release; 1.20 has no STATUS column).
+CREATE FUNCTION @extschema@.job_status(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN @extschema@._printer_job_condition(object, 'Complete') THEN 'Complete'
+              WHEN @extschema@._printer_job_condition(object, 'Failed') THEN 'Failed'
+              WHEN object->'metadata'->>'deletionTimestamp' IS NOT NULL THEN 'Terminating'
+              WHEN @extschema@._printer_job_condition(object, 'Suspended') THEN 'Suspended'
+              WHEN @extschema@._printer_job_condition(object, 'FailureTarget') THEN 'FailureTarget'
+              ELSE 'Running' END
+$$;
+COMMENT ON FUNCTION @extschema@.job_status(jsonb) IS
+'Job STATUS cell: Complete/Failed/Terminating/Suspended/FailureTarget/Running. printers.go printJob (current release).';
+
+-- job_completions(object jsonb) -> text: COMPLETIONS, "succeeded/completions",
+-- or without completions "succeeded/1", "succeeded/1 of parallelism" when
+-- parallelism > 1.  printers.go printJob.
+CREATE FUNCTION @extschema@.job_completions(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT COALESCE((object->'status'->>'succeeded')::bigint, 0) || '/' ||
+         CASE WHEN jsonb_typeof(object->'spec'->'completions') = 'number' THEN (object->'spec'->>'completions')
+              WHEN COALESCE((object->'spec'->>'parallelism')::bigint, 0) > 1 THEN '1 of ' || (object->'spec'->>'parallelism')::bigint
+              ELSE '1' END
+$$;
+COMMENT ON FUNCTION @extschema@.job_completions(jsonb) IS
+'Job COMPLETIONS cell "1/1", "0/1 of 3". printers.go printJob.';
+
+-- job_start_time(object jsonb) -> timestamptz: status.startTime, where
+-- DURATION starts (NULL: DURATION is "").  printers.go printJob.
+CREATE FUNCTION @extschema@.job_start_time(object jsonb) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_time(object->'status'->>'startTime') $$;
+COMMENT ON FUNCTION @extschema@.job_start_time(jsonb) IS
+'Job status.startTime, where DURATION starts. printers.go printJob.';
+
+-- job_completion_time(object jsonb) -> timestamptz: status.completionTime,
+-- where DURATION ends (NULL: it runs up to now).  printers.go printJob.
+CREATE FUNCTION @extschema@.job_completion_time(object jsonb) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_time(object->'status'->>'completionTime') $$;
+COMMENT ON FUNCTION @extschema@.job_completion_time(jsonb) IS
+'Job status.completionTime, where DURATION ends (NULL while running). printers.go printJob.';
+
+-- job_duration(object jsonb, at timestamptz) -> text: DURATION at instant
+-- `at`: "" before the start, completion - start once complete, else
+-- at - start.  printers.go printJob.  A view passes now().
+CREATE FUNCTION @extschema@.job_duration(object jsonb, at timestamptz) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN @extschema@.job_start_time(object) IS NULL THEN ''
+              ELSE @extschema@.human_duration(COALESCE(@extschema@.job_completion_time(object), at) - @extschema@.job_start_time(object)) END
+$$;
+COMMENT ON FUNCTION @extschema@.job_duration(jsonb, timestamptz) IS
+'Job DURATION cell at instant at (a view passes now()). printers.go printJob.';
+
+-- cronjob_schedule(object jsonb) -> text: SCHEDULE, spec.schedule.
+-- printers.go printCronJob.
+CREATE FUNCTION @extschema@.cronjob_schedule(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->'spec'->>'schedule', '') $$;
+COMMENT ON FUNCTION @extschema@.cronjob_schedule(jsonb) IS
+'CronJob SCHEDULE cell. printers.go printCronJob.';
+
+-- cronjob_timezone(object jsonb) -> text: TIMEZONE, spec.timeZone,
+-- "<none>".  printers.go printCronJob (current release; not in 1.20).
+CREATE FUNCTION @extschema@.cronjob_timezone(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->'spec'->>'timeZone', '<none>') $$;
+COMMENT ON FUNCTION @extschema@.cronjob_timezone(jsonb) IS
+'CronJob TIMEZONE cell or "<none>". printers.go printCronJob (current release).';
+
+-- cronjob_suspend(object jsonb) -> text: SUSPEND, "True", "False" or
+-- "<unset>" (the cell is this text though the column says boolean).
+-- printers.go printCronJob (printBoolPtr).
+CREATE FUNCTION @extschema@.cronjob_suspend(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN jsonb_typeof(object->'spec'->'suspend') = 'boolean'
+              THEN CASE WHEN (object->'spec'->>'suspend')::boolean THEN 'True' ELSE 'False' END
+              ELSE '<unset>' END
+$$;
+COMMENT ON FUNCTION @extschema@.cronjob_suspend(jsonb) IS
+'CronJob SUSPEND cell "True"/"False"/"<unset>". printers.go printCronJob (printBoolPtr).';
+
+-- cronjob_active(object jsonb) -> bigint: ACTIVE, len(status.active).
+-- printers.go printCronJob.
+CREATE FUNCTION @extschema@.cronjob_active(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_count(object->'status'->'active')::bigint $$;
+COMMENT ON FUNCTION @extschema@.cronjob_active(jsonb) IS
+'CronJob ACTIVE cell: number of active jobs. printers.go printCronJob.';
+
+-- cronjob_last_schedule(object jsonb) -> timestamptz:
+-- status.lastScheduleTime, what LAST SCHEDULE is computed from (NULL:
+-- "<none>").  printers.go printCronJob.
+CREATE FUNCTION @extschema@.cronjob_last_schedule(object jsonb) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_time(object->'status'->>'lastScheduleTime') $$;
+COMMENT ON FUNCTION @extschema@.cronjob_last_schedule(jsonb) IS
+'CronJob status.lastScheduleTime, what LAST SCHEDULE is computed from. printers.go printCronJob.';
+
+-- cronjob_last_schedule_text(object jsonb, at timestamptz) -> text: LAST
+-- SCHEDULE at instant `at`, "<none>" when never scheduled.  printers.go
+-- printCronJob.  A view passes now().
+CREATE FUNCTION @extschema@.cronjob_last_schedule_text(object jsonb, at timestamptz) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN object->'status'->>'lastScheduleTime' IS NULL THEN '<none>'
+              ELSE @extschema@.translate_timestamp_since(@extschema@.cronjob_last_schedule(object), at) END
+$$;
+COMMENT ON FUNCTION @extschema@.cronjob_last_schedule_text(jsonb, timestamptz) IS
+'CronJob LAST SCHEDULE cell at instant at, "<none>" (a view passes now()). printers.go printCronJob.';
+
+-- ---------------------------------------------------------------------
+-- Services: printers.go printService, getServiceExternalIP, makePortString
+-- ---------------------------------------------------------------------
+
+-- service_type(object jsonb) -> text: TYPE, spec.type.
+-- printers.go printService.
+CREATE FUNCTION @extschema@.service_type(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->'spec'->>'type', '') $$;
+COMMENT ON FUNCTION @extschema@.service_type(jsonb) IS
+'Service TYPE cell. printers.go printService.';
+
+-- service_cluster_ip(object jsonb) -> text: CLUSTER-IP, spec.clusterIPs[0]
+-- ("None" for a headless service), "<none>".  An object written before
+-- clusterIPs existed (< 1.20) has only spec.clusterIP, which the API server
+-- defaults into clusterIPs when it reads it: taken here the same way.
+-- printers.go printService.
+CREATE FUNCTION @extschema@.service_cluster_ip(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN @extschema@._printer_count(object->'spec'->'clusterIPs') > 0 THEN COALESCE(object->'spec'->'clusterIPs'->>0, '')
+              ELSE COALESCE(NULLIF(object->'spec'->>'clusterIP', ''), '<none>') END
+$$;
+COMMENT ON FUNCTION @extschema@.service_cluster_ip(jsonb) IS
+'Service CLUSTER-IP cell: clusterIPs[0] or "<none>". printers.go printService.';
+
+-- service_external_ip(object jsonb, wide boolean DEFAULT true) -> text:
+-- EXTERNAL-IP: ClusterIP/NodePort: spec.externalIPs joined or "<none>";
+-- LoadBalancer: the load balancer's points then the externalIPs, or
+-- "<pending>"; ExternalName: spec.externalName; "<unknown>" otherwise.
+-- wide => false clips the load balancer's points as the client-side
+-- printer did; the API server's Table is wide.  printers.go
+-- getServiceExternalIP.
+CREATE FUNCTION @extschema@.service_external_ip(object jsonb, wide boolean DEFAULT true) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE COALESCE(object->'spec'->>'type', '')
+    WHEN 'ClusterIP' THEN COALESCE(ext, '<none>')
+    WHEN 'NodePort' THEN COALESCE(ext, '<none>')
+    WHEN 'LoadBalancer' THEN
+      CASE WHEN ext IS NOT NULL THEN CASE WHEN lb <> '' THEN lb || ',' || ext ELSE ext END
+           WHEN lb <> '' THEN lb
+           ELSE '<pending>' END
+    WHEN 'ExternalName' THEN COALESCE(object->'spec'->>'externalName', '')
+    ELSE '<unknown>' END
+  FROM (SELECT (SELECT string_agg(e, ',' ORDER BY o)
+                FROM jsonb_array_elements_text(@extschema@._printer_array(object->'spec'->'externalIPs')) WITH ORDINALITY AS x(e, o)) AS ext,
+               @extschema@._printer_lb_status(object->'status'->'loadBalancer', wide) AS lb) s
+$$;
+COMMENT ON FUNCTION @extschema@.service_external_ip(jsonb, boolean) IS
+'Service EXTERNAL-IP cell ("<none>", "<pending>", LB points + externalIPs). wide => false clips as client-side kubectl did. printers.go getServiceExternalIP.';
+
+-- service_ports(object jsonb) -> text: PORT(S), "port/protocol" or
+-- "port:nodePort/protocol" per port, joined with ","; "<none>".
+-- printers.go makePortString.
+CREATE FUNCTION @extschema@.service_ports(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT COALESCE(NULLIF(string_agg(
+           COALESCE((p->>'port')::bigint, 0)
+           || CASE WHEN COALESCE((p->>'nodePort')::bigint, 0) > 0 THEN ':' || (p->>'nodePort')::bigint ELSE '' END
+           || '/' || COALESCE(p->>'protocol', ''), ',' ORDER BY o), ''), '<none>')
+  FROM jsonb_array_elements(@extschema@._printer_array(object->'spec'->'ports')) WITH ORDINALITY AS x(p, o)
+$$;
+COMMENT ON FUNCTION @extschema@.service_ports(jsonb) IS
+'Service PORT(S) cell "80/TCP,443:30443/TCP" or "<none>". printers.go makePortString.';
+
+-- service_selector(object jsonb) -> text: SELECTOR, spec.selector as
+-- "k=v,...", "<none>".  printers.go printService (wide).
+CREATE FUNCTION @extschema@.service_selector(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_format_labels(object->'spec'->'selector') $$;
+COMMENT ON FUNCTION @extschema@.service_selector(jsonb) IS
+'Service SELECTOR cell "k=v,..." or "<none>". printers.go printService (wide).';
+
+-- ---------------------------------------------------------------------
+-- Endpoints: printers.go formatEndpoints
+-- ---------------------------------------------------------------------
+
+-- endpoints_endpoints(object jsonb) -> text: ENDPOINTS, the first three of
+-- "ip:port" (ip alone for a subset without ports; [ipv6]:port) over the
+-- subsets and their ports, then " + N more..."; "<none>" without subsets.
+-- printers.go formatEndpoints(endpoints, nil).
+CREATE FUNCTION @extschema@.endpoints_endpoints(object jsonb) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+  list text[] := '{}';
+  max_shown constant integer := 3;
+  more boolean := false;
+  total integer := 0;
+  ss jsonb;
+  port jsonb;
+  addr jsonb;
+  ip text;
+BEGIN
+  IF @extschema@._printer_count(object->'subsets') = 0 THEN
+    RETURN '<none>';
+  END IF;
+  FOR ss IN SELECT e FROM jsonb_array_elements(object->'subsets') WITH ORDINALITY AS x(e, o) ORDER BY o LOOP
+    IF @extschema@._printer_count(ss->'ports') = 0 THEN
+      -- It's possible to have headless services with no ports.
+      total := total + @extschema@._printer_count(ss->'addresses');
+      FOR addr IN SELECT e FROM jsonb_array_elements(@extschema@._printer_array(ss->'addresses')) WITH ORDINALITY AS y(e, o) ORDER BY o LOOP
+        IF cardinality(list) = max_shown THEN
+          more := true;
+          EXIT;
+        END IF;
+        list := list || COALESCE(addr->>'ip', '');
+      END LOOP;
+      CONTINUE;
+    END IF;
+    FOR port IN SELECT e FROM jsonb_array_elements(ss->'ports') WITH ORDINALITY AS y(e, o) ORDER BY o LOOP
+      total := total + @extschema@._printer_count(ss->'addresses');
+      FOR addr IN SELECT e FROM jsonb_array_elements(@extschema@._printer_array(ss->'addresses')) WITH ORDINALITY AS z(e, o) ORDER BY o LOOP
+        IF cardinality(list) = max_shown THEN
+          more := true;
+          EXIT;
+        END IF;
+        ip := COALESCE(addr->>'ip', '');
+        -- net.JoinHostPort brackets a host that holds a colon.
+        list := list || (CASE WHEN strpos(ip, ':') > 0 THEN '[' || ip || ']' ELSE ip END
+                         || ':' || COALESCE((port->>'port')::bigint, 0));
+      END LOOP;
+    END LOOP;
+  END LOOP;
+  IF more THEN
+    RETURN array_to_string(list, ',') || ' + ' || (total - max_shown) || ' more...';
+  END IF;
+  RETURN array_to_string(list, ',');
+END
+$$;
+COMMENT ON FUNCTION @extschema@.endpoints_endpoints(jsonb) IS
+'Endpoints ENDPOINTS cell "10.0.0.1:80,... + N more..." or "<none>". printers.go formatEndpoints.';
+
+-- ---------------------------------------------------------------------
+-- Ingresses: printers.go printIngress, formatHosts, formatPorts,
+-- ingressLoadBalancerStatusStringer
+-- ---------------------------------------------------------------------
+
+-- ingress_class(object jsonb) -> text: CLASS, spec.ingressClassName,
+-- "<none>".  printers.go printIngress.
+CREATE FUNCTION @extschema@.ingress_class(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->'spec'->>'ingressClassName', '<none>') $$;
+COMMENT ON FUNCTION @extschema@.ingress_class(jsonb) IS
+'Ingress CLASS cell: spec.ingressClassName or "<none>". printers.go printIngress.';
+
+-- ingress_hosts(object jsonb) -> text: HOSTS, the first three non-empty
+-- rule hosts joined with ",", then " + N more..." (N counts every rule past
+-- the third); "*" without hosts.  printers.go formatHosts.
+CREATE FUNCTION @extschema@.ingress_hosts(object jsonb) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+  list text[] := '{}';
+  more boolean := false;
+  rules jsonb := @extschema@._printer_array(object->'spec'->'rules');
+  rule jsonb;
+BEGIN
+  FOR rule IN SELECT e FROM jsonb_array_elements(rules) WITH ORDINALITY AS x(e, o) ORDER BY o LOOP
+    IF cardinality(list) = 3 THEN
+      more := true;
+    END IF;
+    IF NOT more AND COALESCE(rule->>'host', '') <> '' THEN
+      list := list || (rule->>'host');
+    END IF;
+  END LOOP;
+  IF cardinality(list) = 0 THEN
+    RETURN '*';
+  END IF;
+  IF more THEN
+    RETURN array_to_string(list, ',') || ' + ' || (jsonb_array_length(rules) - 3) || ' more...';
+  END IF;
+  RETURN array_to_string(list, ',');
+END
+$$;
+COMMENT ON FUNCTION @extschema@.ingress_hosts(jsonb) IS
+'Ingress HOSTS cell "a,b,c + N more..." or "*". printers.go formatHosts.';
+
+-- ingress_address(object jsonb, wide boolean DEFAULT true) -> text:
+-- ADDRESS, the load balancer's points (IP, else hostname) sorted and joined
+-- with ","; wide => false clips past 16 characters.  printers.go
+-- ingressLoadBalancerStatusStringer (the API server's Table is wide).
+CREATE FUNCTION @extschema@.ingress_address(object jsonb, wide boolean DEFAULT true) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_lb_status(object->'status'->'loadBalancer', wide) $$;
+COMMENT ON FUNCTION @extschema@.ingress_address(jsonb, boolean) IS
+'Ingress ADDRESS cell (LB points sorted, ","). printers.go ingressLoadBalancerStatusStringer.';
+
+-- ingress_ports(object jsonb) -> text: PORTS, "80, 443" with TLS, else
+-- "80".  printers.go formatPorts.
+CREATE FUNCTION @extschema@.ingress_ports(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT CASE WHEN @extschema@._printer_count(object->'spec'->'tls') <> 0 THEN '80, 443' ELSE '80' END $$;
+COMMENT ON FUNCTION @extschema@.ingress_ports(jsonb) IS
+'Ingress PORTS cell "80" or "80, 443". printers.go formatPorts.';
+
+-- ---------------------------------------------------------------------
+-- ConfigMaps, Secrets, ServiceAccounts: printConfigMap, printSecret,
+-- printServiceAccount
+-- ---------------------------------------------------------------------
+
+-- configmap_data(object jsonb) -> bigint: DATA, len(data) + len(binaryData).
+-- printers.go printConfigMap.
+CREATE FUNCTION @extschema@.configmap_data(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT (@extschema@._printer_count(object->'data') + @extschema@._printer_count(object->'binaryData'))::bigint $$;
+COMMENT ON FUNCTION @extschema@.configmap_data(jsonb) IS
+'ConfigMap DATA cell: number of data + binaryData keys. printers.go printConfigMap.';
+
+-- secret_type(object jsonb) -> text: TYPE, type.  printers.go printSecret.
+CREATE FUNCTION @extschema@.secret_type(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->>'type', '') $$;
+COMMENT ON FUNCTION @extschema@.secret_type(jsonb) IS
+'Secret TYPE cell. printers.go printSecret.';
+
+-- secret_data(object jsonb) -> bigint: DATA, len(data).  printers.go
+-- printSecret.
+CREATE FUNCTION @extschema@.secret_data(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_count(object->'data')::bigint $$;
+COMMENT ON FUNCTION @extschema@.secret_data(jsonb) IS
+'Secret DATA cell: number of data keys. printers.go printSecret.';
+
+-- serviceaccount_secrets(object jsonb) -> bigint: SECRETS, len(secrets).
+-- printers.go printServiceAccount.
+CREATE FUNCTION @extschema@.serviceaccount_secrets(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_count(object->'secrets')::bigint $$;
+COMMENT ON FUNCTION @extschema@.serviceaccount_secrets(jsonb) IS
+'ServiceAccount SECRETS cell: number of secrets references. printers.go printServiceAccount.';
+
+-- ---------------------------------------------------------------------
+-- PersistentVolumes and claims: printPersistentVolume,
+-- printPersistentVolumeClaim
+-- ---------------------------------------------------------------------
+
+-- persistentvolume_capacity(object jsonb) -> text: CAPACITY,
+-- spec.capacity.storage, "0" when unset.  printers.go printPersistentVolume.
+CREATE FUNCTION @extschema@.persistentvolume_capacity(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->'spec'->'capacity'->>'storage', '0') $$;
+COMMENT ON FUNCTION @extschema@.persistentvolume_capacity(jsonb) IS
+'PV CAPACITY cell: spec.capacity.storage ("0" unset). printers.go printPersistentVolume.';
+
+-- persistentvolume_access_modes(object jsonb) -> text: ACCESS MODES, "RWO".
+-- printers.go printPersistentVolume.
+CREATE FUNCTION @extschema@.persistentvolume_access_modes(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_access_modes(object->'spec'->'accessModes') $$;
+COMMENT ON FUNCTION @extschema@.persistentvolume_access_modes(jsonb) IS
+'PV ACCESS MODES cell "RWO,ROX,RWX,RWOP". printers.go printPersistentVolume.';
+
+-- persistentvolume_reclaim_policy(object jsonb) -> text: RECLAIM POLICY.
+-- printers.go printPersistentVolume.
+CREATE FUNCTION @extschema@.persistentvolume_reclaim_policy(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->'spec'->>'persistentVolumeReclaimPolicy', '') $$;
+COMMENT ON FUNCTION @extschema@.persistentvolume_reclaim_policy(jsonb) IS
+'PV RECLAIM POLICY cell. printers.go printPersistentVolume.';
+
+-- persistentvolume_status(object jsonb) -> text: STATUS, status.phase or
+-- "Terminating" once deleted.  printers.go printPersistentVolume.
+CREATE FUNCTION @extschema@.persistentvolume_status(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN object->'metadata'->>'deletionTimestamp' IS NOT NULL THEN 'Terminating'
+              ELSE COALESCE(object->'status'->>'phase', '') END
+$$;
+COMMENT ON FUNCTION @extschema@.persistentvolume_status(jsonb) IS
+'PV STATUS cell: phase or Terminating. printers.go printPersistentVolume.';
+
+-- persistentvolume_claim(object jsonb) -> text: CLAIM, "namespace/name" of
+-- spec.claimRef, "" without one.  printers.go printPersistentVolume.
+CREATE FUNCTION @extschema@.persistentvolume_claim(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN jsonb_typeof(object->'spec'->'claimRef') = 'object'
+              THEN COALESCE(object->'spec'->'claimRef'->>'namespace', '') || '/' || COALESCE(object->'spec'->'claimRef'->>'name', '')
+              ELSE '' END
+$$;
+COMMENT ON FUNCTION @extschema@.persistentvolume_claim(jsonb) IS
+'PV CLAIM cell "namespace/name" or "". printers.go printPersistentVolume.';
+
+-- persistentvolume_storageclass(object jsonb) -> text: STORAGECLASS, the
+-- volume.beta.kubernetes.io/storage-class annotation, else
+-- spec.storageClassName.  pkg/apis/core/helper GetPersistentVolumeClass.
+CREATE FUNCTION @extschema@.persistentvolume_storageclass(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT COALESCE(object->'metadata'->'annotations'->>'volume.beta.kubernetes.io/storage-class',
+                  object->'spec'->>'storageClassName', '')
+$$;
+COMMENT ON FUNCTION @extschema@.persistentvolume_storageclass(jsonb) IS
+'PV STORAGECLASS cell (beta annotation first). pkg/apis/core/helper GetPersistentVolumeClass.';
+
+-- persistentvolume_volumeattributesclass(object jsonb) -> text:
+-- VOLUMEATTRIBUTESCLASS, spec.volumeAttributesClassName, "<unset>".
+-- printers.go printPersistentVolume (current release; not in 1.20).
+CREATE FUNCTION @extschema@.persistentvolume_volumeattributesclass(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->'spec'->>'volumeAttributesClassName', '<unset>') $$;
+COMMENT ON FUNCTION @extschema@.persistentvolume_volumeattributesclass(jsonb) IS
+'PV VOLUMEATTRIBUTESCLASS cell or "<unset>". printers.go printPersistentVolume (current release).';
+
+-- persistentvolume_reason(object jsonb) -> text: REASON, status.reason.
+-- printers.go printPersistentVolume.
+CREATE FUNCTION @extschema@.persistentvolume_reason(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->'status'->>'reason', '') $$;
+COMMENT ON FUNCTION @extschema@.persistentvolume_reason(jsonb) IS
+'PV REASON cell: status.reason. printers.go printPersistentVolume.';
+
+-- persistentvolume_volume_mode(object jsonb) -> text: VOLUMEMODE,
+-- spec.volumeMode, "<unset>".  printers.go printPersistentVolume (wide).
+CREATE FUNCTION @extschema@.persistentvolume_volume_mode(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->'spec'->>'volumeMode', '<unset>') $$;
+COMMENT ON FUNCTION @extschema@.persistentvolume_volume_mode(jsonb) IS
+'PV VOLUMEMODE cell or "<unset>". printers.go printPersistentVolume (wide).';
+
+-- persistentvolumeclaim_status(object jsonb) -> text: STATUS, status.phase
+-- or "Terminating" once deleted.  printers.go printPersistentVolumeClaim.
+CREATE FUNCTION @extschema@.persistentvolumeclaim_status(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN object->'metadata'->>'deletionTimestamp' IS NOT NULL THEN 'Terminating'
+              ELSE COALESCE(object->'status'->>'phase', '') END
+$$;
+COMMENT ON FUNCTION @extschema@.persistentvolumeclaim_status(jsonb) IS
+'PVC STATUS cell: phase or Terminating. printers.go printPersistentVolumeClaim.';
+
+-- persistentvolumeclaim_volume(object jsonb) -> text: VOLUME,
+-- spec.volumeName.  printers.go printPersistentVolumeClaim.
+CREATE FUNCTION @extschema@.persistentvolumeclaim_volume(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->'spec'->>'volumeName', '') $$;
+COMMENT ON FUNCTION @extschema@.persistentvolumeclaim_volume(jsonb) IS
+'PVC VOLUME cell: spec.volumeName. printers.go printPersistentVolumeClaim.';
+
+-- persistentvolumeclaim_capacity(object jsonb) -> text: CAPACITY,
+-- status.capacity.storage ("0" unset) once bound to a volume, else "".
+-- printers.go printPersistentVolumeClaim.
+CREATE FUNCTION @extschema@.persistentvolumeclaim_capacity(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN COALESCE(object->'spec'->>'volumeName', '') <> ''
+              THEN COALESCE(object->'status'->'capacity'->>'storage', '0') ELSE '' END
+$$;
+COMMENT ON FUNCTION @extschema@.persistentvolumeclaim_capacity(jsonb) IS
+'PVC CAPACITY cell (status capacity once a volume is named, else ""). printers.go printPersistentVolumeClaim.';
+
+-- persistentvolumeclaim_access_modes(object jsonb) -> text: ACCESS MODES,
+-- status.accessModes once bound to a volume, else "".  printers.go
+-- printPersistentVolumeClaim.
+CREATE FUNCTION @extschema@.persistentvolumeclaim_access_modes(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN COALESCE(object->'spec'->>'volumeName', '') <> ''
+              THEN @extschema@._printer_access_modes(object->'status'->'accessModes') ELSE '' END
+$$;
+COMMENT ON FUNCTION @extschema@.persistentvolumeclaim_access_modes(jsonb) IS
+'PVC ACCESS MODES cell (status modes once a volume is named, else ""). printers.go printPersistentVolumeClaim.';
+
+-- persistentvolumeclaim_storageclass(object jsonb) -> text: STORAGECLASS,
+-- the beta annotation, else spec.storageClassName, else "".
+-- pkg/apis/core/helper GetPersistentVolumeClaimClass.
+CREATE FUNCTION @extschema@.persistentvolumeclaim_storageclass(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT COALESCE(object->'metadata'->'annotations'->>'volume.beta.kubernetes.io/storage-class',
+                  object->'spec'->>'storageClassName', '')
+$$;
+COMMENT ON FUNCTION @extschema@.persistentvolumeclaim_storageclass(jsonb) IS
+'PVC STORAGECLASS cell (beta annotation first). pkg/apis/core/helper GetPersistentVolumeClaimClass.';
+
+-- persistentvolumeclaim_volumeattributesclass(object jsonb) -> text:
+-- VOLUMEATTRIBUTESCLASS, spec.volumeAttributesClassName, "<unset>".
+-- printers.go printPersistentVolumeClaim (current release; not in 1.20).
+CREATE FUNCTION @extschema@.persistentvolumeclaim_volumeattributesclass(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->'spec'->>'volumeAttributesClassName', '<unset>') $$;
+COMMENT ON FUNCTION @extschema@.persistentvolumeclaim_volumeattributesclass(jsonb) IS
+'PVC VOLUMEATTRIBUTESCLASS cell or "<unset>". printers.go printPersistentVolumeClaim (current release).';
+
+-- persistentvolumeclaim_volume_mode(object jsonb) -> text: VOLUMEMODE,
+-- spec.volumeMode, "<unset>".  printers.go printPersistentVolumeClaim (wide).
+CREATE FUNCTION @extschema@.persistentvolumeclaim_volume_mode(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->'spec'->>'volumeMode', '<unset>') $$;
+COMMENT ON FUNCTION @extschema@.persistentvolumeclaim_volume_mode(jsonb) IS
+'PVC VOLUMEMODE cell or "<unset>". printers.go printPersistentVolumeClaim (wide).';
+
+-- ---------------------------------------------------------------------
+-- Events (core/v1 Event JSON): printers.go printEvent, formatEventSource
+-- ---------------------------------------------------------------------
+
+-- event_first_seen(object jsonb) -> timestamptz: what FIRST SEEN is
+-- computed from: firstTimestamp, else eventTime; NULL: "<unknown>".
+-- printers.go printEvent.
+CREATE FUNCTION @extschema@.event_first_seen(object jsonb) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN object->>'firstTimestamp' IS NOT NULL THEN @extschema@._printer_time(object->>'firstTimestamp')
+              ELSE @extschema@._printer_time(object->>'eventTime') END
+$$;
+COMMENT ON FUNCTION @extschema@.event_first_seen(jsonb) IS
+'Event time FIRST SEEN is computed from: firstTimestamp, else eventTime. printers.go printEvent.';
+
+-- event_last_seen(object jsonb) -> timestamptz: what LAST SEEN is computed
+-- from: series.lastObservedTime for a series, else lastTimestamp, else
+-- FIRST SEEN's time; NULL: "<unknown>".  printers.go printEvent.
+CREATE FUNCTION @extschema@.event_last_seen(object jsonb) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN jsonb_typeof(object->'series') = 'object' THEN @extschema@._printer_time(object->'series'->>'lastObservedTime')
+              WHEN object->>'lastTimestamp' IS NOT NULL THEN @extschema@._printer_time(object->>'lastTimestamp')
+              ELSE @extschema@.event_first_seen(object) END
+$$;
+COMMENT ON FUNCTION @extschema@.event_last_seen(jsonb) IS
+'Event time LAST SEEN is computed from: series.lastObservedTime, else lastTimestamp, else first seen. printers.go printEvent.';
+
+-- event_last_seen_text(object jsonb, at timestamptz) -> text: LAST SEEN at
+-- instant `at` ("2d", "<unknown>").  printers.go printEvent.
+CREATE FUNCTION @extschema@.event_last_seen_text(object jsonb, at timestamptz) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@.translate_timestamp_since(@extschema@.event_last_seen(object), at) $$;
+COMMENT ON FUNCTION @extschema@.event_last_seen_text(jsonb, timestamptz) IS
+'Event LAST SEEN cell at instant at (a view passes now()). printers.go printEvent.';
+
+-- event_first_seen_text(object jsonb, at timestamptz) -> text: FIRST SEEN
+-- at instant `at`.  printers.go printEvent (wide).
+CREATE FUNCTION @extschema@.event_first_seen_text(object jsonb, at timestamptz) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@.translate_timestamp_since(@extschema@.event_first_seen(object), at) $$;
+COMMENT ON FUNCTION @extschema@.event_first_seen_text(jsonb, timestamptz) IS
+'Event FIRST SEEN cell at instant at (a view passes now()). printers.go printEvent (wide).';
+
+-- event_type(object jsonb) -> text: TYPE (Normal, Warning).
+-- printers.go printEvent.
+CREATE FUNCTION @extschema@.event_type(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->>'type', '') $$;
+COMMENT ON FUNCTION @extschema@.event_type(jsonb) IS
+'Event TYPE cell. printers.go printEvent.';
+
+-- event_reason(object jsonb) -> text: REASON.  printers.go printEvent.
+CREATE FUNCTION @extschema@.event_reason(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->>'reason', '') $$;
+COMMENT ON FUNCTION @extschema@.event_reason(jsonb) IS
+'Event REASON cell. printers.go printEvent.';
+
+-- event_object(object jsonb) -> text: OBJECT, "kind/name" of the involved
+-- object, kind in lower case ("pod/web-1"; "node" without a name).
+-- printers.go printEvent.
+CREATE FUNCTION @extschema@.event_object(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT lower(COALESCE(object->'involvedObject'->>'kind', ''))
+         || CASE WHEN COALESCE(object->'involvedObject'->>'name', '') <> '' THEN '/' || (object->'involvedObject'->>'name') ELSE '' END
+$$;
+COMMENT ON FUNCTION @extschema@.event_object(jsonb) IS
+'Event OBJECT cell "kind/name" (kind lower-cased). printers.go printEvent.';
+
+-- event_subobject(object jsonb) -> text: SUBOBJECT,
+-- involvedObject.fieldPath.  printers.go printEvent (wide).
+CREATE FUNCTION @extschema@.event_subobject(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->'involvedObject'->>'fieldPath', '') $$;
+COMMENT ON FUNCTION @extschema@.event_subobject(jsonb) IS
+'Event SUBOBJECT cell: involvedObject.fieldPath. printers.go printEvent (wide).';
+
+-- event_source(object jsonb) -> text: SOURCE, "component, host" (the
+-- component else reportingComponent, the host else reportingInstance; the
+-- component alone without a host).  printers.go formatEventSource (wide).
+CREATE FUNCTION @extschema@.event_source(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT component || CASE WHEN instance = '' THEN '' ELSE ', ' || instance END
+  FROM (SELECT COALESCE(NULLIF(object->'source'->>'component', ''), object->>'reportingComponent', '') AS component,
+               COALESCE(NULLIF(object->'source'->>'host', ''), object->>'reportingInstance', '') AS instance) s
+$$;
+COMMENT ON FUNCTION @extschema@.event_source(jsonb) IS
+'Event SOURCE cell "component, host". printers.go formatEventSource (wide).';
+
+-- event_message(object jsonb) -> text: MESSAGE, with leading and trailing
+-- white space (Go unicode.IsSpace) removed.  printers.go printEvent.
+CREATE FUNCTION @extschema@.event_message(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT btrim(COALESCE(object->>'message', ''),
+               E' \t\n\r\f\v' || U&'\0085\00A0\1680\2000\2001\2002\2003\2004\2005\2006\2007\2008\2009\200A\2028\2029\202F\205F\3000')
+$$;
+COMMENT ON FUNCTION @extschema@.event_message(jsonb) IS
+'Event MESSAGE cell, white space trimmed (strings.TrimSpace). printers.go printEvent.';
+
+-- event_count(object jsonb) -> bigint: COUNT, series.count for a series,
+-- else count, else 1 (singleton events of the new API carry no count).
+-- printers.go printEvent (1.20 prints series.count + 1).
+CREATE FUNCTION @extschema@.event_count(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN jsonb_typeof(object->'series') = 'object' THEN COALESCE((object->'series'->>'count')::bigint, 0)
+              WHEN COALESCE((object->>'count')::bigint, 0) = 0 THEN 1
+              ELSE (object->>'count')::bigint END
+$$;
+COMMENT ON FUNCTION @extschema@.event_count(jsonb) IS
+'Event COUNT cell: series.count, count, or 1. printers.go printEvent (current release).';
+
+-- ---------------------------------------------------------------------
+-- HorizontalPodAutoscalers (autoscaling/v2 and v2beta2 JSON; autoscaling/v1's
+-- targetCPUUtilizationPercentage read as the Resource cpu metric it converts
+-- to): printers.go printHorizontalPodAutoscaler, formatHPAMetrics
+-- ---------------------------------------------------------------------
+
+-- horizontalpodautoscaler_reference(object jsonb) -> text: REFERENCE,
+-- "Kind/name" of spec.scaleTargetRef.  printers.go
+-- printHorizontalPodAutoscaler.
+CREATE FUNCTION @extschema@.horizontalpodautoscaler_reference(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(object->'spec'->'scaleTargetRef'->>'kind', '') || '/' || COALESCE(object->'spec'->'scaleTargetRef'->>'name', '') $$;
+COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_reference(jsonb) IS
+'HPA REFERENCE cell "Kind/name". printers.go printHorizontalPodAutoscaler.';
+
+-- horizontalpodautoscaler_targets(object jsonb) -> text: TARGETS, per metric
+-- "current/target" ("cpu: 50%/80%", "50m/100m (avg)", "<unknown>" for a
+-- missing current value, "<auto>" for a missing utilization target,
+-- "<unknown type>"), the first two joined with ", ", then " + N more...";
+-- "<none>" without metrics.  Statuses are matched to specs by position, as
+-- the printer does.  printers.go formatHPAMetrics (1.20 prints Resource
+-- metrics without the "cpu: " prefix).
+CREATE FUNCTION @extschema@.horizontalpodautoscaler_targets(object jsonb) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+  specs jsonb := @extschema@._printer_array(object->'spec'->'metrics');
+  statuses jsonb := @extschema@._printer_array(object->'status'->'currentMetrics');
+  list text[] := '{}';
+  spec jsonb;
+  i integer;
+  stat jsonb;
+  src jsonb;
+  cur text;
+  target text;
+BEGIN
+  -- autoscaling/v1: the CPU target is the one metric.
+  IF object->'spec'->'metrics' IS NULL AND object->'spec'->'targetCPUUtilizationPercentage' IS NOT NULL THEN
+    specs := jsonb_build_array(jsonb_build_object('type', 'Resource', 'resource',
+               jsonb_build_object('name', 'cpu', 'target',
+                 jsonb_build_object('type', 'Utilization', 'averageUtilization', object->'spec'->'targetCPUUtilizationPercentage'))));
+    IF object->'status'->'currentCPUUtilizationPercentage' IS NOT NULL THEN
+      statuses := jsonb_build_array(jsonb_build_object('type', 'Resource', 'resource',
+                    jsonb_build_object('name', 'cpu', 'current',
+                      jsonb_build_object('averageUtilization', object->'status'->'currentCPUUtilizationPercentage'))));
+    END IF;
+  END IF;
+  IF jsonb_array_length(specs) = 0 THEN
+    RETURN '<none>';
+  END IF;
+  FOR spec, i IN SELECT e, o - 1 FROM jsonb_array_elements(specs) WITH ORDINALITY AS x(e, o) LOOP
+    stat := statuses->i;   -- NULL past the end
+    CASE spec->>'type'
+    WHEN 'External', 'Object' THEN
+      src := CASE spec->>'type' WHEN 'External' THEN spec->'external' ELSE spec->'object' END;
+      stat := CASE spec->>'type' WHEN 'External' THEN stat->'external' ELSE stat->'object' END;
+      IF jsonb_typeof(stat) <> 'object' THEN stat := NULL; END IF;
+      IF src->'target'->'averageValue' IS NOT NULL AND jsonb_typeof(src->'target'->'averageValue') <> 'null' THEN
+        cur := '<unknown>';
+        IF stat IS NOT NULL AND stat->'current'->'averageValue' IS NOT NULL AND jsonb_typeof(stat->'current'->'averageValue') <> 'null' THEN
+          cur := @extschema@._printer_quantity(stat->'current'->'averageValue');
+        END IF;
+        list := list || (cur || '/' || @extschema@._printer_quantity(src->'target'->'averageValue') || ' (avg)');
+      ELSE
+        cur := '<unknown>';
+        IF stat IS NOT NULL THEN
+          cur := @extschema@._printer_quantity(stat->'current'->'value');
+        END IF;
+        list := list || (cur || '/' || @extschema@._printer_quantity(src->'target'->'value'));
+      END IF;
+    WHEN 'Pods' THEN
+      cur := '<unknown>';
+      IF jsonb_typeof(stat->'pods') = 'object' THEN
+        cur := @extschema@._printer_quantity(stat->'pods'->'current'->'averageValue');
+      END IF;
+      list := list || (cur || '/' || @extschema@._printer_quantity(spec->'pods'->'target'->'averageValue'));
+    WHEN 'Resource', 'ContainerResource' THEN
+      src := CASE spec->>'type' WHEN 'Resource' THEN spec->'resource' ELSE spec->'containerResource' END;
+      stat := CASE spec->>'type' WHEN 'Resource' THEN stat->'resource' ELSE stat->'containerResource' END;
+      IF jsonb_typeof(stat) <> 'object' THEN stat := NULL; END IF;
+      IF src->'target'->'averageValue' IS NOT NULL AND jsonb_typeof(src->'target'->'averageValue') <> 'null' THEN
+        cur := '<unknown>';
+        IF stat IS NOT NULL THEN
+          cur := @extschema@._printer_quantity(stat->'current'->'averageValue');
+        END IF;
+        list := list || (COALESCE(src->>'name', '') || ': ' || cur || '/' || @extschema@._printer_quantity(src->'target'->'averageValue'));
+      ELSE
+        cur := '<unknown>';
+        IF stat IS NOT NULL AND jsonb_typeof(stat->'current'->'averageUtilization') = 'number' THEN
+          cur := (stat->'current'->>'averageUtilization')::bigint || '%';
+        END IF;
+        target := '<auto>';
+        IF jsonb_typeof(src->'target'->'averageUtilization') = 'number' THEN
+          target := (src->'target'->>'averageUtilization')::bigint || '%';
+        END IF;
+        list := list || (COALESCE(src->>'name', '') || ': ' || cur || '/' || target);
+      END IF;
+    ELSE
+      list := list || '<unknown type>'::text;
+    END CASE;
+  END LOOP;
+  IF cardinality(list) > 2 THEN
+    RETURN array_to_string(list[1:2], ', ') || ' + ' || (cardinality(list) - 2) || ' more...';
+  END IF;
+  RETURN array_to_string(list, ', ');
+END
+$$;
+COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_targets(jsonb) IS
+'HPA TARGETS cell ("cpu: 50%/80%, 50m/100m + 1 more...", "<none>"). printers.go formatHPAMetrics (current release).';
+
+-- horizontalpodautoscaler_minpods(object jsonb) -> text: MINPODS,
+-- spec.minReplicas, "<unset>".  printers.go printHorizontalPodAutoscaler.
+CREATE FUNCTION @extschema@.horizontalpodautoscaler_minpods(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'spec'->>'minReplicas')::bigint::text, '<unset>') $$;
+COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_minpods(jsonb) IS
+'HPA MINPODS cell: spec.minReplicas or "<unset>". printers.go printHorizontalPodAutoscaler.';
+
+-- horizontalpodautoscaler_maxpods(object jsonb) -> bigint: MAXPODS,
+-- spec.maxReplicas.  printers.go printHorizontalPodAutoscaler.
+CREATE FUNCTION @extschema@.horizontalpodautoscaler_maxpods(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'spec'->>'maxReplicas')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_maxpods(jsonb) IS
+'HPA MAXPODS cell: spec.maxReplicas. printers.go printHorizontalPodAutoscaler.';
+
+-- horizontalpodautoscaler_replicas(object jsonb) -> bigint: REPLICAS,
+-- status.currentReplicas.  printers.go printHorizontalPodAutoscaler.
+CREATE FUNCTION @extschema@.horizontalpodautoscaler_replicas(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'status'->>'currentReplicas')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_replicas(jsonb) IS
+'HPA REPLICAS cell: status.currentReplicas. printers.go printHorizontalPodAutoscaler.';
+
+-- End of issue 35, printer part (test/printers/run.sh loads the lines above,
+-- up to this line, from its header on).

@@ -45,6 +45,9 @@ build_and_install
 step "layout of src/: include rules, header sizes, no cycle between files (test/layout/check_layout.py)"
 python3 test/layout/check_layout.py
 
+step "printer functions against the ported upstream printer tests (test/printers/run.sh)"
+bash test/printers/run.sh
+
 # The tests' servers run as postgres and must reach everything in it.
 mkdir -p "$KWATCH_TEST_DIR"; chmod -R a+rX "$KWATCH_TEST_DIR"
 

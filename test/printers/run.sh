@@ -1,11 +1,12 @@
 #!/bin/bash
-# test/printers/run.sh: check sql/printers.sql against the upstream printer
-# test cases ported in test/printers/cases.py.
+# test/printers/run.sh: check the printer functions (the section "Issue 35
+# (printer part)" of sql/kwatch--0.6.0--0.7.0.sql) against the upstream
+# printer test cases ported in test/printers/cases.py.
 #
 # Starts a throwaway PostgreSQL 15 in a fresh directory under /tmp (as the
 # unprivileged postgres user when run as root), unix socket in that
 # directory only, port $PRINTERS_PGPORT (5499); creates schema kwatch, loads
-# sql/printers.sql with search_path = kwatch as the update script does, runs
+# that section with @extschema@ = kwatch as CREATE EXTENSION does, runs
 # check.py and removes the instance.  Needs no kwatch library.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,6 +33,11 @@ as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
 
 export PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=postgres
 "$bin/psql" -X -q -v ON_ERROR_STOP=1 -c 'CREATE SCHEMA kwatch'
-PGOPTIONS='-c search_path=kwatch -c client_min_messages=warning' \
-  "$bin/psql" -X -q -v ON_ERROR_STOP=1 -f "$root/sql/printers.sql"
+script=$root/sql/kwatch--0.6.0--0.7.0.sql
+section=$(awk '/^-- Issue 35 \(printer part\)/ { on = 1 } /^-- End of issue 35, printer part/ { on = 0 } on' "$script")
+[ -n "$section" ] || { echo "run.sh: no printer section in $script" >&2; exit 2; }
+# the line before the header is the section's opening rule
+printf '%s\n' "$section" | sed 's/@extschema@/kwatch/g' \
+  | PGOPTIONS='-c search_path=kwatch -c client_min_messages=warning' \
+    "$bin/psql" -X -q -v ON_ERROR_STOP=1 -f -
 PSQL="$bin/psql" python3 "$here/check.py"
