@@ -349,6 +349,11 @@ BEGIN
                                                      existing.table_name);
         PERFORM @extschema@._restore_columns_as_owner(rel, d.api_group, d.plural);
       END IF;
+      -- its view kubectl.<t> (issue 35), made anew where a CRD's columns
+      -- changed, on a table the caller may alter
+      IF pg_has_role(d.caller, (SELECT c.relowner FROM pg_class c WHERE c.oid = rel), 'USAGE') THEN
+        PERFORM @extschema@._make_printed_view(rel);
+      END IF;
       IF _watch_impl.history THEN
         PERFORM @extschema@._history_impl(rel, true, history_retention, history_max_rows);
       END IF;
@@ -483,6 +488,8 @@ BEGIN
           _watch_impl.notify, d.caller, COALESCE(_watch_impl.secret_data, false), _watch_impl.notify_payload,
           _watch_impl.retry_relist_after, _watch_impl.retry_watch_after, _watch_impl.apply_timeout);
 
+  -- what kubectl get -o wide shows, as view kubectl.<t> (issue 35)
+  PERFORM @extschema@._make_printed_view(rel);
   IF _watch_impl.history THEN
     PERFORM @extschema@._history_impl(rel, true, history_retention, history_max_rows);
   END IF;
@@ -595,6 +602,7 @@ BEGIN
     -- its DELETE triggers never run as the definer.
     PERFORM @extschema@._delete_cluster_rows(rel, srv);
     IF drop_it THEN
+      PERFORM @extschema@._drop_printed_view(rel);   -- issue 35
       EXECUTE format('DROP TABLE %s', rel);
     END IF;
   END IF;
@@ -2226,3 +2234,357 @@ COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_replicas(jsonb) IS
 
 -- End of issue 35, printer part (test/printers/run.sh loads the lines above,
 -- up to this line, from its header on).
+
+-- =====================================================================
+-- Issue 35 (views): what `kubectl get -o wide` shows, as one view per
+-- mirror table.
+--
+-- Every mirror table k8s.<t> gets a view kubectl.<t> (same name, schema
+-- kubectl): cluster, namespace, name, then kubectl's columns for the kind
+-- in kubectl's order (wide ones included) under kubectl's headers in
+-- snake case, then uid (to join back to k8s.<t>).  The cells are the
+-- printer functions above applied to `object`, so an expression index on
+-- one (CREATE INDEX ON k8s.pods (kwatch.pod_status(object))) serves
+-- `WHERE status = ...` on the view.  AGE is `age interval`, now() minus
+-- the table's created_at at query time (kubectl's text:
+-- kwatch.human_duration(age)); other times are timestamptz, a Job's
+-- DURATION an interval.  A custom resource's view shows its printer
+-- columns (the typed columns the table already has) and, when its CRD
+-- declares none, AGE, as the API server's Table does; every other kind
+-- gets NAME and AGE, as kubectl shows a kind without a printer.
+--
+-- The views are made WITH (security_invoker = true): a query through one
+-- is checked, and row-level security applied, as the role that runs it on
+-- k8s.<t>, so SELECT on the views is granted to PUBLIC and grants stay
+-- where they are (on the mirror table).  A view is owned by its table's
+-- owner.  watch() makes or refreshes the view; unwatch(drop_table => true)
+-- drops it with the table.  A user's own DROP TABLE k8s.<t> now needs
+-- CASCADE (the view depends on the table).  Schema kubectl is made on
+-- first use, as k8s is; a schema of that name owned by another role than
+-- a superuser is left alone (no view is made in it; a WARNING says so).
+-- =====================================================================
+
+-- _printed_columns(api_group, plural) -> text[]: the view's select list
+-- between name and uid for a built-in kind, as "<expression> AS <column>"
+-- over table alias t; NULL for a kind without a printer (and for custom
+-- resources, whose columns _printed_view_sql reads from printer_columns).
+-- Rules: pkg/printers/internalversion/printers.go AddHandlers (the column
+-- definitions per kind, wide ones included) of the release the printer
+-- functions follow.
+CREATE FUNCTION @extschema@._printed_columns(api_group text, plural text) RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT CASE
+    WHEN (api_group, plural) = ('', 'pods') THEN ARRAY[
+      'kwatch.pod_ready_text(t.object) AS ready', 'kwatch.pod_status(t.object) AS status',
+      'kwatch.pod_restarts(t.object) AS restarts', 'kwatch.pod_last_restart(t.object) AS last_restart',
+      'now() - t.created_at AS age', 'kwatch.pod_ip(t.object) AS ip', 'kwatch.pod_node(t.object) AS node',
+      'kwatch.pod_nominated_node(t.object) AS nominated_node',
+      'kwatch.pod_readiness_gates(t.object) AS readiness_gates']
+    WHEN (api_group, plural) = ('', 'nodes') THEN ARRAY[
+      'kwatch.node_status(t.object) AS status', 'kwatch.node_roles(t.object) AS roles',
+      'now() - t.created_at AS age', 'kwatch.node_version(t.object) AS version',
+      'kwatch.node_internal_ip(t.object) AS internal_ip', 'kwatch.node_external_ip(t.object) AS external_ip',
+      'kwatch.node_os_image(t.object) AS os_image', 'kwatch.node_kernel_version(t.object) AS kernel_version',
+      'kwatch.node_container_runtime(t.object) AS container_runtime']
+    WHEN (api_group, plural) = ('', 'namespaces') THEN ARRAY[
+      'kwatch.namespace_status(t.object) AS status', 'now() - t.created_at AS age']
+    WHEN (api_group, plural) = ('apps', 'deployments') THEN ARRAY[
+      'kwatch.deployment_ready(t.object) AS ready', 'kwatch.deployment_up_to_date(t.object) AS up_to_date',
+      'kwatch.deployment_available(t.object) AS available', 'now() - t.created_at AS age',
+      'kwatch.deployment_containers(t.object) AS containers', 'kwatch.deployment_images(t.object) AS images',
+      'kwatch.deployment_selector(t.object) AS selector']
+    WHEN (api_group, plural) = ('apps', 'replicasets') THEN ARRAY[
+      'kwatch.replicaset_desired(t.object) AS desired', 'kwatch.replicaset_current(t.object) AS current',
+      'kwatch.replicaset_ready(t.object) AS ready', 'now() - t.created_at AS age',
+      'kwatch.replicaset_containers(t.object) AS containers', 'kwatch.replicaset_images(t.object) AS images',
+      'kwatch.replicaset_selector(t.object) AS selector']
+    WHEN (api_group, plural) = ('', 'replicationcontrollers') THEN ARRAY[
+      'kwatch.replicationcontroller_desired(t.object) AS desired',
+      'kwatch.replicationcontroller_current(t.object) AS current',
+      'kwatch.replicationcontroller_ready(t.object) AS ready', 'now() - t.created_at AS age',
+      'kwatch.replicationcontroller_containers(t.object) AS containers',
+      'kwatch.replicationcontroller_images(t.object) AS images',
+      'kwatch.replicationcontroller_selector(t.object) AS selector']
+    WHEN (api_group, plural) = ('apps', 'statefulsets') THEN ARRAY[
+      'kwatch.statefulset_ready(t.object) AS ready', 'now() - t.created_at AS age',
+      'kwatch.statefulset_containers(t.object) AS containers', 'kwatch.statefulset_images(t.object) AS images']
+    WHEN (api_group, plural) = ('apps', 'daemonsets') THEN ARRAY[
+      'kwatch.daemonset_desired(t.object) AS desired', 'kwatch.daemonset_current(t.object) AS current',
+      'kwatch.daemonset_ready(t.object) AS ready', 'kwatch.daemonset_up_to_date(t.object) AS up_to_date',
+      'kwatch.daemonset_available(t.object) AS available',
+      'kwatch.daemonset_node_selector(t.object) AS node_selector', 'now() - t.created_at AS age',
+      'kwatch.daemonset_containers(t.object) AS containers', 'kwatch.daemonset_images(t.object) AS images',
+      'kwatch.daemonset_selector(t.object) AS selector']
+    WHEN (api_group, plural) = ('batch', 'jobs') THEN ARRAY[
+      'kwatch.job_status(t.object) AS status', 'kwatch.job_completions(t.object) AS completions',
+      'COALESCE(kwatch.job_completion_time(t.object), now()) - kwatch.job_start_time(t.object) AS duration',
+      'now() - t.created_at AS age',
+      'kwatch.job_containers(t.object) AS containers', 'kwatch.job_images(t.object) AS images',
+      'kwatch.job_selector(t.object) AS selector']
+    WHEN (api_group, plural) = ('batch', 'cronjobs') THEN ARRAY[
+      'kwatch.cronjob_schedule(t.object) AS schedule', 'kwatch.cronjob_timezone(t.object) AS timezone',
+      'kwatch.cronjob_suspend(t.object) AS suspend', 'kwatch.cronjob_active(t.object) AS active',
+      'kwatch.cronjob_last_schedule(t.object) AS last_schedule', 'now() - t.created_at AS age',
+      'kwatch.cronjob_containers(t.object) AS containers', 'kwatch.cronjob_images(t.object) AS images',
+      'kwatch.cronjob_selector(t.object) AS selector']
+    WHEN (api_group, plural) = ('', 'services') THEN ARRAY[
+      'kwatch.service_type(t.object) AS type', 'kwatch.service_cluster_ip(t.object) AS cluster_ip',
+      'kwatch.service_external_ip(t.object) AS external_ip', 'kwatch.service_ports(t.object) AS ports',
+      'now() - t.created_at AS age', 'kwatch.service_selector(t.object) AS selector']
+    WHEN (api_group, plural) = ('', 'endpoints') THEN ARRAY[
+      'kwatch.endpoints_endpoints(t.object) AS endpoints', 'now() - t.created_at AS age']
+    WHEN plural = 'ingresses' AND api_group IN ('networking.k8s.io', 'extensions') THEN ARRAY[
+      'kwatch.ingress_class(t.object) AS class', 'kwatch.ingress_hosts(t.object) AS hosts',
+      'kwatch.ingress_address(t.object) AS address', 'kwatch.ingress_ports(t.object) AS ports',
+      'now() - t.created_at AS age']
+    WHEN (api_group, plural) = ('', 'configmaps') THEN ARRAY[
+      'kwatch.configmap_data(t.object) AS data', 'now() - t.created_at AS age']
+    WHEN (api_group, plural) = ('', 'secrets') THEN ARRAY[
+      'kwatch.secret_type(t.object) AS type', 'kwatch.secret_data(t.object) AS data',
+      'now() - t.created_at AS age']
+    WHEN (api_group, plural) = ('', 'serviceaccounts') THEN ARRAY[
+      'kwatch.serviceaccount_secrets(t.object) AS secrets', 'now() - t.created_at AS age']
+    WHEN (api_group, plural) = ('', 'persistentvolumes') THEN ARRAY[
+      'kwatch.persistentvolume_capacity(t.object) AS capacity',
+      'kwatch.persistentvolume_access_modes(t.object) AS access_modes',
+      'kwatch.persistentvolume_reclaim_policy(t.object) AS reclaim_policy',
+      'kwatch.persistentvolume_status(t.object) AS status', 'kwatch.persistentvolume_claim(t.object) AS claim',
+      'kwatch.persistentvolume_storageclass(t.object) AS storageclass',
+      'kwatch.persistentvolume_volumeattributesclass(t.object) AS volumeattributesclass',
+      'kwatch.persistentvolume_reason(t.object) AS reason', 'now() - t.created_at AS age',
+      'kwatch.persistentvolume_volume_mode(t.object) AS volume_mode']
+    WHEN (api_group, plural) = ('', 'persistentvolumeclaims') THEN ARRAY[
+      'kwatch.persistentvolumeclaim_status(t.object) AS status',
+      'kwatch.persistentvolumeclaim_volume(t.object) AS volume',
+      'kwatch.persistentvolumeclaim_capacity(t.object) AS capacity',
+      'kwatch.persistentvolumeclaim_access_modes(t.object) AS access_modes',
+      'kwatch.persistentvolumeclaim_storageclass(t.object) AS storageclass',
+      'kwatch.persistentvolumeclaim_volumeattributesclass(t.object) AS volumeattributesclass',
+      'now() - t.created_at AS age', 'kwatch.persistentvolumeclaim_volume_mode(t.object) AS volume_mode']
+    WHEN (api_group, plural) = ('', 'events') THEN ARRAY[
+      'kwatch.event_last_seen(t.object) AS last_seen', 'kwatch.event_type(t.object) AS type',
+      'kwatch.event_reason(t.object) AS reason', 'kwatch.event_object(t.object) AS object',
+      'kwatch.event_subobject(t.object) AS subobject', 'kwatch.event_source(t.object) AS source',
+      'kwatch.event_message(t.object) AS message', 'kwatch.event_first_seen(t.object) AS first_seen',
+      'kwatch.event_count(t.object) AS count']
+    WHEN (api_group, plural) = ('autoscaling', 'horizontalpodautoscalers') THEN ARRAY[
+      'kwatch.horizontalpodautoscaler_reference(t.object) AS reference',
+      'kwatch.horizontalpodautoscaler_targets(t.object) AS targets',
+      'kwatch.horizontalpodautoscaler_minpods(t.object) AS minpods',
+      'kwatch.horizontalpodautoscaler_maxpods(t.object) AS maxpods',
+      'kwatch.horizontalpodautoscaler_replicas(t.object) AS replicas', 'now() - t.created_at AS age']
+  END
+$$;
+REVOKE ALL ON FUNCTION @extschema@._printed_columns(text, text) FROM PUBLIC;
+
+-- _printed_view_sql(rel) -> text: the SELECT of view kubectl.<t> for
+-- mirror table `rel` (kwatch.tables says its resource), or NULL when
+-- kwatch did not make `rel`.  A custom resource (a row in printer_columns)
+-- shows the table's typed printer columns that exist, and AGE when its CRD
+-- declares no printer columns (apiextensions-apiserver
+-- pkg/registry/customresource/tableconvertor: the default columns); a kind
+-- without a printer shows NAME and AGE.
+CREATE FUNCTION @extschema@._printed_view_sql(rel regclass) RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  m @extschema@.tables;
+  cols text[];
+  pc text[];
+BEGIN
+  SELECT * INTO m FROM @extschema@._mirror_table(rel);
+  IF m.relid IS NULL THEN
+    RETURN NULL;
+  END IF;
+  cols := @extschema@._printed_columns(m.api_group, m.plural);
+  IF cols IS NULL THEN
+    SELECT p.columns INTO pc FROM @extschema@.printer_columns p
+     WHERE (p.api_group, p.plural) = (m.api_group, m.plural);
+    IF pc IS NOT NULL AND cardinality(pc) > 0 THEN
+      SELECT array_agg(format('t.%I', a.attname) ORDER BY a.attnum) INTO cols
+        FROM pg_attribute a
+       WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped
+         AND a.attname IN (SELECT split_part(c, ' ', 1) FROM unnest(pc) c);
+    END IF;
+    IF pc IS NULL OR cardinality(pc) = 0 THEN
+      cols := ARRAY['now() - t.created_at AS age'];
+    END IF;
+  END IF;
+  RETURN format('SELECT t.cluster, t.namespace, t.name, %s t.uid FROM %s t',
+                COALESCE((SELECT string_agg(c || ', ', '') FROM unnest(cols) c), ''), rel);
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@._printed_view_sql(regclass) FROM PUBLIC;
+
+-- _printed_view(rel) -> regclass: the view kubectl.<t> of mirror table
+-- `rel` (k8s.<t>), or NULL when `rel` has none.  Only a view that depends
+-- on `rel` counts: a relation of that name that is not one is not ours.
+CREATE FUNCTION @extschema@._printed_view(rel regclass) RETURNS regclass
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT v.oid::regclass
+    FROM pg_class t, pg_class v, pg_namespace n, pg_rewrite w, pg_depend d
+   WHERE t.oid = rel AND n.nspname = 'kubectl' AND v.relnamespace = n.oid
+     AND v.relname = t.relname AND v.relkind = 'v'
+     AND w.ev_class = v.oid AND d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid
+     AND d.refclassid = 'pg_class'::regclass AND d.refobjid = rel
+   LIMIT 1
+$$;
+REVOKE ALL ON FUNCTION @extschema@._printed_view(regclass) FROM PUBLIC;
+
+-- _drop_printed_view(rel): drops the view kubectl.<t> of mirror table
+-- `rel`, if there is one (before a column it shows is dropped, or the
+-- table).  A view of the user's own that depends on it makes this fail
+-- with 2BP01, as DROP VIEW does.
+CREATE FUNCTION @extschema@._drop_printed_view(rel regclass) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v regclass := @extschema@._printed_view(rel);
+BEGIN
+  IF v IS NOT NULL THEN
+    EXECUTE format('DROP VIEW %s', v);
+  END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@._drop_printed_view(regclass) FROM PUBLIC;
+
+-- _make_printed_view(rel) -> regclass: makes or refreshes kubectl.<t> for
+-- mirror table `rel` = k8s.<t> (see this section's head); returns it, or
+-- NULL when none was made: `rel` is no mirror table kwatch made, schema
+-- kubectl belongs to a role that is no superuser, kubectl.<t> is taken by
+-- something else, or the view changes columns while a view of the user's
+-- depends on it (each with a WARNING or NOTICE: watch() goes on).  Runs
+-- no code of any role: CREATE VIEW, ALTER VIEW OWNER and GRANT only.
+CREATE FUNCTION @extschema@._make_printed_view(rel regclass) RETURNS regclass
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  q text := @extschema@._printed_view_sql(rel);
+  tname name := (SELECT c.relname FROM pg_class c WHERE c.oid = rel);
+  owner oid := (SELECT c.relowner FROM pg_class c WHERE c.oid = rel);
+  v regclass;
+BEGIN
+  IF q IS NULL THEN
+    RETURN NULL;
+  END IF;
+  IF to_regnamespace('kubectl') IS NULL THEN
+    CREATE SCHEMA kubectl;
+    GRANT USAGE ON SCHEMA kubectl TO PUBLIC;
+    COMMENT ON SCHEMA kubectl IS 'kwatch: what kubectl get -o wide shows, one view per mirror table of schema k8s';
+  ELSIF NOT (SELECT a.rolsuper FROM pg_namespace n, pg_roles a
+              WHERE n.nspname = 'kubectl' AND a.oid = n.nspowner) THEN
+    RAISE WARNING 'no view kubectl.% made: schema kubectl belongs to role %, not a superuser', tname,
+                  (SELECT n.nspowner::regrole FROM pg_namespace n WHERE n.nspname = 'kubectl')
+      USING HINT = 'Rename that schema, then call watch() again.';
+    RETURN NULL;
+  END IF;
+  v := @extschema@._printed_view(rel);
+  IF v IS NULL AND to_regclass(format('kubectl.%I', tname)) IS NOT NULL THEN
+    RAISE NOTICE 'no view kubectl.% made: a relation of that name is not a view of %', tname, rel;
+    RETURN NULL;
+  END IF;
+  BEGIN
+    EXECUTE format('CREATE OR REPLACE VIEW kubectl.%I WITH (security_invoker = true) AS %s', tname, q);
+  EXCEPTION WHEN invalid_table_definition OR datatype_mismatch THEN
+    -- its columns changed (a CRD's printer columns): drop and make anew,
+    -- unless a view of the user's depends on it
+    BEGIN
+      EXECUTE format('DROP VIEW kubectl.%I', tname);
+      EXECUTE format('CREATE VIEW kubectl.%I WITH (security_invoker = true) AS %s', tname, q);
+    EXCEPTION WHEN dependent_objects_still_exist THEN
+      RAISE NOTICE 'view kubectl.% keeps its former columns: other objects depend on it', tname;
+      RETURN to_regclass(format('kubectl.%I', tname));
+    END;
+  END;
+  v := format('kubectl.%I', tname)::regclass;
+  EXECUTE format('ALTER VIEW %s OWNER TO %s', v, owner::regrole);
+  EXECUTE format('GRANT SELECT ON %s TO PUBLIC', v);
+  EXECUTE format('COMMENT ON VIEW %s IS %L', v,
+                 format('kwatch: kubectl get -o wide for %s (rows checked as the caller on the table)', rel));
+  RETURN v;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@._make_printed_view(regclass) FROM PUBLIC;
+
+-- _refresh_printer_columns(...): as in 0.3.0, and the view kubectl.<t>
+-- (above) is dropped before a printer column it shows is, which would
+-- fail otherwise; watch() makes it anew right after.
+CREATE OR REPLACE FUNCTION @extschema@._refresh_printer_columns(server text, api_group text, plural text,
+                                                     api_version text, table_name text)
+RETURNS text[]
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  cols jsonb := @extschema@._printer_columns(server, api_group, plural, api_version);
+  taken text[];
+  r record;
+  old text[];
+  c text;
+BEGIN
+  IF cols IS NULL THEN
+    RETURN '{}';
+  END IF;
+  SELECT array_agg(split_part(b, ' ', 1)) INTO taken
+  FROM unnest(@extschema@.base_columns() || @extschema@._builtin_columns(api_group, plural)
+              || ARRAY['object', 'ctid', 'xmin', 'xmax', 'cmin', 'cmax', 'tableoid', 'oid']) b;
+  r := @extschema@._printer_column_defs(cols, taken);
+  SELECT p.columns INTO old FROM @extschema@.printer_columns p
+  WHERE p.api_group = _refresh_printer_columns.api_group AND p.plural = _refresh_printer_columns.plural;
+  IF old IS NOT NULL AND to_regclass(format('k8s.%I', table_name)) IS NOT NULL THEN
+    FOREACH c IN ARRAY old LOOP
+      CONTINUE WHEN c = ANY (r.defs);
+      -- only a generated column (a printer column kwatch made), as the owner
+      IF EXISTS (SELECT 1 FROM pg_attribute a
+                 WHERE a.attrelid = format('k8s.%I', table_name)::regclass
+                   AND a.attname = split_part(c, ' ', 1) AND a.attgenerated = 's'
+                   AND NOT a.attisdropped) THEN
+        -- the view kubectl.<t> shows it (issue 35): made anew by watch()
+        PERFORM @extschema@._drop_printed_view(format('k8s.%I', table_name)::regclass);
+        PERFORM @extschema@._execute_as_owner(format('k8s.%I', table_name)::regclass,
+          format('ALTER TABLE k8s.%I DROP COLUMN %I', table_name, split_part(c, ' ', 1)));
+      END IF;
+    END LOOP;
+  END IF;
+  INSERT INTO @extschema@.printer_columns AS p (api_group, plural, api_version, columns, skipped)
+  VALUES (api_group, plural, api_version, r.defs, r.skipped)
+  ON CONFLICT ON CONSTRAINT printer_columns_pkey
+  DO UPDATE SET api_version = EXCLUDED.api_version, columns = EXCLUDED.columns, skipped = EXCLUDED.skipped;
+  RETURN r.skipped;
+END
+$$;
+
+-- Existing mirror tables get their views now.  What an update script makes
+-- becomes a member of the extension, which these views must not be (they
+-- belong with their tables: DROP EXTENSION would take them, pg_dump would
+-- leave them out), so each leaves the extension at once; one that cannot
+-- be made is reported and skipped, and watch() makes it later.
+DO $$
+DECLARE
+  r record;
+  v regclass;
+  new_schema boolean := to_regnamespace('kubectl') IS NULL;
+BEGIN
+  FOR r IN SELECT t.relid FROM @extschema@.tables t JOIN pg_class c ON c.oid = t.relid ORDER BY t.relname LOOP
+    BEGIN
+      v := @extschema@._make_printed_view(r.relid);
+      IF v IS NOT NULL THEN
+        EXECUTE format('ALTER EXTENSION kwatch DROP VIEW %s', v);
+      END IF;
+    EXCEPTION WHEN OTHERS THEN
+      RAISE WARNING 'no view kubectl.% made: %', r.relid::regclass, SQLERRM
+        USING HINT = 'Call watch() for it again once the cause is gone.';
+    END;
+  END LOOP;
+  IF new_schema AND to_regnamespace('kubectl') IS NOT NULL THEN
+    ALTER EXTENSION kwatch DROP SCHEMA kubectl;
+  END IF;
+END
+$$;
