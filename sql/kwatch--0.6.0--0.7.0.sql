@@ -971,6 +971,122 @@ AS $$ SELECT CASE WHEN q IS NULL OR jsonb_typeof(q) = 'null' THEN '<nil>' ELSE q
 COMMENT ON FUNCTION @extschema@._printer_quantity(jsonb) IS
 '(*resource.Quantity).String(): the serialized quantity, "<nil>" for a nil pointer.';
 
+-- _printer_container_cells(containers jsonb, field text) -> text: the
+-- CONTAINERS (field 'name') or IMAGES (field 'image') cell of a pod
+-- template: that field of each of spec.containers, in order, joined with
+-- "," ("" for no containers; a container without the field adds "").
+-- Init containers are not listed (printers.go passes only Containers).
+-- printers.go layoutContainerCells.
+CREATE FUNCTION @extschema@._printer_container_cells(containers jsonb, field text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT COALESCE(string_agg(COALESCE(c->>field, ''), ',' ORDER BY o), '')
+  FROM jsonb_array_elements(@extschema@._printer_array(containers)) WITH ORDINALITY AS x(c, o)
+$$;
+COMMENT ON FUNCTION @extschema@._printer_container_cells(jsonb, text) IS
+'Containers'' names (field name) or images (field image) joined with ",". printers.go layoutContainerCells.';
+
+-- _printer_label_key_valid(key text) -> boolean: whether key is a valid
+-- label key: an optional prefix, a DNS-1123 subdomain of at most 253
+-- bytes, and "/", then a name of 1 to 63 bytes of [A-Za-z0-9._-] that
+-- starts and ends alphanumeric (NULL, Go's "", is not valid).
+-- apimachinery util/validation IsQualifiedName (1.20; IsLabelKey today,
+-- the same rule), which labels.NewRequirement checks.
+CREATE FUNCTION @extschema@._printer_label_key_valid(key text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT COALESCE(CASE cardinality(p)
+           WHEN 1 THEN true
+           WHEN 2 THEN octet_length(p[1]) BETWEEN 1 AND 253
+                       AND p[1] ~ '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'
+           ELSE false END
+         AND octet_length(p[cardinality(p)]) BETWEEN 1 AND 63
+         AND p[cardinality(p)] ~ '^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$', false)
+  FROM (SELECT string_to_array(key, '/') AS p) s
+$$;
+COMMENT ON FUNCTION @extschema@._printer_label_key_valid(text) IS
+'Whether key is a valid label key ([prefix/]name). apimachinery validation.IsQualifiedName, as labels.NewRequirement checks it.';
+
+-- _printer_label_value_valid(value text) -> boolean: whether value is a
+-- valid label value: at most 63 bytes, empty or [A-Za-z0-9._-] starting
+-- and ending alphanumeric.  apimachinery util/validation
+-- IsValidLabelValue, which labels.NewRequirement checks.
+CREATE FUNCTION @extschema@._printer_label_value_valid(value text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT COALESCE(octet_length(value) <= 63
+                  AND value ~ '^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$', false)
+$$;
+COMMENT ON FUNCTION @extschema@._printer_label_value_valid(text) IS
+'Whether value is a valid label value. apimachinery validation.IsValidLabelValue, as labels.NewRequirement checks it.';
+
+-- _printer_label_selector(selector jsonb) -> text: a metav1.LabelSelector
+-- as labels.Selector's String() prints it after LabelSelectorAsSelector:
+-- one requirement per matchLabels entry ("k=v") and per matchExpressions
+-- entry (In "k in (a,b)", NotIn "k notin (a,b)", Exists "k",
+-- DoesNotExist "!k"; several values sorted in byte order, duplicates
+-- kept, a single value as written), sorted by key in byte order and
+-- joined with ",".  Requirements with the same key keep their order,
+-- matchLabels' first, as Go's sort.Sort leaves them for up to 12
+-- requirements.  "" for a nil (absent or null) selector (labels.Nothing())
+-- and for one with neither matchLabels nor matchExpressions
+-- (labels.Everything()).  NULL where LabelSelectorAsSelector returns an
+-- error: an operator other than In/NotIn/Exists/DoesNotExist, In/NotIn
+-- without values, Exists/DoesNotExist with values, an invalid key or
+-- value (labels.NewRequirement).  apimachinery meta/v1
+-- LabelSelectorAsSelector, labels Requirement.String and
+-- internalSelector.String (same in 1.20 and today).
+CREATE FUNCTION @extschema@._printer_label_selector(selector jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  WITH req AS (
+    SELECT 0 AS src, 0::bigint AS ord, m.key, '=' AS op, ARRAY[COALESCE(m.value, '')] AS vals
+    FROM jsonb_each_text(CASE WHEN jsonb_typeof(selector->'matchLabels') = 'object'
+                              THEN selector->'matchLabels' ELSE '{}'::jsonb END) AS m(key, value)
+    UNION ALL
+    SELECT 1, x.o, COALESCE(x.e->>'key', ''), COALESCE(x.e->>'operator', ''),
+           ARRAY(SELECT COALESCE(v, '')
+                 FROM jsonb_array_elements_text(@extschema@._printer_array(x.e->'values')) WITH ORDINALITY AS y(v, n)
+                 ORDER BY n)
+    FROM jsonb_array_elements(@extschema@._printer_array(selector->'matchExpressions')) WITH ORDINALITY AS x(e, o)
+  ), r AS (
+    SELECT src, ord, key,
+           @extschema@._printer_label_key_valid(key)
+           AND CASE WHEN src = 0 THEN true
+                    WHEN op IN ('In', 'NotIn') THEN cardinality(vals) > 0
+                    WHEN op IN ('Exists', 'DoesNotExist') THEN cardinality(vals) = 0
+                    ELSE false END
+           AND NOT EXISTS (SELECT FROM unnest(vals) AS v WHERE NOT @extschema@._printer_label_value_valid(v)) AS ok,
+           CASE WHEN src = 1 AND op = 'DoesNotExist' THEN '!' ELSE '' END || key
+           || CASE WHEN src = 0 THEN '=' WHEN op = 'In' THEN ' in (' WHEN op = 'NotIn' THEN ' notin (' ELSE '' END
+           || CASE WHEN src = 0 OR op IN ('In', 'NotIn') THEN
+                     CASE WHEN cardinality(vals) = 1 THEN vals[1]
+                          ELSE (SELECT COALESCE(string_agg(v, ',' ORDER BY v COLLATE "C"), '') FROM unnest(vals) AS v) END
+                   ELSE '' END
+           || CASE WHEN src = 1 AND op IN ('In', 'NotIn') THEN ')' ELSE '' END AS txt
+    FROM req
+  )
+  SELECT CASE WHEN jsonb_typeof(selector) IS DISTINCT FROM 'object' THEN ''
+              WHEN NOT COALESCE(bool_and(ok), true) THEN NULL
+              ELSE COALESCE(string_agg(txt, ',' ORDER BY key COLLATE "C", src, ord), '') END
+  FROM r
+$$;
+COMMENT ON FUNCTION @extschema@._printer_label_selector(jsonb) IS
+'LabelSelector as labels.Selector String() prints it ("a=b,k in (x,y),!z"), "" for nil or empty, NULL when invalid. apimachinery LabelSelectorAsSelector.';
+
+-- _printer_format_label_selector(selector jsonb) -> text: a
+-- metav1.LabelSelector as the printers show it: _printer_label_selector's
+-- text, "<none>" when that is "" (nil or empty selector), "<error>" when
+-- the selector is invalid.  apimachinery meta/v1 FormatLabelSelector.
+CREATE FUNCTION @extschema@._printer_format_label_selector(selector jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN s IS NULL THEN '<error>' WHEN s = '' THEN '<none>' ELSE s END
+  FROM (SELECT @extschema@._printer_label_selector(selector) AS s) x
+$$;
+COMMENT ON FUNCTION @extschema@._printer_format_label_selector(jsonb) IS
+'LabelSelector as "k=v,k in (a,b)", "<none>" for nil or empty, "<error>" when invalid. apimachinery metav1.FormatLabelSelector.';
+
 -- ---------------------------------------------------------------------
 -- Pods: printers.go printPod
 -- ---------------------------------------------------------------------

@@ -2,7 +2,10 @@
 
 Source: kubernetes/kubernetes pkg/printers/internalversion/printers_test.go
 (current master, the version of the reference index, file version 100530230)
-and, for human_duration, k8s.io/apimachinery/pkg/util/duration/duration_test.go.
+and, for human_duration, k8s.io/apimachinery/pkg/util/duration/duration_test.go,
+for the label selector helpers, k8s.io/apimachinery/pkg/apis/meta/v1/
+helpers_test.go (TestLabelSelectorAsSelector; its cases take the selector
+itself as "object").
 Each upstream case becomes one entry: the Go object written as the JSON the
 API server would return for it (Go zero values written as JSON does: a
 container without a name is {"name": ""}), and the expected cells, keyed by
@@ -404,6 +407,66 @@ case("configmap", "TestPrintConfigMap[2] configmap3",
      {"metadata": {"name": "configmap3", "creationTimestamp": at(1.9)}, "data": {"foo": "bar"},
       "binaryData": {"bin": "YmluYXJ5IGRhdGE="}},
      {"configmap_data": 2, "age(@at)": "0s"})
+
+# ---------------------------------------------------------------------------
+# Label selectors: TestLabelSelectorAsSelector (apimachinery
+# apis/meta/v1/helpers_test.go), checked through the helpers the wide
+# SELECTOR cells use: _printer_label_selector (LabelSelectorAsSelector +
+# String(), NULL for an error) and _printer_format_label_selector
+# (FormatLabelSelector).  The "object" of these cases is the selector
+# itself (None = a nil *LabelSelector).
+# ---------------------------------------------------------------------------
+
+def sel_cells(string, formatted):
+    return {"_printer_label_selector": string, "_printer_format_label_selector": formatted}
+
+
+T = "TestLabelSelectorAsSelector"
+BAZ_IN = [{"key": "baz", "operator": "In", "values": ["qux", "norf"]}]
+for n, (label, sel, string) in enumerate((
+        ("nil", None, ""),
+        ("empty", {}, ""),
+        ("matchLabels", {"matchLabels": {"foo": "bar"}}, "foo=bar"),
+        ("matchExpressions", {"matchExpressions": BAZ_IN}, "baz in (norf,qux)"),
+        ("both", {"matchLabels": {"foo": "bar"}, "matchExpressions": BAZ_IN}, "baz in (norf,qux),foo=bar"),
+        ("Exists with values", {"matchExpressions": [{"key": "baz", "operator": "Exists", "values": ["qux", "norf"]}]},
+         None))):
+    formatted = "<error>" if string is None else (string or "<none>")
+    case("labelselector", "%s[%d] %s" % (T, n, label), sel, sel_cells(string, formatted))
+
+# Not upstream: the other operators and the rules of labels.NewRequirement
+# and Requirement.String, with the text derived from the code.
+T = "kwatch:LabelSelectorAsSelector"
+for label, sel, string in (
+        ("NotIn, Exists, DoesNotExist, sorted by key",
+         {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["b", "a", "a"]},
+                               {"key": "app", "operator": "Exists"},
+                               {"key": "example.com/legacy", "operator": "DoesNotExist", "values": []}]},
+         "app,!example.com/legacy,tier notin (a,a,b)"),
+        ("one value kept as written, several in byte order",
+         {"matchLabels": {"b": "", "a": "x"},
+          "matchExpressions": [{"key": "c", "operator": "In", "values": ["z"]},
+                               {"key": "d", "operator": "In", "values": ["b", "B", "a"]}]},
+         "a=x,b=,c in (z),d in (B,a,b)"),
+        ("equal keys keep matchLabels first, then expressions in order",
+         {"matchLabels": {"k": "v"},
+          "matchExpressions": [{"key": "k", "operator": "NotIn", "values": ["w"]},
+                               {"key": "k", "operator": "Exists"}, {"key": "j", "operator": "Exists"}]},
+         "j,k=v,k notin (w),k"),
+        ("null matchLabels and matchExpressions", {"matchLabels": None, "matchExpressions": None}, ""),
+        ("In without values", {"matchExpressions": [{"key": "a", "operator": "In", "values": []}]}, None),
+        ("unknown operator", {"matchExpressions": [{"key": "a", "operator": "Equals", "values": ["b"]}]}, None),
+        ("no operator", {"matchExpressions": [{"key": "a"}]}, None),
+        ("invalid key", {"matchLabels": {"Example.com/a": "b"}}, None),
+        ("key with two slashes", {"matchLabels": {"a/b/c": "d"}}, None),
+        ("name part of 64 bytes", {"matchLabels": {"a" * 64: "b"}}, None),
+        ("prefix and name of 63 bytes", {"matchLabels": {"example.com/" + "a" * 63: "b"}},
+         "example.com/" + "a" * 63 + "=b"),
+        ("invalid value", {"matchLabels": {"a": "-b"}}, None),
+        ("invalid expression value", {"matchExpressions": [{"key": "a", "operator": "In", "values": ["b", "c d"]}]},
+         None)):
+    formatted = "<error>" if string is None else (string or "<none>")
+    case("labelselector", "%s %s" % (T, label), sel, sel_cells(string, formatted))
 
 # ---------------------------------------------------------------------------
 # Workloads
