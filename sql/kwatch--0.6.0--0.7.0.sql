@@ -1481,6 +1481,36 @@ AS $$ SELECT COALESCE((object->'status'->>'availableReplicas')::bigint, 0) $$;
 COMMENT ON FUNCTION @extschema@.deployment_available(jsonb) IS
 'Deployment AVAILABLE cell: status.availableReplicas. printers.go printDeployment.';
 
+-- deployment_containers(object jsonb) -> text: CONTAINERS (wide), the names
+-- of the pod template's containers joined with ",".  printers.go
+-- printDeployment (layoutContainerCells).
+CREATE FUNCTION @extschema@.deployment_containers(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
+COMMENT ON FUNCTION @extschema@.deployment_containers(jsonb) IS
+'Deployment CONTAINERS cell (wide): container names joined with ",". printers.go printDeployment.';
+
+-- deployment_images(object jsonb) -> text: IMAGES (wide), the images of the
+-- pod template's containers joined with ",".  printers.go printDeployment
+-- (layoutContainerCells).
+CREATE FUNCTION @extschema@.deployment_images(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
+COMMENT ON FUNCTION @extschema@.deployment_images(jsonb) IS
+'Deployment IMAGES cell (wide): container images joined with ",". printers.go printDeployment.';
+
+-- deployment_selector(object jsonb) -> text: SELECTOR (wide), spec.selector
+-- as "k=v,k in (a,b),...": labels.Selector's String() itself, so "" (not
+-- "<none>") for a nil or empty selector, and "<invalid>" for an invalid
+-- one.  printers.go printDeployment (current release; 1.20's
+-- printDeployment fails on an invalid selector, which validation rejects on
+-- write).
+CREATE FUNCTION @extschema@.deployment_selector(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(@extschema@._printer_label_selector(object->'spec'->'selector'), '<invalid>') $$;
+COMMENT ON FUNCTION @extschema@.deployment_selector(jsonb) IS
+'Deployment SELECTOR cell (wide): spec.selector as "k=v,...", "" when nil or empty, "<invalid>". printers.go printDeployment.';
+
 -- replicaset_desired(object jsonb) -> bigint: DESIRED, spec.replicas.
 -- printers.go printReplicaSet.
 CREATE FUNCTION @extschema@.replicaset_desired(object jsonb) RETURNS bigint
@@ -1505,6 +1535,34 @@ AS $$ SELECT COALESCE((object->'status'->>'readyReplicas')::bigint, 0) $$;
 COMMENT ON FUNCTION @extschema@.replicaset_ready(jsonb) IS
 'ReplicaSet READY cell: status.readyReplicas. printers.go printReplicaSet.';
 
+-- replicaset_containers(object jsonb) -> text: CONTAINERS (wide), the names
+-- of the pod template's containers joined with ",".  printers.go
+-- printReplicaSet (layoutContainerCells).
+CREATE FUNCTION @extschema@.replicaset_containers(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
+COMMENT ON FUNCTION @extschema@.replicaset_containers(jsonb) IS
+'ReplicaSet CONTAINERS cell (wide): container names joined with ",". printers.go printReplicaSet.';
+
+-- replicaset_images(object jsonb) -> text: IMAGES (wide), the images of the
+-- pod template's containers joined with ",".  printers.go printReplicaSet
+-- (layoutContainerCells).
+CREATE FUNCTION @extschema@.replicaset_images(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
+COMMENT ON FUNCTION @extschema@.replicaset_images(jsonb) IS
+'ReplicaSet IMAGES cell (wide): container images joined with ",". printers.go printReplicaSet.';
+
+-- replicaset_selector(object jsonb) -> text: SELECTOR (wide), spec.selector
+-- as "k=v,k in (a,b),...", "<none>" for a nil or empty selector, "<error>"
+-- for an invalid one.  printers.go printReplicaSet
+-- (metav1.FormatLabelSelector).
+CREATE FUNCTION @extschema@.replicaset_selector(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_format_label_selector(object->'spec'->'selector') $$;
+COMMENT ON FUNCTION @extschema@.replicaset_selector(jsonb) IS
+'ReplicaSet SELECTOR cell (wide): spec.selector as "k=v,...", "<none>", "<error>". printers.go printReplicaSet (FormatLabelSelector).';
+
 -- statefulset_ready(object jsonb) -> text: READY, "readyReplicas/replicas".
 -- printers.go printStatefulSet.
 CREATE FUNCTION @extschema@.statefulset_ready(object jsonb) RETURNS text
@@ -1512,6 +1570,24 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT COALESCE((object->'status'->>'readyReplicas')::bigint, 0) || '/' || COALESCE((object->'spec'->>'replicas')::bigint, 0) $$;
 COMMENT ON FUNCTION @extschema@.statefulset_ready(jsonb) IS
 'StatefulSet READY cell "ready/desired". printers.go printStatefulSet.';
+
+-- statefulset_containers(object jsonb) -> text: CONTAINERS (wide), the
+-- names of the pod template's containers joined with ",".  printers.go
+-- printStatefulSet (layoutContainerCells).
+CREATE FUNCTION @extschema@.statefulset_containers(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
+COMMENT ON FUNCTION @extschema@.statefulset_containers(jsonb) IS
+'StatefulSet CONTAINERS cell (wide): container names joined with ",". printers.go printStatefulSet.';
+
+-- statefulset_images(object jsonb) -> text: IMAGES (wide), the images of
+-- the pod template's containers joined with ",".  printers.go
+-- printStatefulSet (layoutContainerCells).
+CREATE FUNCTION @extschema@.statefulset_images(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
+COMMENT ON FUNCTION @extschema@.statefulset_images(jsonb) IS
+'StatefulSet IMAGES cell (wide): container images joined with ",". printers.go printStatefulSet.';
 
 -- daemonset_desired(object jsonb) -> bigint: DESIRED,
 -- status.desiredNumberScheduled.  printers.go printDaemonSet.
@@ -1561,6 +1637,34 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT @extschema@._printer_format_labels(object->'spec'->'template'->'spec'->'nodeSelector') $$;
 COMMENT ON FUNCTION @extschema@.daemonset_node_selector(jsonb) IS
 'DaemonSet NODE SELECTOR cell "k=v,..." or "<none>". printers.go printDaemonSet.';
+
+-- daemonset_containers(object jsonb) -> text: CONTAINERS (wide), the names
+-- of the pod template's containers joined with ",".  printers.go
+-- printDaemonSet (layoutContainerCells).
+CREATE FUNCTION @extschema@.daemonset_containers(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
+COMMENT ON FUNCTION @extschema@.daemonset_containers(jsonb) IS
+'DaemonSet CONTAINERS cell (wide): container names joined with ",". printers.go printDaemonSet.';
+
+-- daemonset_images(object jsonb) -> text: IMAGES (wide), the images of the
+-- pod template's containers joined with ",".  printers.go printDaemonSet
+-- (layoutContainerCells).
+CREATE FUNCTION @extschema@.daemonset_images(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
+COMMENT ON FUNCTION @extschema@.daemonset_images(jsonb) IS
+'DaemonSet IMAGES cell (wide): container images joined with ",". printers.go printDaemonSet.';
+
+-- daemonset_selector(object jsonb) -> text: SELECTOR (wide), spec.selector
+-- as "k=v,k in (a,b),...", "<none>" for a nil or empty selector, "<error>"
+-- for an invalid one.  printers.go printDaemonSet
+-- (metav1.FormatLabelSelector).
+CREATE FUNCTION @extschema@.daemonset_selector(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_format_label_selector(object->'spec'->'selector') $$;
+COMMENT ON FUNCTION @extschema@.daemonset_selector(jsonb) IS
+'DaemonSet SELECTOR cell (wide): spec.selector as "k=v,...", "<none>", "<error>". printers.go printDaemonSet (FormatLabelSelector).';
 
 -- ---------------------------------------------------------------------
 -- Jobs and CronJobs: printers.go printJob, hasJobCondition, printCronJob

@@ -473,13 +473,23 @@ for label, sel, string in (
 # ---------------------------------------------------------------------------
 
 TWO_CONTAINERS = [{"name": "fake-container1", "image": "fake-image1"}, {"name": "fake-container2", "image": "fake-image2"}]
-for n in (0, 1):
-    case("deployment", "TestPrintDeployment[%d] test1" % n,
-         {"metadata": {"name": "test1", "creationTimestamp": at(1.9)},
-          "spec": {"replicas": 5, "template": {"spec": {"containers": TWO_CONTAINERS}},
-                   "selector": {"matchLabels": {"foo": "bar"}}},
-          "status": {"replicas": 10, "updatedReplicas": 2, "availableReplicas": 1, "unavailableReplicas": 4}},
-         {"deployment_ready": "0/5", "deployment_up_to_date": 2, "deployment_available": 1, "age(@at)": "0s"})
+
+
+def wide(kind, containers="fake-container1,fake-container2", images="fake-image1,fake-image2", selector=None):
+    """The wide CONTAINERS, IMAGES (and SELECTOR) cells of a workload kind."""
+    cells = {kind + "_containers": containers, kind + "_images": images}
+    if selector is not None:
+        cells[kind + "_selector"] = selector
+    return cells
+
+
+DEPLOY1 = {"metadata": {"name": "test1", "creationTimestamp": at(1.9)},
+           "spec": {"replicas": 5, "template": {"spec": {"containers": TWO_CONTAINERS}},
+                    "selector": {"matchLabels": {"foo": "bar"}}},
+           "status": {"replicas": 10, "updatedReplicas": 2, "availableReplicas": 1, "unavailableReplicas": 4}}
+DEPLOY_CELLS = {"deployment_ready": "0/5", "deployment_up_to_date": 2, "deployment_available": 1, "age(@at)": "0s"}
+case("deployment", "TestPrintDeployment[0] test1", DEPLOY1, DEPLOY_CELLS)
+case("deployment", "TestPrintDeployment[1] test1 wide", DEPLOY1, dict(DEPLOY_CELLS, **wide("deployment", selector="foo=bar")))
 
 DS1 = {"metadata": {"name": "test1", "creationTimestamp": at(1.9)},
        "spec": {"template": {"spec": {"containers": TWO_CONTAINERS}}, "selector": {"matchLabels": {"foo": "bar"}}},
@@ -493,8 +503,8 @@ def ds_cells(desired, current, ready, updated, available):
             "daemonset_node_selector": "<none>", "age(@at)": "0s"}
 
 
-for n in (0, 1):
-    case("daemonset", "TestPrintDaemonSet[%d] test1" % n, DS1, ds_cells(3, 2, 1, 2, 0))
+case("daemonset", "TestPrintDaemonSet[0] test1", DS1, ds_cells(3, 2, 1, 2, 0))
+case("daemonset", "TestPrintDaemonSet[1] test1 wide", DS1, dict(ds_cells(3, 2, 1, 2, 0), **wide("daemonset", selector="foo=bar")))
 case("daemonset", "TestPrintDaemonSetList row daemonset1", dict(DS1, metadata={"name": "daemonset1", "creationTimestamp": at(1.9)}),
      ds_cells(3, 2, 1, 2, 0))
 case("daemonset", "TestPrintDaemonSetList row daemonset2",
@@ -508,9 +518,9 @@ RS1 = {"metadata": {"name": "test1", "creationTimestamp": at(1.9)},
        "spec": {"replicas": 5, "template": {"spec": {"containers": TWO_CONTAINERS}},
                 "selector": {"matchLabels": {"foo": "bar"}}},
        "status": {"replicas": 5, "readyReplicas": 2}}
-for n in (0, 1):
-    case("replicaset", "TestPrintReplicaSet[%d] test1" % n, RS1,
-         {"replicaset_desired": 5, "replicaset_current": 5, "replicaset_ready": 2, "age(@at)": "0s"})
+RS_CELLS = {"replicaset_desired": 5, "replicaset_current": 5, "replicaset_ready": 2, "age(@at)": "0s"}
+case("replicaset", "TestPrintReplicaSet[0] test1", RS1, RS_CELLS)
+case("replicaset", "TestPrintReplicaSet[1] test1 wide", RS1, dict(RS_CELLS, **wide("replicaset", selector="foo=bar")))
 case("replicaset", "TestPrintReplicaSetList row replicaset1", dict(RS1, metadata={"name": "replicaset1", "creationTimestamp": at(1.9)}),
      {"replicaset_desired": 5, "replicaset_current": 5, "replicaset_ready": 2, "age(@at)": "0s"})
 case("replicaset", "TestPrintReplicaSetList row replicaset2",
@@ -519,12 +529,36 @@ case("replicaset", "TestPrintReplicaSetList row replicaset2",
       "status": {"replicas": 3, "readyReplicas": 1}},
      {"replicaset_desired": 4, "replicaset_current": 3, "replicaset_ready": 1, "age(@at)": "0s"})
 
-for n in (0, 1):
-    case("statefulset", "TestPrintStatefulSet[%d] test1" % n,
-         {"metadata": {"name": "test1", "creationTimestamp": at(1.9)},
-          "spec": {"replicas": 5, "template": {"spec": {"containers": TWO_CONTAINERS}}},
-          "status": {"replicas": 5, "readyReplicas": 2}},
-         {"statefulset_ready": "2/5", "age(@at)": "0s"})
+STS1 = {"metadata": {"name": "test1", "creationTimestamp": at(1.9)},
+        "spec": {"replicas": 5, "template": {"spec": {"containers": TWO_CONTAINERS}}},
+        "status": {"replicas": 5, "readyReplicas": 2}}
+case("statefulset", "TestPrintStatefulSet[0] test1", STS1, {"statefulset_ready": "2/5", "age(@at)": "0s"})
+case("statefulset", "TestPrintStatefulSet[1] test1 wide", STS1,
+     dict({"statefulset_ready": "2/5", "age(@at)": "0s"}, **wide("statefulset")))
+
+# Not upstream: the wide cells' edge cases, derived from printers.go.
+T = "kwatch:layoutContainerCells"
+case("deployment", T + " init containers left out, missing image, one container", {
+    "metadata": {"name": "d"}, "spec": {"template": {"spec": {
+        "initContainers": [{"name": "init", "image": "busybox"}],
+        "containers": [{"name": "app", "image": "nginx:1.27"}, {"name": "side"}]}}}},
+    wide("deployment", "app,side", "nginx:1.27,"))
+case("statefulset", T + " no template", {"metadata": {"name": "s"}, "spec": {}}, wide("statefulset", "", ""))
+T = "kwatch:printDeployment selector"
+case("deployment", T + " nil prints empty", {"metadata": {"name": "d"}, "spec": {}}, {"deployment_selector": ""})
+case("deployment", T + " empty prints empty", {"metadata": {"name": "d"}, "spec": {"selector": {}}},
+     {"deployment_selector": ""})
+case("deployment", T + " expressions", {"metadata": {"name": "d"}, "spec": {"selector": {
+    "matchLabels": {"app": "web"}, "matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "dev"]}]}}},
+    {"deployment_selector": "app=web,env in (dev,prod)"})
+case("deployment", T + " invalid", {"metadata": {"name": "d"}, "spec": {"selector": {
+    "matchExpressions": [{"key": "env", "operator": "Exists", "values": ["x"]}]}}},
+    {"deployment_selector": "<invalid>"})
+T = "kwatch:FormatLabelSelector"
+case("daemonset", T + " nil", {"metadata": {"name": "d"}, "spec": {}}, {"daemonset_selector": "<none>"})
+case("replicaset", T + " empty", {"metadata": {"name": "r"}, "spec": {"selector": {}}}, {"replicaset_selector": "<none>"})
+case("replicaset", T + " invalid", {"metadata": {"name": "r"}, "spec": {"selector": {
+    "matchExpressions": [{"key": "env", "operator": "Gt", "values": ["1"]}]}}}, {"replicaset_selector": "<error>"})
 
 # ---------------------------------------------------------------------------
 # Jobs and CronJobs
