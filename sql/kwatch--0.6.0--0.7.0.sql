@@ -1740,6 +1740,33 @@ $$;
 COMMENT ON FUNCTION @extschema@.job_duration(jsonb, timestamptz) IS
 'Job DURATION cell at instant at (a view passes now()). printers.go printJob.';
 
+-- job_containers(object jsonb) -> text: CONTAINERS (wide), the names of the
+-- pod template's containers joined with ",".  printers.go printJob
+-- (layoutContainerCells).
+CREATE FUNCTION @extschema@.job_containers(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
+COMMENT ON FUNCTION @extschema@.job_containers(jsonb) IS
+'Job CONTAINERS cell (wide): container names joined with ",". printers.go printJob.';
+
+-- job_images(object jsonb) -> text: IMAGES (wide), the images of the pod
+-- template's containers joined with ",".  printers.go printJob
+-- (layoutContainerCells).
+CREATE FUNCTION @extschema@.job_images(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
+COMMENT ON FUNCTION @extschema@.job_images(jsonb) IS
+'Job IMAGES cell (wide): container images joined with ",". printers.go printJob.';
+
+-- job_selector(object jsonb) -> text: SELECTOR (wide), spec.selector as
+-- "k=v,k in (a,b),...", "<none>" for a nil or empty selector, "<error>" for
+-- an invalid one.  printers.go printJob (metav1.FormatLabelSelector).
+CREATE FUNCTION @extschema@.job_selector(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_format_label_selector(object->'spec'->'selector') $$;
+COMMENT ON FUNCTION @extschema@.job_selector(jsonb) IS
+'Job SELECTOR cell (wide): spec.selector as "k=v,...", "<none>", "<error>". printers.go printJob (FormatLabelSelector).';
+
 -- cronjob_schedule(object jsonb) -> text: SCHEDULE, spec.schedule.
 -- printers.go printCronJob.
 CREATE FUNCTION @extschema@.cronjob_schedule(object jsonb) RETURNS text
@@ -1797,6 +1824,34 @@ AS $$
 $$;
 COMMENT ON FUNCTION @extschema@.cronjob_last_schedule_text(jsonb, timestamptz) IS
 'CronJob LAST SCHEDULE cell at instant at, "<none>" (a view passes now()). printers.go printCronJob.';
+
+-- cronjob_containers(object jsonb) -> text: CONTAINERS (wide), the names of
+-- the job template's pod template's containers joined with ",".
+-- printers.go printCronJob (layoutContainerCells).
+CREATE FUNCTION @extschema@.cronjob_containers(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'jobTemplate'->'spec'->'template'->'spec'->'containers', 'name') $$;
+COMMENT ON FUNCTION @extschema@.cronjob_containers(jsonb) IS
+'CronJob CONTAINERS cell (wide): container names joined with ",". printers.go printCronJob.';
+
+-- cronjob_images(object jsonb) -> text: IMAGES (wide), the images of the
+-- job template's pod template's containers joined with ",".  printers.go
+-- printCronJob (layoutContainerCells).
+CREATE FUNCTION @extschema@.cronjob_images(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'jobTemplate'->'spec'->'template'->'spec'->'containers', 'image') $$;
+COMMENT ON FUNCTION @extschema@.cronjob_images(jsonb) IS
+'CronJob IMAGES cell (wide): container images joined with ",". printers.go printCronJob.';
+
+-- cronjob_selector(object jsonb) -> text: SELECTOR (wide),
+-- spec.jobTemplate.spec.selector as "k=v,k in (a,b),...", "<none>" for a
+-- nil or empty selector, "<error>" for an invalid one.  printers.go
+-- printCronJob (metav1.FormatLabelSelector).
+CREATE FUNCTION @extschema@.cronjob_selector(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_format_label_selector(object->'spec'->'jobTemplate'->'spec'->'selector') $$;
+COMMENT ON FUNCTION @extschema@.cronjob_selector(jsonb) IS
+'CronJob SELECTOR cell (wide): spec.jobTemplate.spec.selector as "k=v,...", "<none>", "<error>". printers.go printCronJob (FormatLabelSelector).';
 
 -- ---------------------------------------------------------------------
 -- Services: printers.go printService, getServiceExternalIP, makePortString

@@ -580,12 +580,17 @@ def job_cells(status, completions, duration, age, start=None, completion=None):
             "age(@at)": age, "job_start_time": start, "job_completion_time": completion}
 
 
+JOB_WIDE = {"containers": "fake-job-container1,fake-job-container2", "images": "fake-job-image1,fake-job-image2"}
 T = "TestPrintJob"
-for n in (0, 1):
-    case("job", "%s[%d] job1" % (T, n), job("job1", at(1.9), {"completions": 2, "template": JOB_TEMPLATE,
-                                                            "selector": {"matchLabels": {"job-label": "job-label-value"}}},
-                                          {"succeeded": 1}),
-         job_cells("Running", "1/2", "", "0s"))
+# [0] has the upstream's "job-lable-value" (not printed: not wide).
+case("job", T + "[0] job1", job("job1", at(1.9), {"completions": 2, "template": JOB_TEMPLATE,
+                                                  "selector": {"matchLabels": {"job-label": "job-lable-value"}}},
+                                {"succeeded": 1}),
+     job_cells("Running", "1/2", "", "0s"))
+case("job", T + "[1] job1 wide", job("job1", at(1.9), {"completions": 2, "template": JOB_TEMPLATE,
+                                                       "selector": {"matchLabels": {"job-label": "job-label-value"}}},
+                                     {"succeeded": 1}),
+     dict(job_cells("Running", "1/2", "", "0s"), **wide("job", selector="job-label=job-label-value", **JOB_WIDE)))
 case("job", T + "[2] job2 ten-year age", job("job2", add_date(years=-10), {}, {"succeeded": 0}),
      job_cells("Running", "0/1", "", "10y"))
 case("job", T + "[3] job3 with duration", job("job3", at(YEAR10), {},
@@ -629,7 +634,7 @@ case("cronjob", T + "[1] cronjob1 with timezone", cronjob("cronjob1", at(1.9), {
      cron_cells("0/5 * * * ?", "LOCAL", "False", 0, "0s", "0s", at(1.9)))
 case("cronjob", T + "[2] cronjob1 wide", cronjob("cronjob1", at(1.9), {"schedule": "0/5 * * * ?", "suspend": False, "jobTemplate": CJ_JOB},
                                                  {"lastScheduleTime": at(1.9)}),
-     cron_cells("0/5 * * * ?", "<none>", "False", 0, "0s", "0s", at(1.9)))
+     dict(cron_cells("0/5 * * * ?", "<none>", "False", 0, "0s", "0s", at(1.9)), **wide("cronjob", selector="a=b", **JOB_WIDE)))
 case("cronjob", T + "[3] cronjob2", cronjob("cronjob2", at(-300), {"schedule": "0/5 * * * ?", "suspend": False},
                                             {"lastScheduleTime": at(-30)}),
      cron_cells("0/5 * * * ?", "<none>", "False", 0, "30s", "5m", at(-30)))
@@ -645,6 +650,15 @@ case("cronjob", "TestPrintCronJobList row cronjob2",
                                    "jobTemplate": {"spec": {"completions": 2, "selector": {"matchLabels": {"a": "b"}}}}},
              {"lastScheduleTime": at(-20 * 60)}),
      cron_cells("4/5 1 1 1 ?", "<none>", "False", 0, "20m", "0s", at(-20 * 60)))
+
+# Not upstream: what the API server stores, derived from printers.go.
+case("job", "kwatch:printJob generated selector", job("pi", at(-60), {
+    "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "5d9d2b3c-0000-4000-8000-000000000001"}},
+    "template": {"spec": {"containers": [{"name": "pi", "image": "perl:5.34.0"}]}}}, {}),
+    wide("job", "pi", "perl:5.34.0", "batch.kubernetes.io/controller-uid=5d9d2b3c-0000-4000-8000-000000000001"))
+case("cronjob", "kwatch:printCronJob job template without selector or containers",
+     cronjob("c", at(-60), {"schedule": "@hourly", "jobTemplate": {"spec": {}}}, {}),
+     wide("cronjob", "", "", "<none>"))
 
 # ---------------------------------------------------------------------------
 # Services
