@@ -1452,9 +1452,12 @@ COMMENT ON FUNCTION @extschema@.namespace_status(jsonb) IS
 'Namespace STATUS cell: status.phase. printers.go printNamespace.';
 
 -- ---------------------------------------------------------------------
--- Workloads: printDeployment, printReplicaSet, printStatefulSet,
--- printDaemonSet (integers are int64 cells; unset counts are 0, as the
--- internal types hold them)
+-- Workloads: printDeployment, printReplicaSet, printReplicationController,
+-- printStatefulSet, printDaemonSet (integers are int64 cells; unset counts
+-- are 0, as the internal types hold them).  The wide CONTAINERS and IMAGES
+-- cells follow layoutContainerCells, SELECTOR FormatLabelSelector (a
+-- ReplicationController's labels.FormatLabels, a Deployment's the
+-- selector's String())
 -- ---------------------------------------------------------------------
 
 -- deployment_ready(object jsonb) -> text: READY, "readyReplicas/replicas".
@@ -1562,6 +1565,62 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT @extschema@._printer_format_label_selector(object->'spec'->'selector') $$;
 COMMENT ON FUNCTION @extschema@.replicaset_selector(jsonb) IS
 'ReplicaSet SELECTOR cell (wide): spec.selector as "k=v,...", "<none>", "<error>". printers.go printReplicaSet (FormatLabelSelector).';
+
+-- replicationcontroller_desired(object jsonb) -> bigint: DESIRED,
+-- spec.replicas (0 when unset, as the internal type holds it; the API
+-- server defaults it to 1).  printers.go printReplicationController.
+CREATE FUNCTION @extschema@.replicationcontroller_desired(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'spec'->>'replicas')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.replicationcontroller_desired(jsonb) IS
+'ReplicationController DESIRED cell: spec.replicas. printers.go printReplicationController.';
+
+-- replicationcontroller_current(object jsonb) -> bigint: CURRENT,
+-- status.replicas.  printers.go printReplicationController.
+CREATE FUNCTION @extschema@.replicationcontroller_current(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'status'->>'replicas')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.replicationcontroller_current(jsonb) IS
+'ReplicationController CURRENT cell: status.replicas. printers.go printReplicationController.';
+
+-- replicationcontroller_ready(object jsonb) -> bigint: READY,
+-- status.readyReplicas.  printers.go printReplicationController.
+CREATE FUNCTION @extschema@.replicationcontroller_ready(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'status'->>'readyReplicas')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.replicationcontroller_ready(jsonb) IS
+'ReplicationController READY cell: status.readyReplicas. printers.go printReplicationController.';
+
+-- replicationcontroller_containers(object jsonb) -> text: CONTAINERS
+-- (wide), the names of the pod template's containers joined with ",", ""
+-- without a template.  printers.go printReplicationController
+-- (layoutContainerCells; 1.20 fails on a nil template, which validation
+-- rejects on write).
+CREATE FUNCTION @extschema@.replicationcontroller_containers(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
+COMMENT ON FUNCTION @extschema@.replicationcontroller_containers(jsonb) IS
+'ReplicationController CONTAINERS cell (wide): container names joined with ",". printers.go printReplicationController.';
+
+-- replicationcontroller_images(object jsonb) -> text: IMAGES (wide), the
+-- images of the pod template's containers joined with ",", "" without a
+-- template.  printers.go printReplicationController (layoutContainerCells;
+-- 1.20 fails on a nil template, which validation rejects on write).
+CREATE FUNCTION @extschema@.replicationcontroller_images(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
+COMMENT ON FUNCTION @extschema@.replicationcontroller_images(jsonb) IS
+'ReplicationController IMAGES cell (wide): container images joined with ",". printers.go printReplicationController.';
+
+-- replicationcontroller_selector(object jsonb) -> text: SELECTOR (wide),
+-- spec.selector, a plain string map, as "k=v,..." sorted by key, "<none>"
+-- when empty.  printers.go printReplicationController
+-- (labels.FormatLabels).
+CREATE FUNCTION @extschema@.replicationcontroller_selector(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_format_labels(object->'spec'->'selector') $$;
+COMMENT ON FUNCTION @extschema@.replicationcontroller_selector(jsonb) IS
+'ReplicationController SELECTOR cell (wide): spec.selector as "k=v,..." or "<none>". printers.go printReplicationController (labels.FormatLabels).';
 
 -- statefulset_ready(object jsonb) -> text: READY, "readyReplicas/replicas".
 -- printers.go printStatefulSet.

@@ -529,6 +529,35 @@ case("replicaset", "TestPrintReplicaSetList row replicaset2",
       "status": {"replicas": 3, "readyReplicas": 1}},
      {"replicaset_desired": 4, "replicaset_current": 3, "replicaset_ready": 1, "age(@at)": "0s"})
 
+def rc(name, replicas, status=None, template=True):
+    """TestPrintReplicationController's object: selector and template label a=b, container test/test_image."""
+    meta = {"name": name}
+    spec = {"replicas": replicas}
+    if template:
+        spec["selector"] = {"a": "b"}
+        spec["template"] = {"metadata": {"labels": {"a": "b"}}, "spec": {
+            "containers": [{"name": "test", "image": "test_image", "imagePullPolicy": "IfNotPresent",
+                            "terminationMessagePolicy": "File"}],
+            "restartPolicy": "Always", "dnsPolicy": "ClusterFirst"}}
+    return {"apiVersion": "v1", "kind": "ReplicationController", "metadata": meta, "spec": spec, "status": status or {}}
+
+
+def rc_cells(desired, current, ready):
+    return {"replicationcontroller_desired": desired, "replicationcontroller_current": current,
+            "replicationcontroller_ready": ready, "age(@at)": "<unknown>"}
+
+
+T = "TestPrintReplicationController"
+case("replicationcontroller", T + "[0] basic", rc("rc1", 0), rc_cells(0, 0, 0))
+case("replicationcontroller", T + "[1] basic with replicas", rc("rc1", 5, {"replicas": 3, "readyReplicas": 1}),
+     rc_cells(5, 3, 1))
+case("replicationcontroller", T + "[2] wide", rc("rc1", 5, {"replicas": 3, "readyReplicas": 1}),
+     dict(rc_cells(5, 3, 1), **wide("replicationcontroller", "test", "test_image", "a=b")))
+# The object of a Bookmark event (metav1.InitialEventsAnnotationKey): no name, template or selector.
+case("replicationcontroller", T + "[3] no panic",
+     dict(rc("", 0, template=False), metadata={"annotations": {"k8s.io/initial-events-end": "true"}}),
+     dict(rc_cells(0, 0, 0), **wide("replicationcontroller", "", "", "<none>")))
+
 STS1 = {"metadata": {"name": "test1", "creationTimestamp": at(1.9)},
         "spec": {"replicas": 5, "template": {"spec": {"containers": TWO_CONTAINERS}}},
         "status": {"replicas": 5, "readyReplicas": 2}}
