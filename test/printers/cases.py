@@ -18,8 +18,9 @@ is the fixed instant NOW, every timestamp is NOW plus the same offset, and
 the time-relative cells (AGE, RESTARTS' "(10s ago)", DURATION, LAST SEEN,
 LAST SCHEDULE) are checked through the functions that take the instant as
 an argument (`@at` = NOW).  So no upstream case is skipped for being
-time-relative; README.md lists the cells of each test not checked (NAME, and
-the wide Containers/Images/Selector columns this part does not provide).
+time-relative; README.md lists the cells of each test not checked (NAME).
+The wide variants of the workload tests check the CONTAINERS, IMAGES and
+SELECTOR cells too.
 """
 import datetime
 
