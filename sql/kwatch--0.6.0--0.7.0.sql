@@ -979,6 +979,122 @@ AS $$ SELECT CASE WHEN q IS NULL OR jsonb_typeof(q) = 'null' THEN '<nil>' ELSE q
 COMMENT ON FUNCTION @extschema@._printer_quantity(jsonb) IS
 '(*resource.Quantity).String(): the serialized quantity, "<nil>" for a nil pointer.';
 
+-- _printer_container_cells(containers jsonb, field text) -> text: the
+-- CONTAINERS (field 'name') or IMAGES (field 'image') cell of a pod
+-- template: that field of each of spec.containers, in order, joined with
+-- "," ("" for no containers; a container without the field adds "").
+-- Init containers are not listed (printers.go passes only Containers).
+-- printers.go layoutContainerCells.
+CREATE FUNCTION @extschema@._printer_container_cells(containers jsonb, field text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT COALESCE(string_agg(COALESCE(c->>field, ''), ',' ORDER BY o), '')
+  FROM jsonb_array_elements(@extschema@._printer_array(containers)) WITH ORDINALITY AS x(c, o)
+$$;
+COMMENT ON FUNCTION @extschema@._printer_container_cells(jsonb, text) IS
+'Containers'' names (field name) or images (field image) joined with ",". printers.go layoutContainerCells.';
+
+-- _printer_label_key_valid(key text) -> boolean: whether key is a valid
+-- label key: an optional prefix, a DNS-1123 subdomain of at most 253
+-- bytes, and "/", then a name of 1 to 63 bytes of [A-Za-z0-9._-] that
+-- starts and ends alphanumeric (NULL, Go's "", is not valid).
+-- apimachinery util/validation IsQualifiedName (1.20; IsLabelKey today,
+-- the same rule), which labels.NewRequirement checks.
+CREATE FUNCTION @extschema@._printer_label_key_valid(key text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT COALESCE(CASE cardinality(p)
+           WHEN 1 THEN true
+           WHEN 2 THEN octet_length(p[1]) BETWEEN 1 AND 253
+                       AND p[1] ~ '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'
+           ELSE false END
+         AND octet_length(p[cardinality(p)]) BETWEEN 1 AND 63
+         AND p[cardinality(p)] ~ '^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$', false)
+  FROM (SELECT string_to_array(key, '/') AS p) s
+$$;
+COMMENT ON FUNCTION @extschema@._printer_label_key_valid(text) IS
+'Whether key is a valid label key ([prefix/]name). apimachinery validation.IsQualifiedName, as labels.NewRequirement checks it.';
+
+-- _printer_label_value_valid(value text) -> boolean: whether value is a
+-- valid label value: at most 63 bytes, empty or [A-Za-z0-9._-] starting
+-- and ending alphanumeric.  apimachinery util/validation
+-- IsValidLabelValue, which labels.NewRequirement checks.
+CREATE FUNCTION @extschema@._printer_label_value_valid(value text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT COALESCE(octet_length(value) <= 63
+                  AND value ~ '^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$', false)
+$$;
+COMMENT ON FUNCTION @extschema@._printer_label_value_valid(text) IS
+'Whether value is a valid label value. apimachinery validation.IsValidLabelValue, as labels.NewRequirement checks it.';
+
+-- _printer_label_selector(selector jsonb) -> text: a metav1.LabelSelector
+-- as labels.Selector's String() prints it after LabelSelectorAsSelector:
+-- one requirement per matchLabels entry ("k=v") and per matchExpressions
+-- entry (In "k in (a,b)", NotIn "k notin (a,b)", Exists "k",
+-- DoesNotExist "!k"; several values sorted in byte order, duplicates
+-- kept, a single value as written), sorted by key in byte order and
+-- joined with ",".  Requirements with the same key keep their order,
+-- matchLabels' first, as Go's sort.Sort leaves them for up to 12
+-- requirements.  "" for a nil (absent or null) selector (labels.Nothing())
+-- and for one with neither matchLabels nor matchExpressions
+-- (labels.Everything()).  NULL where LabelSelectorAsSelector returns an
+-- error: an operator other than In/NotIn/Exists/DoesNotExist, In/NotIn
+-- without values, Exists/DoesNotExist with values, an invalid key or
+-- value (labels.NewRequirement).  apimachinery meta/v1
+-- LabelSelectorAsSelector, labels Requirement.String and
+-- internalSelector.String (same in 1.20 and today).
+CREATE FUNCTION @extschema@._printer_label_selector(selector jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  WITH req AS (
+    SELECT 0 AS src, 0::bigint AS ord, m.key, '=' AS op, ARRAY[COALESCE(m.value, '')] AS vals
+    FROM jsonb_each_text(CASE WHEN jsonb_typeof(selector->'matchLabels') = 'object'
+                              THEN selector->'matchLabels' ELSE '{}'::jsonb END) AS m(key, value)
+    UNION ALL
+    SELECT 1, x.o, COALESCE(x.e->>'key', ''), COALESCE(x.e->>'operator', ''),
+           ARRAY(SELECT COALESCE(v, '')
+                 FROM jsonb_array_elements_text(@extschema@._printer_array(x.e->'values')) WITH ORDINALITY AS y(v, n)
+                 ORDER BY n)
+    FROM jsonb_array_elements(@extschema@._printer_array(selector->'matchExpressions')) WITH ORDINALITY AS x(e, o)
+  ), r AS (
+    SELECT src, ord, key,
+           @extschema@._printer_label_key_valid(key)
+           AND CASE WHEN src = 0 THEN true
+                    WHEN op IN ('In', 'NotIn') THEN cardinality(vals) > 0
+                    WHEN op IN ('Exists', 'DoesNotExist') THEN cardinality(vals) = 0
+                    ELSE false END
+           AND NOT EXISTS (SELECT FROM unnest(vals) AS v WHERE NOT @extschema@._printer_label_value_valid(v)) AS ok,
+           CASE WHEN src = 1 AND op = 'DoesNotExist' THEN '!' ELSE '' END || key
+           || CASE WHEN src = 0 THEN '=' WHEN op = 'In' THEN ' in (' WHEN op = 'NotIn' THEN ' notin (' ELSE '' END
+           || CASE WHEN src = 0 OR op IN ('In', 'NotIn') THEN
+                     CASE WHEN cardinality(vals) = 1 THEN vals[1]
+                          ELSE (SELECT COALESCE(string_agg(v, ',' ORDER BY v COLLATE "C"), '') FROM unnest(vals) AS v) END
+                   ELSE '' END
+           || CASE WHEN src = 1 AND op IN ('In', 'NotIn') THEN ')' ELSE '' END AS txt
+    FROM req
+  )
+  SELECT CASE WHEN jsonb_typeof(selector) IS DISTINCT FROM 'object' THEN ''
+              WHEN NOT COALESCE(bool_and(ok), true) THEN NULL
+              ELSE COALESCE(string_agg(txt, ',' ORDER BY key COLLATE "C", src, ord), '') END
+  FROM r
+$$;
+COMMENT ON FUNCTION @extschema@._printer_label_selector(jsonb) IS
+'LabelSelector as labels.Selector String() prints it ("a=b,k in (x,y),!z"), "" for nil or empty, NULL when invalid. apimachinery LabelSelectorAsSelector.';
+
+-- _printer_format_label_selector(selector jsonb) -> text: a
+-- metav1.LabelSelector as the printers show it: _printer_label_selector's
+-- text, "<none>" when that is "" (nil or empty selector), "<error>" when
+-- the selector is invalid.  apimachinery meta/v1 FormatLabelSelector.
+CREATE FUNCTION @extschema@._printer_format_label_selector(selector jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT CASE WHEN s IS NULL THEN '<error>' WHEN s = '' THEN '<none>' ELSE s END
+  FROM (SELECT @extschema@._printer_label_selector(selector) AS s) x
+$$;
+COMMENT ON FUNCTION @extschema@._printer_format_label_selector(jsonb) IS
+'LabelSelector as "k=v,k in (a,b)", "<none>" for nil or empty, "<error>" when invalid. apimachinery metav1.FormatLabelSelector.';
+
 -- ---------------------------------------------------------------------
 -- Pods: printers.go printPod
 -- ---------------------------------------------------------------------
@@ -1344,9 +1460,12 @@ COMMENT ON FUNCTION @extschema@.namespace_status(jsonb) IS
 'Namespace STATUS cell: status.phase. printers.go printNamespace.';
 
 -- ---------------------------------------------------------------------
--- Workloads: printDeployment, printReplicaSet, printStatefulSet,
--- printDaemonSet (integers are int64 cells; unset counts are 0, as the
--- internal types hold them)
+-- Workloads: printDeployment, printReplicaSet, printReplicationController,
+-- printStatefulSet, printDaemonSet (integers are int64 cells; unset counts
+-- are 0, as the internal types hold them).  The wide CONTAINERS and IMAGES
+-- cells follow layoutContainerCells, SELECTOR FormatLabelSelector (a
+-- ReplicationController's labels.FormatLabels, a Deployment's the
+-- selector's String())
 -- ---------------------------------------------------------------------
 
 -- deployment_ready(object jsonb) -> text: READY, "readyReplicas/replicas".
@@ -1373,6 +1492,36 @@ AS $$ SELECT COALESCE((object->'status'->>'availableReplicas')::bigint, 0) $$;
 COMMENT ON FUNCTION @extschema@.deployment_available(jsonb) IS
 'Deployment AVAILABLE cell: status.availableReplicas. printers.go printDeployment.';
 
+-- deployment_containers(object jsonb) -> text: CONTAINERS (wide), the names
+-- of the pod template's containers joined with ",".  printers.go
+-- printDeployment (layoutContainerCells).
+CREATE FUNCTION @extschema@.deployment_containers(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
+COMMENT ON FUNCTION @extschema@.deployment_containers(jsonb) IS
+'Deployment CONTAINERS cell (wide): container names joined with ",". printers.go printDeployment.';
+
+-- deployment_images(object jsonb) -> text: IMAGES (wide), the images of the
+-- pod template's containers joined with ",".  printers.go printDeployment
+-- (layoutContainerCells).
+CREATE FUNCTION @extschema@.deployment_images(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
+COMMENT ON FUNCTION @extschema@.deployment_images(jsonb) IS
+'Deployment IMAGES cell (wide): container images joined with ",". printers.go printDeployment.';
+
+-- deployment_selector(object jsonb) -> text: SELECTOR (wide), spec.selector
+-- as "k=v,k in (a,b),...": labels.Selector's String() itself, so "" (not
+-- "<none>") for a nil or empty selector, and "<invalid>" for an invalid
+-- one.  printers.go printDeployment (current release; 1.20's
+-- printDeployment fails on an invalid selector, which validation rejects on
+-- write).
+CREATE FUNCTION @extschema@.deployment_selector(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(@extschema@._printer_label_selector(object->'spec'->'selector'), '<invalid>') $$;
+COMMENT ON FUNCTION @extschema@.deployment_selector(jsonb) IS
+'Deployment SELECTOR cell (wide): spec.selector as "k=v,...", "" when nil or empty, "<invalid>". printers.go printDeployment.';
+
 -- replicaset_desired(object jsonb) -> bigint: DESIRED, spec.replicas.
 -- printers.go printReplicaSet.
 CREATE FUNCTION @extschema@.replicaset_desired(object jsonb) RETURNS bigint
@@ -1397,6 +1546,90 @@ AS $$ SELECT COALESCE((object->'status'->>'readyReplicas')::bigint, 0) $$;
 COMMENT ON FUNCTION @extschema@.replicaset_ready(jsonb) IS
 'ReplicaSet READY cell: status.readyReplicas. printers.go printReplicaSet.';
 
+-- replicaset_containers(object jsonb) -> text: CONTAINERS (wide), the names
+-- of the pod template's containers joined with ",".  printers.go
+-- printReplicaSet (layoutContainerCells).
+CREATE FUNCTION @extschema@.replicaset_containers(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
+COMMENT ON FUNCTION @extschema@.replicaset_containers(jsonb) IS
+'ReplicaSet CONTAINERS cell (wide): container names joined with ",". printers.go printReplicaSet.';
+
+-- replicaset_images(object jsonb) -> text: IMAGES (wide), the images of the
+-- pod template's containers joined with ",".  printers.go printReplicaSet
+-- (layoutContainerCells).
+CREATE FUNCTION @extschema@.replicaset_images(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
+COMMENT ON FUNCTION @extschema@.replicaset_images(jsonb) IS
+'ReplicaSet IMAGES cell (wide): container images joined with ",". printers.go printReplicaSet.';
+
+-- replicaset_selector(object jsonb) -> text: SELECTOR (wide), spec.selector
+-- as "k=v,k in (a,b),...", "<none>" for a nil or empty selector, "<error>"
+-- for an invalid one.  printers.go printReplicaSet
+-- (metav1.FormatLabelSelector).
+CREATE FUNCTION @extschema@.replicaset_selector(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_format_label_selector(object->'spec'->'selector') $$;
+COMMENT ON FUNCTION @extschema@.replicaset_selector(jsonb) IS
+'ReplicaSet SELECTOR cell (wide): spec.selector as "k=v,...", "<none>", "<error>". printers.go printReplicaSet (FormatLabelSelector).';
+
+-- replicationcontroller_desired(object jsonb) -> bigint: DESIRED,
+-- spec.replicas (0 when unset, as the internal type holds it; the API
+-- server defaults it to 1).  printers.go printReplicationController.
+CREATE FUNCTION @extschema@.replicationcontroller_desired(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'spec'->>'replicas')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.replicationcontroller_desired(jsonb) IS
+'ReplicationController DESIRED cell: spec.replicas. printers.go printReplicationController.';
+
+-- replicationcontroller_current(object jsonb) -> bigint: CURRENT,
+-- status.replicas.  printers.go printReplicationController.
+CREATE FUNCTION @extschema@.replicationcontroller_current(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'status'->>'replicas')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.replicationcontroller_current(jsonb) IS
+'ReplicationController CURRENT cell: status.replicas. printers.go printReplicationController.';
+
+-- replicationcontroller_ready(object jsonb) -> bigint: READY,
+-- status.readyReplicas.  printers.go printReplicationController.
+CREATE FUNCTION @extschema@.replicationcontroller_ready(object jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE((object->'status'->>'readyReplicas')::bigint, 0) $$;
+COMMENT ON FUNCTION @extschema@.replicationcontroller_ready(jsonb) IS
+'ReplicationController READY cell: status.readyReplicas. printers.go printReplicationController.';
+
+-- replicationcontroller_containers(object jsonb) -> text: CONTAINERS
+-- (wide), the names of the pod template's containers joined with ",", ""
+-- without a template.  printers.go printReplicationController
+-- (layoutContainerCells; 1.20 fails on a nil template, which validation
+-- rejects on write).
+CREATE FUNCTION @extschema@.replicationcontroller_containers(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
+COMMENT ON FUNCTION @extschema@.replicationcontroller_containers(jsonb) IS
+'ReplicationController CONTAINERS cell (wide): container names joined with ",". printers.go printReplicationController.';
+
+-- replicationcontroller_images(object jsonb) -> text: IMAGES (wide), the
+-- images of the pod template's containers joined with ",", "" without a
+-- template.  printers.go printReplicationController (layoutContainerCells;
+-- 1.20 fails on a nil template, which validation rejects on write).
+CREATE FUNCTION @extschema@.replicationcontroller_images(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
+COMMENT ON FUNCTION @extschema@.replicationcontroller_images(jsonb) IS
+'ReplicationController IMAGES cell (wide): container images joined with ",". printers.go printReplicationController.';
+
+-- replicationcontroller_selector(object jsonb) -> text: SELECTOR (wide),
+-- spec.selector, a plain string map, as "k=v,..." sorted by key, "<none>"
+-- when empty.  printers.go printReplicationController
+-- (labels.FormatLabels).
+CREATE FUNCTION @extschema@.replicationcontroller_selector(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_format_labels(object->'spec'->'selector') $$;
+COMMENT ON FUNCTION @extschema@.replicationcontroller_selector(jsonb) IS
+'ReplicationController SELECTOR cell (wide): spec.selector as "k=v,..." or "<none>". printers.go printReplicationController (labels.FormatLabels).';
+
 -- statefulset_ready(object jsonb) -> text: READY, "readyReplicas/replicas".
 -- printers.go printStatefulSet.
 CREATE FUNCTION @extschema@.statefulset_ready(object jsonb) RETURNS text
@@ -1404,6 +1637,24 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT COALESCE((object->'status'->>'readyReplicas')::bigint, 0) || '/' || COALESCE((object->'spec'->>'replicas')::bigint, 0) $$;
 COMMENT ON FUNCTION @extschema@.statefulset_ready(jsonb) IS
 'StatefulSet READY cell "ready/desired". printers.go printStatefulSet.';
+
+-- statefulset_containers(object jsonb) -> text: CONTAINERS (wide), the
+-- names of the pod template's containers joined with ",".  printers.go
+-- printStatefulSet (layoutContainerCells).
+CREATE FUNCTION @extschema@.statefulset_containers(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
+COMMENT ON FUNCTION @extschema@.statefulset_containers(jsonb) IS
+'StatefulSet CONTAINERS cell (wide): container names joined with ",". printers.go printStatefulSet.';
+
+-- statefulset_images(object jsonb) -> text: IMAGES (wide), the images of
+-- the pod template's containers joined with ",".  printers.go
+-- printStatefulSet (layoutContainerCells).
+CREATE FUNCTION @extschema@.statefulset_images(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
+COMMENT ON FUNCTION @extschema@.statefulset_images(jsonb) IS
+'StatefulSet IMAGES cell (wide): container images joined with ",". printers.go printStatefulSet.';
 
 -- daemonset_desired(object jsonb) -> bigint: DESIRED,
 -- status.desiredNumberScheduled.  printers.go printDaemonSet.
@@ -1453,6 +1704,34 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT @extschema@._printer_format_labels(object->'spec'->'template'->'spec'->'nodeSelector') $$;
 COMMENT ON FUNCTION @extschema@.daemonset_node_selector(jsonb) IS
 'DaemonSet NODE SELECTOR cell "k=v,..." or "<none>". printers.go printDaemonSet.';
+
+-- daemonset_containers(object jsonb) -> text: CONTAINERS (wide), the names
+-- of the pod template's containers joined with ",".  printers.go
+-- printDaemonSet (layoutContainerCells).
+CREATE FUNCTION @extschema@.daemonset_containers(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
+COMMENT ON FUNCTION @extschema@.daemonset_containers(jsonb) IS
+'DaemonSet CONTAINERS cell (wide): container names joined with ",". printers.go printDaemonSet.';
+
+-- daemonset_images(object jsonb) -> text: IMAGES (wide), the images of the
+-- pod template's containers joined with ",".  printers.go printDaemonSet
+-- (layoutContainerCells).
+CREATE FUNCTION @extschema@.daemonset_images(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
+COMMENT ON FUNCTION @extschema@.daemonset_images(jsonb) IS
+'DaemonSet IMAGES cell (wide): container images joined with ",". printers.go printDaemonSet.';
+
+-- daemonset_selector(object jsonb) -> text: SELECTOR (wide), spec.selector
+-- as "k=v,k in (a,b),...", "<none>" for a nil or empty selector, "<error>"
+-- for an invalid one.  printers.go printDaemonSet
+-- (metav1.FormatLabelSelector).
+CREATE FUNCTION @extschema@.daemonset_selector(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_format_label_selector(object->'spec'->'selector') $$;
+COMMENT ON FUNCTION @extschema@.daemonset_selector(jsonb) IS
+'DaemonSet SELECTOR cell (wide): spec.selector as "k=v,...", "<none>", "<error>". printers.go printDaemonSet (FormatLabelSelector).';
 
 -- ---------------------------------------------------------------------
 -- Jobs and CronJobs: printers.go printJob, hasJobCondition, printCronJob
@@ -1528,6 +1807,33 @@ $$;
 COMMENT ON FUNCTION @extschema@.job_duration(jsonb, timestamptz) IS
 'Job DURATION cell at instant at (a view passes now()). printers.go printJob.';
 
+-- job_containers(object jsonb) -> text: CONTAINERS (wide), the names of the
+-- pod template's containers joined with ",".  printers.go printJob
+-- (layoutContainerCells).
+CREATE FUNCTION @extschema@.job_containers(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
+COMMENT ON FUNCTION @extschema@.job_containers(jsonb) IS
+'Job CONTAINERS cell (wide): container names joined with ",". printers.go printJob.';
+
+-- job_images(object jsonb) -> text: IMAGES (wide), the images of the pod
+-- template's containers joined with ",".  printers.go printJob
+-- (layoutContainerCells).
+CREATE FUNCTION @extschema@.job_images(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
+COMMENT ON FUNCTION @extschema@.job_images(jsonb) IS
+'Job IMAGES cell (wide): container images joined with ",". printers.go printJob.';
+
+-- job_selector(object jsonb) -> text: SELECTOR (wide), spec.selector as
+-- "k=v,k in (a,b),...", "<none>" for a nil or empty selector, "<error>" for
+-- an invalid one.  printers.go printJob (metav1.FormatLabelSelector).
+CREATE FUNCTION @extschema@.job_selector(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_format_label_selector(object->'spec'->'selector') $$;
+COMMENT ON FUNCTION @extschema@.job_selector(jsonb) IS
+'Job SELECTOR cell (wide): spec.selector as "k=v,...", "<none>", "<error>". printers.go printJob (FormatLabelSelector).';
+
 -- cronjob_schedule(object jsonb) -> text: SCHEDULE, spec.schedule.
 -- printers.go printCronJob.
 CREATE FUNCTION @extschema@.cronjob_schedule(object jsonb) RETURNS text
@@ -1585,6 +1891,34 @@ AS $$
 $$;
 COMMENT ON FUNCTION @extschema@.cronjob_last_schedule_text(jsonb, timestamptz) IS
 'CronJob LAST SCHEDULE cell at instant at, "<none>" (a view passes now()). printers.go printCronJob.';
+
+-- cronjob_containers(object jsonb) -> text: CONTAINERS (wide), the names of
+-- the job template's pod template's containers joined with ",".
+-- printers.go printCronJob (layoutContainerCells).
+CREATE FUNCTION @extschema@.cronjob_containers(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'jobTemplate'->'spec'->'template'->'spec'->'containers', 'name') $$;
+COMMENT ON FUNCTION @extschema@.cronjob_containers(jsonb) IS
+'CronJob CONTAINERS cell (wide): container names joined with ",". printers.go printCronJob.';
+
+-- cronjob_images(object jsonb) -> text: IMAGES (wide), the images of the
+-- job template's pod template's containers joined with ",".  printers.go
+-- printCronJob (layoutContainerCells).
+CREATE FUNCTION @extschema@.cronjob_images(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'jobTemplate'->'spec'->'template'->'spec'->'containers', 'image') $$;
+COMMENT ON FUNCTION @extschema@.cronjob_images(jsonb) IS
+'CronJob IMAGES cell (wide): container images joined with ",". printers.go printCronJob.';
+
+-- cronjob_selector(object jsonb) -> text: SELECTOR (wide),
+-- spec.jobTemplate.spec.selector as "k=v,k in (a,b),...", "<none>" for a
+-- nil or empty selector, "<error>" for an invalid one.  printers.go
+-- printCronJob (metav1.FormatLabelSelector).
+CREATE FUNCTION @extschema@.cronjob_selector(object jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT @extschema@._printer_format_label_selector(object->'spec'->'jobTemplate'->'spec'->'selector') $$;
+COMMENT ON FUNCTION @extschema@.cronjob_selector(jsonb) IS
+'CronJob SELECTOR cell (wide): spec.jobTemplate.spec.selector as "k=v,...", "<none>", "<error>". printers.go printCronJob (FormatLabelSelector).';
 
 -- ---------------------------------------------------------------------
 -- Services: printers.go printService, getServiceExternalIP, makePortString

@@ -2,7 +2,10 @@
 
 Source: kubernetes/kubernetes pkg/printers/internalversion/printers_test.go
 (current master, the version of the reference index, file version 100530230)
-and, for human_duration, k8s.io/apimachinery/pkg/util/duration/duration_test.go.
+and, for human_duration, k8s.io/apimachinery/pkg/util/duration/duration_test.go,
+for the label selector helpers, k8s.io/apimachinery/pkg/apis/meta/v1/
+helpers_test.go (TestLabelSelectorAsSelector; its cases take the selector
+itself as "object").
 Each upstream case becomes one entry: the Go object written as the JSON the
 API server would return for it (Go zero values written as JSON does: a
 container without a name is {"name": ""}), and the expected cells, keyed by
@@ -15,8 +18,9 @@ is the fixed instant NOW, every timestamp is NOW plus the same offset, and
 the time-relative cells (AGE, RESTARTS' "(10s ago)", DURATION, LAST SEEN,
 LAST SCHEDULE) are checked through the functions that take the instant as
 an argument (`@at` = NOW).  So no upstream case is skipped for being
-time-relative; README.md lists the cells of each test not checked (NAME, and
-the wide Containers/Images/Selector columns this part does not provide).
+time-relative; README.md lists the cells of each test not checked (NAME).
+The wide variants of the workload tests check the CONTAINERS, IMAGES and
+SELECTOR cells too.
 """
 import datetime
 
@@ -406,17 +410,87 @@ case("configmap", "TestPrintConfigMap[2] configmap3",
      {"configmap_data": 2, "age(@at)": "0s"})
 
 # ---------------------------------------------------------------------------
+# Label selectors: TestLabelSelectorAsSelector (apimachinery
+# apis/meta/v1/helpers_test.go), checked through the helpers the wide
+# SELECTOR cells use: _printer_label_selector (LabelSelectorAsSelector +
+# String(), NULL for an error) and _printer_format_label_selector
+# (FormatLabelSelector).  The "object" of these cases is the selector
+# itself (None = a nil *LabelSelector).
+# ---------------------------------------------------------------------------
+
+def sel_cells(string, formatted):
+    return {"_printer_label_selector": string, "_printer_format_label_selector": formatted}
+
+
+T = "TestLabelSelectorAsSelector"
+BAZ_IN = [{"key": "baz", "operator": "In", "values": ["qux", "norf"]}]
+for n, (label, sel, string) in enumerate((
+        ("nil", None, ""),
+        ("empty", {}, ""),
+        ("matchLabels", {"matchLabels": {"foo": "bar"}}, "foo=bar"),
+        ("matchExpressions", {"matchExpressions": BAZ_IN}, "baz in (norf,qux)"),
+        ("both", {"matchLabels": {"foo": "bar"}, "matchExpressions": BAZ_IN}, "baz in (norf,qux),foo=bar"),
+        ("Exists with values", {"matchExpressions": [{"key": "baz", "operator": "Exists", "values": ["qux", "norf"]}]},
+         None))):
+    formatted = "<error>" if string is None else (string or "<none>")
+    case("labelselector", "%s[%d] %s" % (T, n, label), sel, sel_cells(string, formatted))
+
+# Not upstream: the other operators and the rules of labels.NewRequirement
+# and Requirement.String, with the text derived from the code.
+T = "kwatch:LabelSelectorAsSelector"
+for label, sel, string in (
+        ("NotIn, Exists, DoesNotExist, sorted by key",
+         {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["b", "a", "a"]},
+                               {"key": "app", "operator": "Exists"},
+                               {"key": "example.com/legacy", "operator": "DoesNotExist", "values": []}]},
+         "app,!example.com/legacy,tier notin (a,a,b)"),
+        ("one value kept as written, several in byte order",
+         {"matchLabels": {"b": "", "a": "x"},
+          "matchExpressions": [{"key": "c", "operator": "In", "values": ["z"]},
+                               {"key": "d", "operator": "In", "values": ["b", "B", "a"]}]},
+         "a=x,b=,c in (z),d in (B,a,b)"),
+        ("equal keys keep matchLabels first, then expressions in order",
+         {"matchLabels": {"k": "v"},
+          "matchExpressions": [{"key": "k", "operator": "NotIn", "values": ["w"]},
+                               {"key": "k", "operator": "Exists"}, {"key": "j", "operator": "Exists"}]},
+         "j,k=v,k notin (w),k"),
+        ("null matchLabels and matchExpressions", {"matchLabels": None, "matchExpressions": None}, ""),
+        ("In without values", {"matchExpressions": [{"key": "a", "operator": "In", "values": []}]}, None),
+        ("unknown operator", {"matchExpressions": [{"key": "a", "operator": "Equals", "values": ["b"]}]}, None),
+        ("no operator", {"matchExpressions": [{"key": "a"}]}, None),
+        ("invalid key", {"matchLabels": {"Example.com/a": "b"}}, None),
+        ("key with two slashes", {"matchLabels": {"a/b/c": "d"}}, None),
+        ("name part of 64 bytes", {"matchLabels": {"a" * 64: "b"}}, None),
+        ("prefix and name of 63 bytes", {"matchLabels": {"example.com/" + "a" * 63: "b"}},
+         "example.com/" + "a" * 63 + "=b"),
+        ("invalid value", {"matchLabels": {"a": "-b"}}, None),
+        ("invalid expression value", {"matchExpressions": [{"key": "a", "operator": "In", "values": ["b", "c d"]}]},
+         None)):
+    formatted = "<error>" if string is None else (string or "<none>")
+    case("labelselector", "%s %s" % (T, label), sel, sel_cells(string, formatted))
+
+# ---------------------------------------------------------------------------
 # Workloads
 # ---------------------------------------------------------------------------
 
 TWO_CONTAINERS = [{"name": "fake-container1", "image": "fake-image1"}, {"name": "fake-container2", "image": "fake-image2"}]
-for n in (0, 1):
-    case("deployment", "TestPrintDeployment[%d] test1" % n,
-         {"metadata": {"name": "test1", "creationTimestamp": at(1.9)},
-          "spec": {"replicas": 5, "template": {"spec": {"containers": TWO_CONTAINERS}},
-                   "selector": {"matchLabels": {"foo": "bar"}}},
-          "status": {"replicas": 10, "updatedReplicas": 2, "availableReplicas": 1, "unavailableReplicas": 4}},
-         {"deployment_ready": "0/5", "deployment_up_to_date": 2, "deployment_available": 1, "age(@at)": "0s"})
+
+
+def wide(kind, containers="fake-container1,fake-container2", images="fake-image1,fake-image2", selector=None):
+    """The wide CONTAINERS, IMAGES (and SELECTOR) cells of a workload kind."""
+    cells = {kind + "_containers": containers, kind + "_images": images}
+    if selector is not None:
+        cells[kind + "_selector"] = selector
+    return cells
+
+
+DEPLOY1 = {"metadata": {"name": "test1", "creationTimestamp": at(1.9)},
+           "spec": {"replicas": 5, "template": {"spec": {"containers": TWO_CONTAINERS}},
+                    "selector": {"matchLabels": {"foo": "bar"}}},
+           "status": {"replicas": 10, "updatedReplicas": 2, "availableReplicas": 1, "unavailableReplicas": 4}}
+DEPLOY_CELLS = {"deployment_ready": "0/5", "deployment_up_to_date": 2, "deployment_available": 1, "age(@at)": "0s"}
+case("deployment", "TestPrintDeployment[0] test1", DEPLOY1, DEPLOY_CELLS)
+case("deployment", "TestPrintDeployment[1] test1 wide", DEPLOY1, dict(DEPLOY_CELLS, **wide("deployment", selector="foo=bar")))
 
 DS1 = {"metadata": {"name": "test1", "creationTimestamp": at(1.9)},
        "spec": {"template": {"spec": {"containers": TWO_CONTAINERS}}, "selector": {"matchLabels": {"foo": "bar"}}},
@@ -430,8 +504,8 @@ def ds_cells(desired, current, ready, updated, available):
             "daemonset_node_selector": "<none>", "age(@at)": "0s"}
 
 
-for n in (0, 1):
-    case("daemonset", "TestPrintDaemonSet[%d] test1" % n, DS1, ds_cells(3, 2, 1, 2, 0))
+case("daemonset", "TestPrintDaemonSet[0] test1", DS1, ds_cells(3, 2, 1, 2, 0))
+case("daemonset", "TestPrintDaemonSet[1] test1 wide", DS1, dict(ds_cells(3, 2, 1, 2, 0), **wide("daemonset", selector="foo=bar")))
 case("daemonset", "TestPrintDaemonSetList row daemonset1", dict(DS1, metadata={"name": "daemonset1", "creationTimestamp": at(1.9)}),
      ds_cells(3, 2, 1, 2, 0))
 case("daemonset", "TestPrintDaemonSetList row daemonset2",
@@ -445,9 +519,9 @@ RS1 = {"metadata": {"name": "test1", "creationTimestamp": at(1.9)},
        "spec": {"replicas": 5, "template": {"spec": {"containers": TWO_CONTAINERS}},
                 "selector": {"matchLabels": {"foo": "bar"}}},
        "status": {"replicas": 5, "readyReplicas": 2}}
-for n in (0, 1):
-    case("replicaset", "TestPrintReplicaSet[%d] test1" % n, RS1,
-         {"replicaset_desired": 5, "replicaset_current": 5, "replicaset_ready": 2, "age(@at)": "0s"})
+RS_CELLS = {"replicaset_desired": 5, "replicaset_current": 5, "replicaset_ready": 2, "age(@at)": "0s"}
+case("replicaset", "TestPrintReplicaSet[0] test1", RS1, RS_CELLS)
+case("replicaset", "TestPrintReplicaSet[1] test1 wide", RS1, dict(RS_CELLS, **wide("replicaset", selector="foo=bar")))
 case("replicaset", "TestPrintReplicaSetList row replicaset1", dict(RS1, metadata={"name": "replicaset1", "creationTimestamp": at(1.9)}),
      {"replicaset_desired": 5, "replicaset_current": 5, "replicaset_ready": 2, "age(@at)": "0s"})
 case("replicaset", "TestPrintReplicaSetList row replicaset2",
@@ -456,12 +530,65 @@ case("replicaset", "TestPrintReplicaSetList row replicaset2",
       "status": {"replicas": 3, "readyReplicas": 1}},
      {"replicaset_desired": 4, "replicaset_current": 3, "replicaset_ready": 1, "age(@at)": "0s"})
 
-for n in (0, 1):
-    case("statefulset", "TestPrintStatefulSet[%d] test1" % n,
-         {"metadata": {"name": "test1", "creationTimestamp": at(1.9)},
-          "spec": {"replicas": 5, "template": {"spec": {"containers": TWO_CONTAINERS}}},
-          "status": {"replicas": 5, "readyReplicas": 2}},
-         {"statefulset_ready": "2/5", "age(@at)": "0s"})
+def rc(name, replicas, status=None, template=True):
+    """TestPrintReplicationController's object: selector and template label a=b, container test/test_image."""
+    meta = {"name": name}
+    spec = {"replicas": replicas}
+    if template:
+        spec["selector"] = {"a": "b"}
+        spec["template"] = {"metadata": {"labels": {"a": "b"}}, "spec": {
+            "containers": [{"name": "test", "image": "test_image", "imagePullPolicy": "IfNotPresent",
+                            "terminationMessagePolicy": "File"}],
+            "restartPolicy": "Always", "dnsPolicy": "ClusterFirst"}}
+    return {"apiVersion": "v1", "kind": "ReplicationController", "metadata": meta, "spec": spec, "status": status or {}}
+
+
+def rc_cells(desired, current, ready):
+    return {"replicationcontroller_desired": desired, "replicationcontroller_current": current,
+            "replicationcontroller_ready": ready, "age(@at)": "<unknown>"}
+
+
+T = "TestPrintReplicationController"
+case("replicationcontroller", T + "[0] basic", rc("rc1", 0), rc_cells(0, 0, 0))
+case("replicationcontroller", T + "[1] basic with replicas", rc("rc1", 5, {"replicas": 3, "readyReplicas": 1}),
+     rc_cells(5, 3, 1))
+case("replicationcontroller", T + "[2] wide", rc("rc1", 5, {"replicas": 3, "readyReplicas": 1}),
+     dict(rc_cells(5, 3, 1), **wide("replicationcontroller", "test", "test_image", "a=b")))
+# The object of a Bookmark event (metav1.InitialEventsAnnotationKey): no name, template or selector.
+case("replicationcontroller", T + "[3] no panic",
+     dict(rc("", 0, template=False), metadata={"annotations": {"k8s.io/initial-events-end": "true"}}),
+     dict(rc_cells(0, 0, 0), **wide("replicationcontroller", "", "", "<none>")))
+
+STS1 = {"metadata": {"name": "test1", "creationTimestamp": at(1.9)},
+        "spec": {"replicas": 5, "template": {"spec": {"containers": TWO_CONTAINERS}}},
+        "status": {"replicas": 5, "readyReplicas": 2}}
+case("statefulset", "TestPrintStatefulSet[0] test1", STS1, {"statefulset_ready": "2/5", "age(@at)": "0s"})
+case("statefulset", "TestPrintStatefulSet[1] test1 wide", STS1,
+     dict({"statefulset_ready": "2/5", "age(@at)": "0s"}, **wide("statefulset")))
+
+# Not upstream: the wide cells' edge cases, derived from printers.go.
+T = "kwatch:layoutContainerCells"
+case("deployment", T + " init containers left out, missing image, one container", {
+    "metadata": {"name": "d"}, "spec": {"template": {"spec": {
+        "initContainers": [{"name": "init", "image": "busybox"}],
+        "containers": [{"name": "app", "image": "nginx:1.27"}, {"name": "side"}]}}}},
+    wide("deployment", "app,side", "nginx:1.27,"))
+case("statefulset", T + " no template", {"metadata": {"name": "s"}, "spec": {}}, wide("statefulset", "", ""))
+T = "kwatch:printDeployment selector"
+case("deployment", T + " nil prints empty", {"metadata": {"name": "d"}, "spec": {}}, {"deployment_selector": ""})
+case("deployment", T + " empty prints empty", {"metadata": {"name": "d"}, "spec": {"selector": {}}},
+     {"deployment_selector": ""})
+case("deployment", T + " expressions", {"metadata": {"name": "d"}, "spec": {"selector": {
+    "matchLabels": {"app": "web"}, "matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "dev"]}]}}},
+    {"deployment_selector": "app=web,env in (dev,prod)"})
+case("deployment", T + " invalid", {"metadata": {"name": "d"}, "spec": {"selector": {
+    "matchExpressions": [{"key": "env", "operator": "Exists", "values": ["x"]}]}}},
+    {"deployment_selector": "<invalid>"})
+T = "kwatch:FormatLabelSelector"
+case("daemonset", T + " nil", {"metadata": {"name": "d"}, "spec": {}}, {"daemonset_selector": "<none>"})
+case("replicaset", T + " empty", {"metadata": {"name": "r"}, "spec": {"selector": {}}}, {"replicaset_selector": "<none>"})
+case("replicaset", T + " invalid", {"metadata": {"name": "r"}, "spec": {"selector": {
+    "matchExpressions": [{"key": "env", "operator": "Gt", "values": ["1"]}]}}}, {"replicaset_selector": "<error>"})
 
 # ---------------------------------------------------------------------------
 # Jobs and CronJobs
@@ -483,12 +610,17 @@ def job_cells(status, completions, duration, age, start=None, completion=None):
             "age(@at)": age, "job_start_time": start, "job_completion_time": completion}
 
 
+JOB_WIDE = {"containers": "fake-job-container1,fake-job-container2", "images": "fake-job-image1,fake-job-image2"}
 T = "TestPrintJob"
-for n in (0, 1):
-    case("job", "%s[%d] job1" % (T, n), job("job1", at(1.9), {"completions": 2, "template": JOB_TEMPLATE,
-                                                            "selector": {"matchLabels": {"job-label": "job-label-value"}}},
-                                          {"succeeded": 1}),
-         job_cells("Running", "1/2", "", "0s"))
+# [0] has the upstream's "job-lable-value" (not printed: not wide).
+case("job", T + "[0] job1", job("job1", at(1.9), {"completions": 2, "template": JOB_TEMPLATE,
+                                                  "selector": {"matchLabels": {"job-label": "job-lable-value"}}},
+                                {"succeeded": 1}),
+     job_cells("Running", "1/2", "", "0s"))
+case("job", T + "[1] job1 wide", job("job1", at(1.9), {"completions": 2, "template": JOB_TEMPLATE,
+                                                       "selector": {"matchLabels": {"job-label": "job-label-value"}}},
+                                     {"succeeded": 1}),
+     dict(job_cells("Running", "1/2", "", "0s"), **wide("job", selector="job-label=job-label-value", **JOB_WIDE)))
 case("job", T + "[2] job2 ten-year age", job("job2", add_date(years=-10), {}, {"succeeded": 0}),
      job_cells("Running", "0/1", "", "10y"))
 case("job", T + "[3] job3 with duration", job("job3", at(YEAR10), {},
@@ -532,7 +664,7 @@ case("cronjob", T + "[1] cronjob1 with timezone", cronjob("cronjob1", at(1.9), {
      cron_cells("0/5 * * * ?", "LOCAL", "False", 0, "0s", "0s", at(1.9)))
 case("cronjob", T + "[2] cronjob1 wide", cronjob("cronjob1", at(1.9), {"schedule": "0/5 * * * ?", "suspend": False, "jobTemplate": CJ_JOB},
                                                  {"lastScheduleTime": at(1.9)}),
-     cron_cells("0/5 * * * ?", "<none>", "False", 0, "0s", "0s", at(1.9)))
+     dict(cron_cells("0/5 * * * ?", "<none>", "False", 0, "0s", "0s", at(1.9)), **wide("cronjob", selector="a=b", **JOB_WIDE)))
 case("cronjob", T + "[3] cronjob2", cronjob("cronjob2", at(-300), {"schedule": "0/5 * * * ?", "suspend": False},
                                             {"lastScheduleTime": at(-30)}),
      cron_cells("0/5 * * * ?", "<none>", "False", 0, "30s", "5m", at(-30)))
@@ -548,6 +680,15 @@ case("cronjob", "TestPrintCronJobList row cronjob2",
                                    "jobTemplate": {"spec": {"completions": 2, "selector": {"matchLabels": {"a": "b"}}}}},
              {"lastScheduleTime": at(-20 * 60)}),
      cron_cells("4/5 1 1 1 ?", "<none>", "False", 0, "20m", "0s", at(-20 * 60)))
+
+# Not upstream: what the API server stores, derived from printers.go.
+case("job", "kwatch:printJob generated selector", job("pi", at(-60), {
+    "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "5d9d2b3c-0000-4000-8000-000000000001"}},
+    "template": {"spec": {"containers": [{"name": "pi", "image": "perl:5.34.0"}]}}}, {}),
+    wide("job", "pi", "perl:5.34.0", "batch.kubernetes.io/controller-uid=5d9d2b3c-0000-4000-8000-000000000001"))
+case("cronjob", "kwatch:printCronJob job template without selector or containers",
+     cronjob("c", at(-60), {"schedule": "@hourly", "jobTemplate": {"spec": {}}}, {}),
+     wide("cronjob", "", "", "<none>"))
 
 # ---------------------------------------------------------------------------
 # Services
