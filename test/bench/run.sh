@@ -26,8 +26,10 @@ bench_servers "$dir" bench
 export PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres
 /usr/bin/python3 test/bench/bench.py --pods "$pods" --json "$dir/bench-$pods.json"
 /usr/bin/python3 test/bench/events.py
-# history.py syncs the pods bench.py left in k8s.pods; relist.py drops that table
+# history.py syncs the pods bench.py left in k8s.pods, printed.py queries
+# them (kubectl.pods); relist.py drops that table
 /usr/bin/python3 test/bench/history.py
+/usr/bin/python3 test/bench/printed.py
 /usr/bin/python3 test/bench/relist.py
 /usr/bin/python3 test/bench/evreal.py --json "$dir/evreal.json"
 # these two bring API servers of their own (a C streamer, fake API servers)
