@@ -126,19 +126,25 @@ extern void kw_watch_publish_progress(KwWatch *w);
 extern void kw_watch_count_apply(KwWatch *w, KwApplyCounts *c, bool sync_done);
 extern void kw_watch_record_error(KwWatch *w, KwErrorSource src, const char *msg);
 
-/* in watch.c (called by watch_result.c; watch.c never calls it) */
+/*
+ * in watch.c (called by watch_result.c and watch_apply.c; watch.c calls
+ * neither)
+ */
 extern void kw_watch_stop_transfer(KwWatch *w);
 extern void kw_watch_restart_list(KwWatch *w, bool with_rv);
 extern int	kw_watch_retry_delay(KwWatch *w, int min_ms);
 extern void kw_watch_schedule_retry(KwWatch *w, int min_ms, KwWatchState st);
 extern void kw_watch_retry_now(KwWatch *w);
 
-/* in watch_apply.c */
+/* in watch.c: the pending batch and the apply request */
+extern bool kw_watch_finish_ready(KwWatch *w);
+extern bool kw_watch_pending_work(KwWatch *w);
 extern bool kw_watch_unapplied(KwWatch *w);
-extern void kw_watch_forget_request(KwWatch *w);
-extern void kw_watch_drop_unapplied(KwWatch *w);
 extern void kw_watch_reset_items(KwWatch *w);
 extern void kw_watch_reset_events(KwWatch *w);
+extern void kw_watch_forget_request(KwWatch *w);
+extern void kw_watch_submit_request(KwWatch *w);
 extern void kw_watch_send_request(KwWatch *w, KwApplyRequest *req, const char *rv);
+extern void kw_watch_drop_unapplied(KwWatch *w);
 
 #endif							/* KW_WATCH_H */
