@@ -140,11 +140,10 @@ extern void kw_watch_retry_now(KwWatch *w);
 extern bool kw_watch_finish_ready(KwWatch *w);
 extern bool kw_watch_pending_work(KwWatch *w);
 extern bool kw_watch_unapplied(KwWatch *w);
-extern void kw_watch_reset_items(KwWatch *w);
-extern void kw_watch_reset_events(KwWatch *w);
 extern void kw_watch_forget_request(KwWatch *w);
 extern void kw_watch_submit_request(KwWatch *w);
 extern void kw_watch_send_request(KwWatch *w, KwApplyRequest *req, const char *rv);
+extern void kw_watch_note_batch_sent(KwWatch *w, KwApplyOp op);
 extern void kw_watch_drop_unapplied(KwWatch *w);
 
 #endif							/* KW_WATCH_H */

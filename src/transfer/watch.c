@@ -170,11 +170,11 @@ kw_watch_unapplied(KwWatch *w)
 }
 
 /*
- * kw_watch_reset_items: forgets the pending list items (sent, or given up); with no
+ * reset_items: forgets the pending list items (sent, or given up); with no
  * events pending, also what decoding left in the batch context.
  */
-void
-kw_watch_reset_items(KwWatch *w)
+static void
+reset_items(KwWatch *w)
 {
 	w->nitems = 0;
 	w->items = NULL;
@@ -184,9 +184,9 @@ kw_watch_reset_items(KwWatch *w)
 		MemoryContextReset(w->batch_cxt);
 }
 
-/* kw_watch_reset_events: forgets the pending events (sent, or given up). */
-void
-kw_watch_reset_events(KwWatch *w)
+/* reset_events: forgets the pending events (sent, or given up). */
+static void
+reset_events(KwWatch *w)
 {
 	w->nevents = 0;
 	w->events = NULL;
@@ -199,8 +199,8 @@ kw_watch_reset_events(KwWatch *w)
 static void
 reset_batch(KwWatch *w)
 {
-	kw_watch_reset_events(w);
-	kw_watch_reset_items(w);
+	reset_events(w);
+	reset_items(w);
 }
 
 /* kw_watch_forget_request: the request in flight is done with. */
@@ -262,6 +262,30 @@ kw_watch_send_request(KwWatch *w, KwApplyRequest *req, const char *rv)
 	w->sent_op = req->op;
 	kw_watch_set_str(w, &w->sent_rv, rv);
 	kw_watch_submit_request(w);
+}
+
+/*
+ * kw_watch_note_batch_sent: request `op` (kw_watch_flush's, just sent with
+ * kw_watch_send_request) carries a part of the pending batch: forgets that
+ * part, so that the stream decodes the next batch meanwhile (PROTOCOL 27).
+ * A list's merge (KW_APPLY_RELIST_FINISH) takes the pending finish and the
+ * streaming list's changes before its bookmark; list items
+ * (KW_APPLY_RELIST_STAGE) the items; watch events the events.  The request
+ * itself stays in the watch until its result is taken.
+ */
+void
+kw_watch_note_batch_sent(KwWatch *w, KwApplyOp op)
+{
+	if (op == KW_APPLY_RELIST_FINISH)
+	{
+		w->list_finish_pending = false;
+		w->amends = NULL;		/* sent; list_committed resets list_cxt */
+		w->namends = w->maxamends = 0;
+	}
+	else if (op == KW_APPLY_RELIST_STAGE)
+		reset_items(w);
+	else
+		reset_events(w);
 }
 
 /*
@@ -920,7 +944,7 @@ kw_watch_restart_list(KwWatch *w, bool with_rv)
 	 * flight) they are kept: they follow it.
 	 */
 	if (w->list_finish_pending)
-		kw_watch_reset_events(w);
+		reset_events(w);
 	w->need_list = true;
 	if (w->slot->synced)
 		kw_watch_set_synced(w, false, false);
@@ -929,7 +953,7 @@ kw_watch_restart_list(KwWatch *w, bool with_rv)
 	w->list_finish_pending = false;
 	kw_watch_set_str(w, &w->continue_token, NULL);
 	kw_watch_set_str(w, &w->list_rv, NULL);
-	kw_watch_reset_items(w);	/* staged rows are emptied by relist_begin */
+	reset_items(w);			/* staged rows are emptied by relist_begin */
 	w->amends = NULL;			/* in list_cxt, reset by relist_begun */
 	w->namends = w->maxamends = 0;
 }

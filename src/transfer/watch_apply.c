@@ -95,16 +95,7 @@ kw_watch_flush(KwWatch *w)
 	else
 		return false;
 	kw_watch_send_request(w, &req, req.rv);
-	if (req.op == KW_APPLY_RELIST_FINISH)
-	{
-		w->list_finish_pending = false;
-		w->amends = NULL;		/* sent; list_committed resets list_cxt */
-		w->namends = w->maxamends = 0;
-	}
-	else if (req.op == KW_APPLY_RELIST_STAGE)
-		kw_watch_reset_items(w);
-	else
-		kw_watch_reset_events(w);
+	kw_watch_note_batch_sent(w, req.op);
 
 	if (w->http)
 		kw_http_transfer_resume(w->http);
