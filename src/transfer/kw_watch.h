@@ -127,8 +127,8 @@ extern void kw_watch_count_apply(KwWatch *w, KwApplyCounts *c, bool sync_done);
 extern void kw_watch_record_error(KwWatch *w, KwErrorSource src, const char *msg);
 
 /*
- * in watch.c (called by watch_result.c and watch_apply.c; watch.c calls
- * neither)
+ * in watch.c, the only file that changes a KwWatch (called by
+ * watch_result.c and watch_apply.c; watch.c calls neither)
  */
 extern void kw_watch_stop_transfer(KwWatch *w);
 extern void kw_watch_restart_list(KwWatch *w, bool with_rv);
@@ -145,5 +145,14 @@ extern void kw_watch_submit_request(KwWatch *w);
 extern void kw_watch_send_request(KwWatch *w, KwApplyRequest *req, const char *rv);
 extern void kw_watch_note_batch_sent(KwWatch *w, KwApplyOp op);
 extern void kw_watch_drop_unapplied(KwWatch *w);
+extern bool kw_watch_take_result(KwWatch *w, KwApplyResult *res, MemoryContext cxt);
+extern void kw_watch_keep_request(KwWatch *w);
+
+/* in watch.c: what an apply request's success does to the watch */
+extern void kw_watch_note_relist_begun(KwWatch *w, KwApplyResult *res);
+extern void kw_watch_note_items_staged(KwWatch *w, KwApplyResult *res);
+extern void kw_watch_note_list_committed(KwWatch *w, KwApplyCounts *counts);
+extern void kw_watch_note_events_applied(KwWatch *w, KwApplyResult *res);
+extern void kw_watch_note_rows_counted(KwWatch *w, int64 rows);
 
 #endif							/* KW_WATCH_H */

@@ -279,7 +279,8 @@ kw_watch_note_batch_sent(KwWatch *w, KwApplyOp op)
 	if (op == KW_APPLY_RELIST_FINISH)
 	{
 		w->list_finish_pending = false;
-		w->amends = NULL;		/* sent; list_committed resets list_cxt */
+		/* sent; kw_watch_note_list_committed resets list_cxt */
+		w->amends = NULL;
 		w->namends = w->maxamends = 0;
 	}
 	else if (op == KW_APPLY_RELIST_STAGE)
@@ -298,6 +299,156 @@ kw_watch_drop_unapplied(KwWatch *w)
 {
 	kw_watch_forget_request(w);
 	reset_batch(w);
+}
+
+/*
+ * kw_watch_take_result: once the apply worker of the watch's request has
+ * reported (kw_apply_poll), takes its result into *res (allocated in
+ * `cxt`): the request is in no apply worker any more, but stays in the
+ * watch (sent, sent_op, sent_rv) until the result's reader forgets or keeps
+ * it.  Returns false, changing nothing, when no request is in an apply
+ * worker or its result has not come yet.
+ */
+bool
+kw_watch_take_result(KwWatch *w, KwApplyResult *res, MemoryContext cxt)
+{
+	if (w->ticket == NULL || !kw_apply_poll(w->ticket, res, cxt))
+		return false;
+	w->ticket = NULL;
+	return true;
+}
+
+/*
+ * kw_watch_keep_request: the request failed in a way that sending it again
+ * may fix (watch_result.c judges): it is kept, and kw_watch_has_pending
+ * offers it again once kw_watch_retry_delay (which advances the backoff)
+ * has passed.
+ */
+void
+kw_watch_keep_request(KwWatch *w)
+{
+	w->resubmit_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												 kw_watch_retry_delay(w, 0));
+}
+
+/* ---------------------------------------------------------------------
+ * what an apply request's success does to the watch (watch_result.c
+ * takes the result and says which)
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * kw_watch_note_relist_begun: the apply worker prepared the LIST (staging
+ * table, or straight into the mirror: res->direct) and sent the table's
+ * uid -> resourceVersion (res->known_*): the first page may be requested.
+ */
+void
+kw_watch_note_relist_begun(KwWatch *w, KwApplyResult *res)
+{
+	MemoryContextReset(w->list_cxt);
+	w->known = kw_known_import(res->known_uids, res->known_rvs, res->nknown,
+							   w->list_cxt);
+	w->list_direct = res->direct;
+	w->list_started = true;
+	w->list_items = 0;
+	w->list_rv = NULL;
+	w->continue_token = NULL;
+	/* a LIST after any earlier sync (even before a restart) is a relist */
+	if (w->first_list_done || w->resume_rv)
+		KW_WATCH_COUNT(w, relists, 1);
+	kw_watch_retry_now(w);
+}
+
+/*
+ * kw_watch_note_items_staged: a page of list items (KW_APPLY_RELIST_STAGE)
+ * is staged, as `res` counts it; an item the apply worker skipped is not
+ * in the table, nor in the list's count.
+ */
+void
+kw_watch_note_items_staged(KwWatch *w, KwApplyResult *res)
+{
+	kw_watch_count_apply(w, &res->counts, false);
+	if (res->skipped > 0)
+	{
+		w->list_items -= res->skipped;	/* not staged: not in the table */
+		KW_WATCH_COUNT(w, skipped_objects, res->skipped);
+	}
+}
+
+/*
+ * kw_watch_note_rows_counted: an apply worker counted the rows of the
+ * watch's table (KW_APPLY_COUNT_ROWS, sent when a watch resumes from its
+ * checkpoint): `rows` objects, shown with the checkpoint.
+ */
+void
+kw_watch_note_rows_counted(KwWatch *w, int64 rows)
+{
+	w->objects = rows;
+	kw_watch_publish_progress(w);
+}
+
+/*
+ * kw_watch_note_list_committed: a relist's merge (KW_APPLY_RELIST_FINISH)
+ * has committed, changing the rows as `counts` says: the staged list is the
+ * table now; watch from its resourceVersion.  Called with the request
+ * still in the watch (its sent_rv is the list's resourceVersion).
+ */
+void
+kw_watch_note_list_committed(KwWatch *w, KwApplyCounts *counts)
+{
+	w->objects = w->list_items;
+
+	/*
+	 * The merged list's resourceVersion, as sent: a streaming list's stream
+	 * may have failed meanwhile (restart_list cleared list_rv); the table
+	 * holds that list all the same, and the WATCH from its resourceVersion
+	 * finds out what the failure meant (a 410 relists).
+	 */
+	kw_watch_set_str(w, &w->resume_rv, w->sent_rv);
+	w->need_list = false;
+	w->list_started = false;
+	w->list_finish_pending = false;
+	w->first_list_done = true;
+	w->list_not_streamed = false;
+	w->backoff_ms = 0;
+	w->short_watches = 0;
+	w->decode_failures = 0;
+	w->known = NULL;
+	MemoryContextReset(w->list_cxt);
+	kw_watch_count_apply(w, counts, true);
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	w->slot->last_list_at = GetCurrentTimestamp();
+	/* kwatch.relist(wait => true) waits for this (sync_wait.c) */
+	if (w->list_request > w->slot->relist_done)
+		w->slot->relist_done = w->list_request;
+	LWLockRelease(kw_shared->lock);
+	w->list_request = 0;
+	kw_watch_publish_progress(w);
+	kw_watch_set_synced(w, true, true);
+	/* a streaming list's stream goes on as the WATCH */
+	if (w->xfer == XFER_WATCH)
+		kw_watch_set_state(w, KW_STATE_WATCHING);
+}
+
+/*
+ * kw_watch_note_events_applied: a batch of watch events (KW_APPLY_EVENTS)
+ * committed with its checkpoint, the request's sent_rv, which becomes the
+ * watch's resume resourceVersion; `res` says what changed and what was
+ * skipped.  A transfer that has streamed KW_HEALTHY_RESET_MS is healthy
+ * again: the backoff resets.
+ */
+void
+kw_watch_note_events_applied(KwWatch *w, KwApplyResult *res)
+{
+	w->objects += res->counts.added - res->counts.deleted;
+	kw_watch_count_apply(w, &res->counts, true);
+	if (res->skipped > 0)
+		KW_WATCH_COUNT(w, skipped_objects, res->skipped);
+	kw_watch_set_str(w, &w->resume_rv, w->sent_rv);
+	kw_watch_publish_progress(w);
+	if (TimestampDifferenceExceeds(w->xfer_started, GetCurrentTimestamp(),
+								   KW_HEALTHY_RESET_MS))
+		w->backoff_ms = 0;
 }
 
 /* ---------------------------------------------------------------------
@@ -836,7 +987,7 @@ start_list_page(KwWatch *w)
 
 	if (!w->list_started)
 	{
-		/* first the apply side prepares the table (relist_begun) */
+		/* first the apply side prepares the table (kw_watch_note_relist_begun) */
 		KwApplyRequest req = {.op = KW_APPLY_RELIST_BEGIN,
 			/* only a first sync with no checkpoint may skip staging (sync.c) */
 		.allow_direct = !w->first_list_done && w->resume_rv == NULL,
@@ -954,7 +1105,8 @@ kw_watch_restart_list(KwWatch *w, bool with_rv)
 	kw_watch_set_str(w, &w->continue_token, NULL);
 	kw_watch_set_str(w, &w->list_rv, NULL);
 	reset_items(w);			/* staged rows are emptied by relist_begin */
-	w->amends = NULL;			/* in list_cxt, reset by relist_begun */
+	/* in list_cxt, reset by kw_watch_note_relist_begun */
+	w->amends = NULL;
 	w->namends = w->maxamends = 0;
 }
 

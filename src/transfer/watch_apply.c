@@ -13,7 +13,6 @@
  */
 #include "postgres.h"
 
-#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "kw_common.h"
