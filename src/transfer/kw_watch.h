@@ -119,7 +119,6 @@ struct KwWatch
 	} while (0)
 
 /* in watch_status.c */
-extern void kw_watch_set_str(KwWatch *w, char **field, const char *value);
 extern void kw_watch_set_state(KwWatch *w, KwWatchState st);
 extern void kw_watch_set_synced(KwWatch *w, bool synced, bool list_done);
 extern void kw_watch_publish_progress(KwWatch *w);

@@ -75,6 +75,17 @@
 
 static void start_stream_list(KwWatch *w);
 
+/* set_str: replaces *field (in the watch's context) by a copy of value. */
+static void
+set_str(KwWatch *w, char **field, const char *value)
+{
+	char	   *old = *field;
+
+	*field = value ? MemoryContextStrdup(w->cxt, value) : NULL;
+	if (old)
+		pfree(old);
+}
+
 /* ---------------------------------------------------------------------
  * scheduling
  * ---------------------------------------------------------------------
@@ -208,7 +219,7 @@ void
 kw_watch_forget_request(KwWatch *w)
 {
 	resetStringInfo(&w->sent);
-	kw_watch_set_str(w, &w->sent_rv, NULL);
+	set_str(w, &w->sent_rv, NULL);
 	w->ticket = NULL;
 	w->resubmit_at = 0;
 }
@@ -260,7 +271,7 @@ kw_watch_send_request(KwWatch *w, KwApplyRequest *req, const char *rv)
 	req->direct = w->list_direct;
 	kw_apply_request_encode(&w->sent, req);
 	w->sent_op = req->op;
-	kw_watch_set_str(w, &w->sent_rv, rv);
+	set_str(w, &w->sent_rv, rv);
 	kw_watch_submit_request(w);
 }
 
@@ -404,7 +415,7 @@ kw_watch_note_list_committed(KwWatch *w, KwApplyCounts *counts)
 	 * holds that list all the same, and the WATCH from its resourceVersion
 	 * finds out what the failure meant (a 410 relists).
 	 */
-	kw_watch_set_str(w, &w->resume_rv, w->sent_rv);
+	set_str(w, &w->resume_rv, w->sent_rv);
 	w->need_list = false;
 	w->list_started = false;
 	w->list_finish_pending = false;
@@ -444,7 +455,7 @@ kw_watch_note_events_applied(KwWatch *w, KwApplyResult *res)
 	kw_watch_count_apply(w, &res->counts, true);
 	if (res->skipped > 0)
 		KW_WATCH_COUNT(w, skipped_objects, res->skipped);
-	kw_watch_set_str(w, &w->resume_rv, w->sent_rv);
+	set_str(w, &w->resume_rv, w->sent_rv);
 	kw_watch_publish_progress(w);
 	if (TimestampDifferenceExceeds(w->xfer_started, GetCurrentTimestamp(),
 								   KW_HEALTHY_RESET_MS))
@@ -647,7 +658,7 @@ on_initial_event(KwWatch *w, KwEventType t, json_object *o)
 			return;
 		}
 		KW_WATCH_COUNT(w, bookmarks, 1);
-		kw_watch_set_str(w, &w->list_rv, rv);
+		set_str(w, &w->list_rv, rv);
 		w->list_rv_seen = true;
 		w->list_finish_pending = true;
 		w->streaming = false;
@@ -902,7 +913,7 @@ start_transfer(KwWatch *w, KwXfer kind, const char *url)
 	w->http = kw_http_transfer_create(w->cfg, url, true, watch_feed, w, w->batch_cxt);
 	w->xfer = kind;
 	resetStringInfo(&w->errbody);
-	kw_watch_set_str(w, &w->abort_reason, NULL);
+	set_str(w, &w->abort_reason, NULL);
 	w->abort_relist_no_rv = false;
 	w->xfer_started = GetCurrentTimestamp();
 	w->xfer_events = 0;
@@ -1102,8 +1113,8 @@ kw_watch_restart_list(KwWatch *w, bool with_rv)
 	w->list_with_rv = with_rv && w->resume_rv != NULL;
 	w->list_started = false;
 	w->list_finish_pending = false;
-	kw_watch_set_str(w, &w->continue_token, NULL);
-	kw_watch_set_str(w, &w->list_rv, NULL);
+	set_str(w, &w->continue_token, NULL);
+	set_str(w, &w->list_rv, NULL);
 	reset_items(w);			/* staged rows are emptied by relist_begin */
 	/* in list_cxt, reset by kw_watch_note_relist_begun */
 	w->amends = NULL;
@@ -1175,11 +1186,11 @@ static void
 list_page_done(KwWatch *w, const char *rv, const char *cont)
 {
 	if (w->list_rv == NULL)
-		kw_watch_set_str(w, &w->list_rv, rv);
+		set_str(w, &w->list_rv, rv);
 	w->list_rv_seen = true;
 	if (cont != NULL && w->list_from_cache)
 		w->paginated_result = true; /* no watch cache: keep paging */
-	kw_watch_set_str(w, &w->continue_token, cont);
+	set_str(w, &w->continue_token, cont);
 	if (cont == NULL)
 		w->list_finish_pending = true;
 	kw_watch_retry_now(w);
