@@ -6,6 +6,9 @@
  *		watch_apply.c (batches to the apply workers), watch_result.c (what
  *		their results mean) and watch_status.c (the shared status).  The
  *		worker sees KwWatch only through kw_worker.h's kw_watch_* functions.
+ *		Only watch.c changes a KwWatch: the other files read it and call
+ *		watch.c's transition functions, declared below
+ *		(test/layout/check_layout.py checks).
  *
  *-------------------------------------------------------------------------
  */
