@@ -6,6 +6,9 @@
  *		watch_apply.c (batches to the apply workers), watch_result.c (what
  *		their results mean) and watch_status.c (the shared status).  The
  *		worker sees KwWatch only through kw_worker.h's kw_watch_* functions.
+ *		Only watch.c changes a KwWatch: the other files read it and call
+ *		watch.c's transition functions, declared below
+ *		(test/layout/check_layout.py checks).
  *
  *-------------------------------------------------------------------------
  */
@@ -119,26 +122,39 @@ struct KwWatch
 	} while (0)
 
 /* in watch_status.c */
-extern void kw_watch_set_str(KwWatch *w, char **field, const char *value);
 extern void kw_watch_set_state(KwWatch *w, KwWatchState st);
 extern void kw_watch_set_synced(KwWatch *w, bool synced, bool list_done);
 extern void kw_watch_publish_progress(KwWatch *w);
 extern void kw_watch_count_apply(KwWatch *w, KwApplyCounts *c, bool sync_done);
 extern void kw_watch_record_error(KwWatch *w, KwErrorSource src, const char *msg);
 
-/* in watch.c (called by watch_result.c; watch.c never calls it) */
+/*
+ * in watch.c, the only file that changes a KwWatch (called by
+ * watch_result.c and watch_apply.c; watch.c calls neither)
+ */
 extern void kw_watch_stop_transfer(KwWatch *w);
 extern void kw_watch_restart_list(KwWatch *w, bool with_rv);
 extern int	kw_watch_retry_delay(KwWatch *w, int min_ms);
 extern void kw_watch_schedule_retry(KwWatch *w, int min_ms, KwWatchState st);
 extern void kw_watch_retry_now(KwWatch *w);
 
-/* in watch_apply.c */
+/* in watch.c: the pending batch and the apply request */
+extern bool kw_watch_finish_ready(KwWatch *w);
+extern bool kw_watch_pending_work(KwWatch *w);
 extern bool kw_watch_unapplied(KwWatch *w);
 extern void kw_watch_forget_request(KwWatch *w);
-extern void kw_watch_drop_unapplied(KwWatch *w);
-extern void kw_watch_reset_items(KwWatch *w);
-extern void kw_watch_reset_events(KwWatch *w);
+extern void kw_watch_submit_request(KwWatch *w);
 extern void kw_watch_send_request(KwWatch *w, KwApplyRequest *req, const char *rv);
+extern void kw_watch_note_batch_sent(KwWatch *w, KwApplyOp op);
+extern void kw_watch_drop_unapplied(KwWatch *w);
+extern bool kw_watch_take_result(KwWatch *w, KwApplyResult *res, MemoryContext cxt);
+extern void kw_watch_keep_request(KwWatch *w);
+
+/* in watch.c: what an apply request's success does to the watch */
+extern void kw_watch_note_relist_begun(KwWatch *w, KwApplyResult *res);
+extern void kw_watch_note_items_staged(KwWatch *w, KwApplyResult *res);
+extern void kw_watch_note_list_committed(KwWatch *w, KwApplyCounts *counts);
+extern void kw_watch_note_events_applied(KwWatch *w, KwApplyResult *res);
+extern void kw_watch_note_rows_counted(KwWatch *w, int64 rows);
 
 #endif							/* KW_WATCH_H */

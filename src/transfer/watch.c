@@ -19,8 +19,8 @@
  * The worker calls, in each pass of its loop:
  *	 - kw_watch_flush() when kw_watch_has_pending() (watch_apply.c): hands
  *	   what the stream decoded to an apply worker, and kw_watch_collect()
- *	   (watch_result.c, which calls this file, never the other way) takes
- *	   the result;
+ *	   (watch_result.c) takes the result; both files call this one, never
+ *	   the other way;
  *	 - kw_watch_tick(): starts the next request when one is due, aborts a
  *	   stalled watch, and says how long it may sleep;
  *	 - kw_watch_transfer_done() when libcurl reports a transfer finished:
@@ -75,6 +75,17 @@
 
 static void start_stream_list(KwWatch *w);
 
+/* set_str: replaces *field (in the watch's context) by a copy of value. */
+static void
+set_str(KwWatch *w, char **field, const char *value)
+{
+	char	   *old = *field;
+
+	*field = value ? MemoryContextStrdup(w->cxt, value) : NULL;
+	if (old)
+		pfree(old);
+}
+
 /* ---------------------------------------------------------------------
  * scheduling
  * ---------------------------------------------------------------------
@@ -127,6 +138,328 @@ void
 kw_watch_retry_now(KwWatch *w)
 {
 	w->next_attempt = 0;
+}
+
+/* ---------------------------------------------------------------------
+ * the pending batch and the apply request: their state changes here
+ * only; watch_apply.c chooses what to hand over, watch_result.c what
+ * a result means
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * kw_watch_finish_ready: whether a list's merge may be sent: its last page
+ * arrived (no transfer left), or its streaming list reached
+ * initial-events-end (the stream goes on as the WATCH; its events are sent
+ * after the merge).
+ */
+bool
+kw_watch_finish_ready(KwWatch *w)
+{
+	return w->list_finish_pending &&
+		(w->xfer == XFER_NONE || (w->xfer == XFER_WATCH && !w->streaming));
+}
+
+/*
+ * kw_watch_pending_work: whether anything decoded waits to be handed to an
+ * apply worker: events, list items, or a completed LIST to merge.
+ */
+bool
+kw_watch_pending_work(KwWatch *w)
+{
+	return w->nevents > 0 || w->nitems > 0 || kw_watch_finish_ready(w);
+}
+
+/*
+ * kw_watch_unapplied: whether anything decoded is not committed yet: pending, in an
+ * apply worker, or a request kept for its retry.
+ */
+bool
+kw_watch_unapplied(KwWatch *w)
+{
+	return kw_watch_pending_work(w) || w->sent.len > 0;
+}
+
+/*
+ * reset_items: forgets the pending list items (sent, or given up); with no
+ * events pending, also what decoding left in the batch context.
+ */
+static void
+reset_items(KwWatch *w)
+{
+	w->nitems = 0;
+	w->items = NULL;
+	w->maxitems = 0;
+	MemoryContextReset(w->items_cxt);
+	if (w->nevents == 0)
+		MemoryContextReset(w->batch_cxt);
+}
+
+/* reset_events: forgets the pending events (sent, or given up). */
+static void
+reset_events(KwWatch *w)
+{
+	w->nevents = 0;
+	w->events = NULL;
+	w->maxevents = 0;
+	w->pending_rv = NULL;
+	MemoryContextReset(w->batch_cxt);
+}
+
+/* reset_batch: forgets the pending batch (applied, or given up). */
+static void
+reset_batch(KwWatch *w)
+{
+	reset_events(w);
+	reset_items(w);
+}
+
+/* kw_watch_forget_request: the request in flight is done with. */
+void
+kw_watch_forget_request(KwWatch *w)
+{
+	resetStringInfo(&w->sent);
+	set_str(w, &w->sent_rv, NULL);
+	w->ticket = NULL;
+	w->resubmit_at = 0;
+}
+
+/*
+ * apply_timeout: the deadline of the watch's batches, ms (0: none): its
+ * own (watch(apply_timeout)), else kwatch.apply_timeout.  A watch whose
+ * owner is not a superuser never has a longer deadline than
+ * kwatch.apply_timeout, nor none while the setting has one: its table
+ * owner's code could otherwise hold an apply worker for ever (issue 30;
+ * watch() refuses such a value, and the 0.7.0 update clamps the ones 0.6.0
+ * let through, but the rule holds here whatever the table says).
+ */
+static int
+apply_timeout(KwWatch *w)
+{
+	int			own = w->reg.apply_timeout_ms;
+
+	if (own < 0)
+		return kw_apply_timeout_ms;
+	if (!w->reg.owner_super && kw_apply_timeout_ms > 0 &&
+		(own == 0 || own > kw_apply_timeout_ms))
+		return kw_apply_timeout_ms;
+	return own;
+}
+
+/*
+ * kw_watch_submit_request: hands w->sent to the apply pool; when every apply worker is busy
+ * (or its owner holds its share of them) it stays queued and
+ * kw_watch_flush tries again on a later pass.
+ */
+void
+kw_watch_submit_request(KwWatch *w)
+{
+	w->ticket = kw_apply_submit(&w->sent, w, w->reg.id, w->reg.owner, apply_timeout(w));
+}
+
+/*
+ * kw_watch_send_request: encodes `req` (op and batch; the registration and deadline
+ * are the watch's) as the watch's request and submits it.  `rv` is kept
+ * for the result (a copy).
+ */
+void
+kw_watch_send_request(KwWatch *w, KwApplyRequest *req, const char *rv)
+{
+	Assert(w->sent.len == 0 && w->ticket == NULL);
+	req->reg = w->reg;
+	req->timeout_ms = apply_timeout(w);
+	req->direct = w->list_direct;
+	kw_apply_request_encode(&w->sent, req);
+	w->sent_op = req->op;
+	set_str(w, &w->sent_rv, rv);
+	kw_watch_submit_request(w);
+}
+
+/*
+ * kw_watch_note_batch_sent: request `op` (kw_watch_flush's, just sent with
+ * kw_watch_send_request) carries a part of the pending batch: forgets that
+ * part, so that the stream decodes the next batch meanwhile (PROTOCOL 27).
+ * A list's merge (KW_APPLY_RELIST_FINISH) takes the pending finish and the
+ * streaming list's changes before its bookmark; list items
+ * (KW_APPLY_RELIST_STAGE) the items; watch events the events.  The request
+ * itself stays in the watch until its result is taken.
+ */
+void
+kw_watch_note_batch_sent(KwWatch *w, KwApplyOp op)
+{
+	if (op == KW_APPLY_RELIST_FINISH)
+	{
+		w->list_finish_pending = false;
+		/* sent; kw_watch_note_list_committed resets list_cxt */
+		w->amends = NULL;
+		w->namends = w->maxamends = 0;
+	}
+	else if (op == KW_APPLY_RELIST_STAGE)
+		reset_items(w);
+	else
+		reset_events(w);
+}
+
+/*
+ * kw_watch_drop_unapplied: a request failed for good: what was decoded after it is
+ * of no use (the relist that follows reads the newest state), nor is the
+ * request.
+ */
+void
+kw_watch_drop_unapplied(KwWatch *w)
+{
+	kw_watch_forget_request(w);
+	reset_batch(w);
+}
+
+/*
+ * kw_watch_take_result: once the apply worker of the watch's request has
+ * reported (kw_apply_poll), takes its result into *res (allocated in
+ * `cxt`): the request is in no apply worker any more, but stays in the
+ * watch (sent, sent_op, sent_rv) until the result's reader forgets or keeps
+ * it.  Returns false, changing nothing, when no request is in an apply
+ * worker or its result has not come yet.
+ */
+bool
+kw_watch_take_result(KwWatch *w, KwApplyResult *res, MemoryContext cxt)
+{
+	if (w->ticket == NULL || !kw_apply_poll(w->ticket, res, cxt))
+		return false;
+	w->ticket = NULL;
+	return true;
+}
+
+/*
+ * kw_watch_keep_request: the request failed in a way that sending it again
+ * may fix (watch_result.c judges): it is kept, and kw_watch_has_pending
+ * offers it again once kw_watch_retry_delay (which advances the backoff)
+ * has passed.
+ */
+void
+kw_watch_keep_request(KwWatch *w)
+{
+	w->resubmit_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												 kw_watch_retry_delay(w, 0));
+}
+
+/* ---------------------------------------------------------------------
+ * what an apply request's success does to the watch (watch_result.c
+ * takes the result and says which)
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * kw_watch_note_relist_begun: the apply worker prepared the LIST (staging
+ * table, or straight into the mirror: res->direct) and sent the table's
+ * uid -> resourceVersion (res->known_*): the first page may be requested.
+ */
+void
+kw_watch_note_relist_begun(KwWatch *w, KwApplyResult *res)
+{
+	MemoryContextReset(w->list_cxt);
+	w->known = kw_known_import(res->known_uids, res->known_rvs, res->nknown,
+							   w->list_cxt);
+	w->list_direct = res->direct;
+	w->list_started = true;
+	w->list_items = 0;
+	w->list_rv = NULL;
+	w->continue_token = NULL;
+	/* a LIST after any earlier sync (even before a restart) is a relist */
+	if (w->first_list_done || w->resume_rv)
+		KW_WATCH_COUNT(w, relists, 1);
+	kw_watch_retry_now(w);
+}
+
+/*
+ * kw_watch_note_items_staged: a page of list items (KW_APPLY_RELIST_STAGE)
+ * is staged, as `res` counts it; an item the apply worker skipped is not
+ * in the table, nor in the list's count.
+ */
+void
+kw_watch_note_items_staged(KwWatch *w, KwApplyResult *res)
+{
+	kw_watch_count_apply(w, &res->counts, false);
+	if (res->skipped > 0)
+	{
+		w->list_items -= res->skipped;	/* not staged: not in the table */
+		KW_WATCH_COUNT(w, skipped_objects, res->skipped);
+	}
+}
+
+/*
+ * kw_watch_note_rows_counted: an apply worker counted the rows of the
+ * watch's table (KW_APPLY_COUNT_ROWS, sent when a watch resumes from its
+ * checkpoint): `rows` objects, shown with the checkpoint.
+ */
+void
+kw_watch_note_rows_counted(KwWatch *w, int64 rows)
+{
+	w->objects = rows;
+	kw_watch_publish_progress(w);
+}
+
+/*
+ * kw_watch_note_list_committed: a relist's merge (KW_APPLY_RELIST_FINISH)
+ * has committed, changing the rows as `counts` says: the staged list is the
+ * table now; watch from its resourceVersion.  Called with the request
+ * still in the watch (its sent_rv is the list's resourceVersion).
+ */
+void
+kw_watch_note_list_committed(KwWatch *w, KwApplyCounts *counts)
+{
+	w->objects = w->list_items;
+
+	/*
+	 * The merged list's resourceVersion, as sent: a streaming list's stream
+	 * may have failed meanwhile (restart_list cleared list_rv); the table
+	 * holds that list all the same, and the WATCH from its resourceVersion
+	 * finds out what the failure meant (a 410 relists).
+	 */
+	set_str(w, &w->resume_rv, w->sent_rv);
+	w->need_list = false;
+	w->list_started = false;
+	w->list_finish_pending = false;
+	w->first_list_done = true;
+	w->list_not_streamed = false;
+	w->backoff_ms = 0;
+	w->short_watches = 0;
+	w->decode_failures = 0;
+	w->known = NULL;
+	MemoryContextReset(w->list_cxt);
+	kw_watch_count_apply(w, counts, true);
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	w->slot->last_list_at = GetCurrentTimestamp();
+	/* kwatch.relist(wait => true) waits for this (sync_wait.c) */
+	if (w->list_request > w->slot->relist_done)
+		w->slot->relist_done = w->list_request;
+	LWLockRelease(kw_shared->lock);
+	w->list_request = 0;
+	kw_watch_publish_progress(w);
+	kw_watch_set_synced(w, true, true);
+	/* a streaming list's stream goes on as the WATCH */
+	if (w->xfer == XFER_WATCH)
+		kw_watch_set_state(w, KW_STATE_WATCHING);
+}
+
+/*
+ * kw_watch_note_events_applied: a batch of watch events (KW_APPLY_EVENTS)
+ * committed with its checkpoint, the request's sent_rv, which becomes the
+ * watch's resume resourceVersion; `res` says what changed and what was
+ * skipped.  A transfer that has streamed KW_HEALTHY_RESET_MS is healthy
+ * again: the backoff resets.
+ */
+void
+kw_watch_note_events_applied(KwWatch *w, KwApplyResult *res)
+{
+	w->objects += res->counts.added - res->counts.deleted;
+	kw_watch_count_apply(w, &res->counts, true);
+	if (res->skipped > 0)
+		KW_WATCH_COUNT(w, skipped_objects, res->skipped);
+	set_str(w, &w->resume_rv, w->sent_rv);
+	kw_watch_publish_progress(w);
+	if (TimestampDifferenceExceeds(w->xfer_started, GetCurrentTimestamp(),
+								   KW_HEALTHY_RESET_MS))
+		w->backoff_ms = 0;
 }
 
 /* ---------------------------------------------------------------------
@@ -325,7 +658,7 @@ on_initial_event(KwWatch *w, KwEventType t, json_object *o)
 			return;
 		}
 		KW_WATCH_COUNT(w, bookmarks, 1);
-		kw_watch_set_str(w, &w->list_rv, rv);
+		set_str(w, &w->list_rv, rv);
 		w->list_rv_seen = true;
 		w->list_finish_pending = true;
 		w->streaming = false;
@@ -580,7 +913,7 @@ start_transfer(KwWatch *w, KwXfer kind, const char *url)
 	w->http = kw_http_transfer_create(w->cfg, url, true, watch_feed, w, w->batch_cxt);
 	w->xfer = kind;
 	resetStringInfo(&w->errbody);
-	kw_watch_set_str(w, &w->abort_reason, NULL);
+	set_str(w, &w->abort_reason, NULL);
 	w->abort_relist_no_rv = false;
 	w->xfer_started = GetCurrentTimestamp();
 	w->xfer_events = 0;
@@ -665,7 +998,7 @@ start_list_page(KwWatch *w)
 
 	if (!w->list_started)
 	{
-		/* first the apply side prepares the table (relist_begun) */
+		/* first the apply side prepares the table (kw_watch_note_relist_begun) */
 		KwApplyRequest req = {.op = KW_APPLY_RELIST_BEGIN,
 			/* only a first sync with no checkpoint may skip staging (sync.c) */
 		.allow_direct = !w->first_list_done && w->resume_rv == NULL,
@@ -773,17 +1106,18 @@ kw_watch_restart_list(KwWatch *w, bool with_rv)
 	 * flight) they are kept: they follow it.
 	 */
 	if (w->list_finish_pending)
-		kw_watch_reset_events(w);
+		reset_events(w);
 	w->need_list = true;
 	if (w->slot->synced)
 		kw_watch_set_synced(w, false, false);
 	w->list_with_rv = with_rv && w->resume_rv != NULL;
 	w->list_started = false;
 	w->list_finish_pending = false;
-	kw_watch_set_str(w, &w->continue_token, NULL);
-	kw_watch_set_str(w, &w->list_rv, NULL);
-	kw_watch_reset_items(w);	/* staged rows are emptied by relist_begin */
-	w->amends = NULL;			/* in list_cxt, reset by relist_begun */
+	set_str(w, &w->continue_token, NULL);
+	set_str(w, &w->list_rv, NULL);
+	reset_items(w);			/* staged rows are emptied by relist_begin */
+	/* in list_cxt, reset by kw_watch_note_relist_begun */
+	w->amends = NULL;
 	w->namends = w->maxamends = 0;
 }
 
@@ -852,11 +1186,11 @@ static void
 list_page_done(KwWatch *w, const char *rv, const char *cont)
 {
 	if (w->list_rv == NULL)
-		kw_watch_set_str(w, &w->list_rv, rv);
+		set_str(w, &w->list_rv, rv);
 	w->list_rv_seen = true;
 	if (cont != NULL && w->list_from_cache)
 		w->paginated_result = true; /* no watch cache: keep paging */
-	kw_watch_set_str(w, &w->continue_token, cont);
+	set_str(w, &w->continue_token, cont);
 	if (cont == NULL)
 		w->list_finish_pending = true;
 	kw_watch_retry_now(w);

@@ -4,13 +4,13 @@
  *		What a watch publishes in its shared status slot (kw_worker.h
  *		KwWatchStatus: kwatch.watches, wait_synced(), the metrics): its
  *		state, progress, counters and last error.  Called by watch.c and
- *		watch_apply.c, in the worker.
+ *		watch_result.c, in the worker; it reads the watch and writes only
+ *		its slot.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "kw_common.h"
@@ -18,17 +18,6 @@
 #include "kw_apply.h"
 #include "kw_worker.h"
 #include "kw_watch.h"
-
-/* kw_watch_set_str: replaces *field (in the watch's context) by a copy of value. */
-void
-kw_watch_set_str(KwWatch *w, char **field, const char *value)
-{
-	char	   *old = *field;
-
-	*field = value ? MemoryContextStrdup(w->cxt, value) : NULL;
-	if (old)
-		pfree(old);
-}
 
 /*
  * kw_watch_set_state: shows `st` as the watch's state (since now, when it

@@ -8,10 +8,13 @@ Checks, and exits 1 naming every break:
   3. the graph of which file calls which, read from the symbols of the
      built objects (`nm`: a file calls another when it has an undefined
      symbol that the other defines), has no cycle, and crosses between
-     folders only as RULES allow, or by a symbol CALL_CROSSINGS names.
+     folders only as RULES allow, or by a symbol CALL_CROSSINGS names;
+  4. a watch's state (struct KwWatch, transfer/kw_watch.h) is changed by
+     STATE_OWNER only: no other file of transfer/ assigns a KwWatch field
+     (read from the sources; see check_watch_state for what it sees).
 
 Usage: check_layout.py [--no-objects]   (run from the top of the tree, after
-`make`; --no-objects checks the includes only).
+`make`; --no-objects checks the includes and the sources only).
 """
 import collections
 import glob
@@ -60,6 +63,16 @@ CALL_CROSSINGS = {
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
+# The one file of STATE_FOLDER that changes a KwWatch: the others read it
+# and call its transition functions (kw_watch.h; issue 31).
+STATE_FOLDER = 'transfer'
+STATE_OWNER = 'watch.c'
+
+COMMENT_OR_LITERAL = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"'
+                                r"|'(?:\\.|[^'\\\n])*'", re.S)
+KWWATCH_VARIABLE = re.compile(r'\bKwWatch\s*\*\s*(?:const\s+)?(\w+)')
+ASSIGNMENT = r'(?:<<=|>>=|[-+*/%&|^]?=(?!=)|\+\+|--)'
+
 
 def folder_of(path):
     d = os.path.relpath(os.path.dirname(path), SRC)
@@ -99,6 +112,61 @@ def check_includes(errors):
                     and name not in HEADER_CROSSINGS.get(here, ())):
                 errors.append('%s (%s/) includes %s of %s/, which the rule of %s/ does not allow'
                               % (f, here, name, there, here))
+
+
+def blanked(text):
+    """`text` with its comments and literals as spaces, newlines kept."""
+    return COMMENT_OR_LITERAL.sub(lambda m: re.sub(r'[^\n]', ' ', m.group(0)), text)
+
+
+def takes_address(text, at):
+    """Whether the & at `at` is unary (an address), not && nor a bitwise and."""
+    if text[at + 1:at + 2] == '&':
+        return False
+    before = text[:at].rstrip()
+    return not before or not (before[-1].isalnum() or before[-1] in '_)]&')
+
+
+def check_watch_state(errors):
+    """
+    No file of STATE_FOLDER but STATE_OWNER changes a field of a KwWatch.
+    Read from each source with its comments and literals blanked: every
+    name declared `KwWatch *name` in the file (parameters and locals; in
+    practice `w`) is followed, and a change is `name->field`, with any
+    `.member` or `[index]` after it, followed by an assignment operator
+    (=, +=, ..., ++, --), or preceded by ++ or --, or its address taken
+    (`&name->field`: a callee may write through it, as set_str does).
+    `name->field->x` is not the watch's own field (w->slot->x is the
+    shared status slot, which watch_status.c writes) and is not counted.
+    What it cannot see: a KwWatch reached otherwise (a cast in place,
+    `((KwWatch *) arg)->x = 1`; a pointer of another type; a macro
+    argument in parentheses, `(w)->x`); a memset or memcpy over a whole
+    KwWatch; a field's address taken without `&` (an array field); a field
+    changed by a function outside the folder that was given the KwWatch.
+    It guards the plain case; a reviewer reads the rest.
+    """
+    for f in sorted(glob.glob(os.path.join(SRC, STATE_FOLDER, '*.[ch]'))):
+        if os.path.basename(f) == STATE_OWNER:
+            continue
+        text = blanked(open(f).read())
+        names = set(KWWATCH_VARIABLE.findall(text))
+        if not names:
+            continue
+        field = (r'\b(?:%s)\s*->\s*(\w+)(?:\s*(?:\.\s*\w+|\[[^\]]*\]))*'
+                 % '|'.join(sorted(names)))
+        changes = {}
+        for pattern in (field + r'\s*' + ASSIGNMENT,
+                        r'(?:\+\+|--)\s*' + field,
+                        r'&\s*' + field + r'(?!\s*->)'):
+            for m in re.finditer(pattern, text):
+                if m.group(0).startswith('&') and not takes_address(text, m.start()):
+                    continue
+                line = text.count('\n', 0, m.start()) + 1
+                changes.setdefault((line, m.group(1)), m.group(0))
+        for (line, name), what in sorted(changes.items()):
+            errors.append('%s:%d changes KwWatch field %s (%s): only %s/%s changes a '
+                          'watch\'s state; call one of its functions (kw_watch.h)'
+                          % (f, line, name, ' '.join(what.split()), STATE_FOLDER, STATE_OWNER))
 
 
 def built_objects():
@@ -196,6 +264,7 @@ def check_calls(errors):
 def main():
     errors = []
     check_includes(errors)
+    check_watch_state(errors)
     if '--no-objects' not in sys.argv:
         check_calls(errors)
     for e in errors:
@@ -203,8 +272,8 @@ def main():
     if errors:
         print('layout: %d break(s) of the rules in src/README.md' % len(errors))
         return 1
-    print('layout: the include rules hold, no header over %d lines, no cycle between files'
-          % MAX_HEADER_LINES)
+    print('layout: the include rules hold, no header over %d lines, no cycle between files, '
+          'only %s/%s changes a KwWatch' % (MAX_HEADER_LINES, STATE_FOLDER, STATE_OWNER))
     return 0
 
 
