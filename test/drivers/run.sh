@@ -42,7 +42,7 @@ trap print_stages EXIT
 step "dependencies, build and install"
 build_and_install
 
-step "layout of src/: include rules, header sizes, no cycle between files (test/layout/check_layout.py)"
+step "layout of src/: include rules, header sizes, no cycle between files, one file changes a watch's state (test/layout/check_layout.py)"
 python3 test/layout/check_layout.py
 
 step "printer functions against the ported upstream printer tests (test/printers/run.sh)"
