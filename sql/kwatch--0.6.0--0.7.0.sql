@@ -821,13 +821,27 @@ $$;
 
 -- _printer_time(text) -> timestamptz: an RFC 3339 timestamp written by the
 -- API server ("2024-05-01T10:00:00Z", "...T10:00:00.123456Z") as
--- timestamptz; NULL (a zero metav1.Time) stays NULL.  The library's
--- k8s_timestamp does the same in C; this one needs no library.
+-- timestamptz; NULL (a zero metav1.Time) stays NULL, and so does text
+-- that is no RFC 3339 time ("yesterday", a month 13: what the API server
+-- would refuse), never an error.  The library's k8s_timestamp does the
+-- same in C; this one needs no library.  The pattern keeps the exception
+-- block (a subtransaction) for the rare text that looks right and is not.
 CREATE FUNCTION @extschema@._printer_time(ts text) RETURNS timestamptz
-LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
-AS $$ SELECT ts::timestamptz $$;
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
+AS $$
+BEGIN
+  IF ts !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$' THEN
+    RETURN NULL;
+  END IF;
+  BEGIN
+    RETURN ts::timestamptz;
+  EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
+    RETURN NULL;
+  END;
+END
+$$;
 COMMENT ON FUNCTION @extschema@._printer_time(text) IS
-'RFC 3339 timestamp as written by the API server -> timestamptz (NULL stays NULL). Helper of the issue 35 printer functions.';
+'RFC 3339 timestamp as written by the API server -> timestamptz; NULL for NULL or for text that is no such time, never an error. Helper of the issue 35 printer functions.';
 
 -- human_duration(d interval) -> text: the duration as kubectl prints ages
 -- ("30s", "5m", "3m10s", "100m", "7h59m", "2d1h", "90d", "2y1d", "10y";
@@ -937,6 +951,30 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT CASE WHEN jsonb_typeof(j) = 'array' THEN j ELSE '[]'::jsonb END $$;
 COMMENT ON FUNCTION @extschema@._printer_array(jsonb) IS
 'j when it is a JSON array, else []. Helper of the issue 35 printer functions.';
+
+-- _printer_int(j jsonb) -> bigint: j when it is a JSON integer in int64's
+-- range, else NULL (a string, a fraction, an object...): what Go's decoder
+-- would refuse, so an object the API server never serves; a printer cell
+-- must not fail a query (or an index on it, which the worker writes) over
+-- a row written by hand.  _printer_int32: the same in int32's range.
+-- _printer_bool: j when it is a JSON boolean, else NULL.
+CREATE FUNCTION @extschema@._printer_int(j jsonb) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT CASE WHEN jsonb_typeof(j) = 'number' AND j::text ~ '^-?[0-9]{1,18}$'
+                  THEN j::text::bigint END $$;
+COMMENT ON FUNCTION @extschema@._printer_int(jsonb) IS
+'j as bigint when it is a JSON integer (up to 18 digits), else NULL, never an error. Helper of the issue 35 printer functions.';
+CREATE FUNCTION @extschema@._printer_int32(j jsonb) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT CASE WHEN jsonb_typeof(j) = 'number' AND j::text ~ '^-?[0-9]{1,9}$'
+                  THEN j::text::integer END $$;
+COMMENT ON FUNCTION @extschema@._printer_int32(jsonb) IS
+'j as integer when it is a JSON integer (up to 9 digits), else NULL, never an error. Helper of the issue 35 printer functions.';
+CREATE FUNCTION @extschema@._printer_bool(j jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT CASE WHEN jsonb_typeof(j) = 'boolean' THEN j::text::boolean END $$;
+COMMENT ON FUNCTION @extschema@._printer_bool(jsonb) IS
+'j as boolean when it is a JSON boolean, else NULL, never an error. Helper of the issue 35 printer functions.';
 
 -- _printer_access_modes(modes jsonb) -> text: access modes as "RWO,ROX,
 -- RWX,RWOP" (that order, duplicates once, unknown modes left out).
@@ -1158,7 +1196,7 @@ BEGIN
 
   FOR c, i IN SELECT e, o - 1 FROM jsonb_array_elements(@extschema@._printer_array(st->'initContainerStatuses')) WITH ORDINALITY AS x(e, o)
   LOOP
-    restarts := restarts + COALESCE((c->>'restartCount')::integer, 0);
+    restarts := restarts + COALESCE(@extschema@._printer_int32(c->'restartCount'), 0);
     finished := @extschema@._printer_time(c->'lastState'->'terminated'->>'finishedAt');
     IF finished IS NOT NULL AND (last_restart IS NULL OR last_restart < finished) THEN
       last_restart := finished;
@@ -1171,27 +1209,27 @@ BEGIN
      ORDER BY o DESC LIMIT 1;
     restartable := COALESCE(restartable, false);
     IF restartable THEN
-      sidecar_restarts := sidecar_restarts + COALESCE((c->>'restartCount')::integer, 0);
+      sidecar_restarts := sidecar_restarts + COALESCE(@extschema@._printer_int32(c->'restartCount'), 0);
       IF finished IS NOT NULL AND (sidecar_last IS NULL OR sidecar_last < finished) THEN
         sidecar_last := finished;
       END IF;
     END IF;
     term := CASE WHEN jsonb_typeof(c->'state'->'terminated') = 'object' THEN c->'state'->'terminated' END;
     wait := CASE WHEN jsonb_typeof(c->'state'->'waiting') = 'object' THEN c->'state'->'waiting' END;
-    IF term IS NOT NULL AND COALESCE((term->>'exitCode')::integer, 0) = 0 THEN
+    IF term IS NOT NULL AND COALESCE(@extschema@._printer_int32(term->'exitCode'), 0) = 0 THEN
       CONTINUE;
-    ELSIF restartable AND COALESCE((c->>'started')::boolean, false) THEN
-      IF COALESCE((c->>'ready')::boolean, false) THEN
+    ELSIF restartable AND COALESCE(@extschema@._printer_bool(c->'started'), false) THEN
+      IF COALESCE(@extschema@._printer_bool(c->'ready'), false) THEN
         ready_containers := ready_containers + 1;
       END IF;
       CONTINUE;
     ELSIF term IS NOT NULL THEN
       -- initialization is failed
       IF COALESCE(term->>'reason', '') = '' THEN
-        IF COALESCE((term->>'signal')::integer, 0) <> 0 THEN
-          status := 'Init:Signal:' || (term->>'signal')::integer;
+        IF COALESCE(@extschema@._printer_int32(term->'signal'), 0) <> 0 THEN
+          status := 'Init:Signal:' || @extschema@._printer_int32(term->'signal');
         ELSE
-          status := 'Init:ExitCode:' || COALESCE((term->>'exitCode')::integer, 0);
+          status := 'Init:ExitCode:' || COALESCE(@extschema@._printer_int32(term->'exitCode'), 0);
         END IF;
       ELSE
         status := 'Init:' || (term->>'reason');
@@ -1216,7 +1254,7 @@ BEGIN
     last_restart := sidecar_last;
     FOR c IN SELECT e FROM jsonb_array_elements(@extschema@._printer_array(st->'containerStatuses')) WITH ORDINALITY AS x(e, o) ORDER BY o DESC
     LOOP
-      restarts := restarts + COALESCE((c->>'restartCount')::integer, 0);
+      restarts := restarts + COALESCE(@extschema@._printer_int32(c->'restartCount'), 0);
       finished := @extschema@._printer_time(c->'lastState'->'terminated'->>'finishedAt');
       IF finished IS NOT NULL AND (last_restart IS NULL OR last_restart < finished) THEN
         last_restart := finished;
@@ -1228,12 +1266,12 @@ BEGIN
       ELSIF term IS NOT NULL AND COALESCE(term->>'reason', '') <> '' THEN
         status := term->>'reason';
       ELSIF term IS NOT NULL THEN
-        IF COALESCE((term->>'signal')::integer, 0) <> 0 THEN
-          status := 'Signal:' || (term->>'signal')::integer;
+        IF COALESCE(@extschema@._printer_int32(term->'signal'), 0) <> 0 THEN
+          status := 'Signal:' || @extschema@._printer_int32(term->'signal');
         ELSE
-          status := 'ExitCode:' || COALESCE((term->>'exitCode')::integer, 0);
+          status := 'ExitCode:' || COALESCE(@extschema@._printer_int32(term->'exitCode'), 0);
         END IF;
-      ELSIF COALESCE((c->>'ready')::boolean, false) AND jsonb_typeof(c->'state'->'running') = 'object' THEN
+      ELSIF COALESCE(@extschema@._printer_bool(c->'ready'), false) AND jsonb_typeof(c->'state'->'running') = 'object' THEN
         has_running := true;
         ready_containers := ready_containers + 1;
       END IF;
@@ -1370,7 +1408,7 @@ AS $$
   SELECT COALESCE((SELECT CASE WHEN cond->>'status' = 'True' THEN 'Ready' ELSE 'NotReady' END
                    FROM jsonb_array_elements(@extschema@._printer_array(object->'status'->'conditions')) WITH ORDINALITY AS c(cond, o)
                    WHERE cond->>'type' = 'Ready' ORDER BY o DESC LIMIT 1), 'Unknown')
-         || CASE WHEN COALESCE((object->'spec'->>'unschedulable')::boolean, false) THEN ',SchedulingDisabled' ELSE '' END
+         || CASE WHEN COALESCE(@extschema@._printer_bool(object->'spec'->'unschedulable'), false) THEN ',SchedulingDisabled' ELSE '' END
 $$;
 COMMENT ON FUNCTION @extschema@.node_status(jsonb) IS
 'Node STATUS cell: Ready/NotReady/Unknown[,SchedulingDisabled]. printers.go printNode.';
@@ -1472,7 +1510,7 @@ COMMENT ON FUNCTION @extschema@.namespace_status(jsonb) IS
 -- printers.go printDeployment.
 CREATE FUNCTION @extschema@.deployment_ready(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'status'->>'readyReplicas')::bigint, 0) || '/' || COALESCE((object->'spec'->>'replicas')::bigint, 0) $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'readyReplicas'), 0) || '/' || COALESCE(@extschema@._printer_int(object->'spec'->'replicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.deployment_ready(jsonb) IS
 'Deployment READY cell "ready/desired". printers.go printDeployment.';
 
@@ -1480,7 +1518,7 @@ COMMENT ON FUNCTION @extschema@.deployment_ready(jsonb) IS
 -- status.updatedReplicas.  printers.go printDeployment.
 CREATE FUNCTION @extschema@.deployment_up_to_date(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'status'->>'updatedReplicas')::bigint, 0) $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'updatedReplicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.deployment_up_to_date(jsonb) IS
 'Deployment UP-TO-DATE cell: status.updatedReplicas. printers.go printDeployment.';
 
@@ -1488,7 +1526,7 @@ COMMENT ON FUNCTION @extschema@.deployment_up_to_date(jsonb) IS
 -- status.availableReplicas.  printers.go printDeployment.
 CREATE FUNCTION @extschema@.deployment_available(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'status'->>'availableReplicas')::bigint, 0) $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'availableReplicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.deployment_available(jsonb) IS
 'Deployment AVAILABLE cell: status.availableReplicas. printers.go printDeployment.';
 
@@ -1526,7 +1564,7 @@ COMMENT ON FUNCTION @extschema@.deployment_selector(jsonb) IS
 -- printers.go printReplicaSet.
 CREATE FUNCTION @extschema@.replicaset_desired(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'spec'->>'replicas')::bigint, 0) $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'spec'->'replicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.replicaset_desired(jsonb) IS
 'ReplicaSet DESIRED cell: spec.replicas. printers.go printReplicaSet.';
 
@@ -1534,7 +1572,7 @@ COMMENT ON FUNCTION @extschema@.replicaset_desired(jsonb) IS
 -- printers.go printReplicaSet.
 CREATE FUNCTION @extschema@.replicaset_current(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'status'->>'replicas')::bigint, 0) $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'replicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.replicaset_current(jsonb) IS
 'ReplicaSet CURRENT cell: status.replicas. printers.go printReplicaSet.';
 
@@ -1542,7 +1580,7 @@ COMMENT ON FUNCTION @extschema@.replicaset_current(jsonb) IS
 -- printers.go printReplicaSet.
 CREATE FUNCTION @extschema@.replicaset_ready(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'status'->>'readyReplicas')::bigint, 0) $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'readyReplicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.replicaset_ready(jsonb) IS
 'ReplicaSet READY cell: status.readyReplicas. printers.go printReplicaSet.';
 
@@ -1579,7 +1617,7 @@ COMMENT ON FUNCTION @extschema@.replicaset_selector(jsonb) IS
 -- server defaults it to 1).  printers.go printReplicationController.
 CREATE FUNCTION @extschema@.replicationcontroller_desired(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'spec'->>'replicas')::bigint, 0) $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'spec'->'replicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.replicationcontroller_desired(jsonb) IS
 'ReplicationController DESIRED cell: spec.replicas. printers.go printReplicationController.';
 
@@ -1587,7 +1625,7 @@ COMMENT ON FUNCTION @extschema@.replicationcontroller_desired(jsonb) IS
 -- status.replicas.  printers.go printReplicationController.
 CREATE FUNCTION @extschema@.replicationcontroller_current(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'status'->>'replicas')::bigint, 0) $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'replicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.replicationcontroller_current(jsonb) IS
 'ReplicationController CURRENT cell: status.replicas. printers.go printReplicationController.';
 
@@ -1595,7 +1633,7 @@ COMMENT ON FUNCTION @extschema@.replicationcontroller_current(jsonb) IS
 -- status.readyReplicas.  printers.go printReplicationController.
 CREATE FUNCTION @extschema@.replicationcontroller_ready(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'status'->>'readyReplicas')::bigint, 0) $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'readyReplicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.replicationcontroller_ready(jsonb) IS
 'ReplicationController READY cell: status.readyReplicas. printers.go printReplicationController.';
 
@@ -1634,7 +1672,7 @@ COMMENT ON FUNCTION @extschema@.replicationcontroller_selector(jsonb) IS
 -- printers.go printStatefulSet.
 CREATE FUNCTION @extschema@.statefulset_ready(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'status'->>'readyReplicas')::bigint, 0) || '/' || COALESCE((object->'spec'->>'replicas')::bigint, 0) $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'readyReplicas'), 0) || '/' || COALESCE(@extschema@._printer_int(object->'spec'->'replicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.statefulset_ready(jsonb) IS
 'StatefulSet READY cell "ready/desired". printers.go printStatefulSet.';
 
@@ -1660,7 +1698,7 @@ COMMENT ON FUNCTION @extschema@.statefulset_images(jsonb) IS
 -- status.desiredNumberScheduled.  printers.go printDaemonSet.
 CREATE FUNCTION @extschema@.daemonset_desired(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'status'->>'desiredNumberScheduled')::bigint, 0) $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'desiredNumberScheduled'), 0) $$;
 COMMENT ON FUNCTION @extschema@.daemonset_desired(jsonb) IS
 'DaemonSet DESIRED cell: status.desiredNumberScheduled. printers.go printDaemonSet.';
 
@@ -1668,7 +1706,7 @@ COMMENT ON FUNCTION @extschema@.daemonset_desired(jsonb) IS
 -- status.currentNumberScheduled.  printers.go printDaemonSet.
 CREATE FUNCTION @extschema@.daemonset_current(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'status'->>'currentNumberScheduled')::bigint, 0) $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'currentNumberScheduled'), 0) $$;
 COMMENT ON FUNCTION @extschema@.daemonset_current(jsonb) IS
 'DaemonSet CURRENT cell: status.currentNumberScheduled. printers.go printDaemonSet.';
 
@@ -1676,7 +1714,7 @@ COMMENT ON FUNCTION @extschema@.daemonset_current(jsonb) IS
 -- printers.go printDaemonSet.
 CREATE FUNCTION @extschema@.daemonset_ready(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'status'->>'numberReady')::bigint, 0) $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'numberReady'), 0) $$;
 COMMENT ON FUNCTION @extschema@.daemonset_ready(jsonb) IS
 'DaemonSet READY cell: status.numberReady. printers.go printDaemonSet.';
 
@@ -1684,7 +1722,7 @@ COMMENT ON FUNCTION @extschema@.daemonset_ready(jsonb) IS
 -- status.updatedNumberScheduled.  printers.go printDaemonSet.
 CREATE FUNCTION @extschema@.daemonset_up_to_date(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'status'->>'updatedNumberScheduled')::bigint, 0) $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'updatedNumberScheduled'), 0) $$;
 COMMENT ON FUNCTION @extschema@.daemonset_up_to_date(jsonb) IS
 'DaemonSet UP-TO-DATE cell: status.updatedNumberScheduled. printers.go printDaemonSet.';
 
@@ -1692,7 +1730,7 @@ COMMENT ON FUNCTION @extschema@.daemonset_up_to_date(jsonb) IS
 -- status.numberAvailable.  printers.go printDaemonSet.
 CREATE FUNCTION @extschema@.daemonset_available(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'status'->>'numberAvailable')::bigint, 0) $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'numberAvailable'), 0) $$;
 COMMENT ON FUNCTION @extschema@.daemonset_available(jsonb) IS
 'DaemonSet AVAILABLE cell: status.numberAvailable. printers.go printDaemonSet.';
 
@@ -1771,9 +1809,9 @@ COMMENT ON FUNCTION @extschema@.job_status(jsonb) IS
 CREATE FUNCTION @extschema@.job_completions(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
-  SELECT COALESCE((object->'status'->>'succeeded')::bigint, 0) || '/' ||
+  SELECT COALESCE(@extschema@._printer_int(object->'status'->'succeeded'), 0) || '/' ||
          CASE WHEN jsonb_typeof(object->'spec'->'completions') = 'number' THEN (object->'spec'->>'completions')
-              WHEN COALESCE((object->'spec'->>'parallelism')::bigint, 0) > 1 THEN '1 of ' || (object->'spec'->>'parallelism')::bigint
+              WHEN COALESCE(@extschema@._printer_int(object->'spec'->'parallelism'), 0) > 1 THEN '1 of ' || @extschema@._printer_int(object->'spec'->'parallelism')
               ELSE '1' END
 $$;
 COMMENT ON FUNCTION @extschema@.job_completions(jsonb) IS
@@ -1857,7 +1895,7 @@ CREATE FUNCTION @extschema@.cronjob_suspend(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
   SELECT CASE WHEN jsonb_typeof(object->'spec'->'suspend') = 'boolean'
-              THEN CASE WHEN (object->'spec'->>'suspend')::boolean THEN 'True' ELSE 'False' END
+              THEN CASE WHEN @extschema@._printer_bool(object->'spec'->'suspend') THEN 'True' ELSE 'False' END
               ELSE '<unset>' END
 $$;
 COMMENT ON FUNCTION @extschema@.cronjob_suspend(jsonb) IS
@@ -1979,8 +2017,8 @@ CREATE FUNCTION @extschema@.service_ports(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
   SELECT COALESCE(NULLIF(string_agg(
-           COALESCE((p->>'port')::bigint, 0)
-           || CASE WHEN COALESCE((p->>'nodePort')::bigint, 0) > 0 THEN ':' || (p->>'nodePort')::bigint ELSE '' END
+           COALESCE(@extschema@._printer_int(p->'port'), 0)
+           || CASE WHEN COALESCE(@extschema@._printer_int(p->'nodePort'), 0) > 0 THEN ':' || @extschema@._printer_int(p->'nodePort') ELSE '' END
            || '/' || COALESCE(p->>'protocol', ''), ',' ORDER BY o), ''), '<none>')
   FROM jsonb_array_elements(@extschema@._printer_array(object->'spec'->'ports')) WITH ORDINALITY AS x(p, o)
 $$;
@@ -2042,7 +2080,7 @@ BEGIN
         ip := COALESCE(addr->>'ip', '');
         -- net.JoinHostPort brackets a host that holds a colon.
         list := list || (CASE WHEN strpos(ip, ':') > 0 THEN '[' || ip || ']' ELSE ip END
-                         || ':' || COALESCE((port->>'port')::bigint, 0));
+                         || ':' || COALESCE(@extschema@._printer_int(port->'port'), 0));
       END LOOP;
     END LOOP;
   END LOOP;
@@ -2425,9 +2463,9 @@ COMMENT ON FUNCTION @extschema@.event_message(jsonb) IS
 CREATE FUNCTION @extschema@.event_count(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
-  SELECT CASE WHEN jsonb_typeof(object->'series') = 'object' THEN COALESCE((object->'series'->>'count')::bigint, 0)
-              WHEN COALESCE((object->>'count')::bigint, 0) = 0 THEN 1
-              ELSE (object->>'count')::bigint END
+  SELECT CASE WHEN jsonb_typeof(object->'series') = 'object' THEN COALESCE(@extschema@._printer_int(object->'series'->'count'), 0)
+              WHEN COALESCE(@extschema@._printer_int(object->'count'), 0) = 0 THEN 1
+              ELSE @extschema@._printer_int(object->'count') END
 $$;
 COMMENT ON FUNCTION @extschema@.event_count(jsonb) IS
 'Event COUNT cell: series.count, count, or 1. printers.go printEvent (current release).';
@@ -2521,11 +2559,11 @@ BEGIN
       ELSE
         cur := '<unknown>';
         IF stat IS NOT NULL AND jsonb_typeof(stat->'current'->'averageUtilization') = 'number' THEN
-          cur := (stat->'current'->>'averageUtilization')::bigint || '%';
+          cur := @extschema@._printer_int(stat->'current'->'averageUtilization') || '%';
         END IF;
         target := '<auto>';
         IF jsonb_typeof(src->'target'->'averageUtilization') = 'number' THEN
-          target := (src->'target'->>'averageUtilization')::bigint || '%';
+          target := @extschema@._printer_int(src->'target'->'averageUtilization') || '%';
         END IF;
         list := list || (COALESCE(src->>'name', '') || ': ' || cur || '/' || target);
       END IF;
@@ -2546,7 +2584,7 @@ COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_targets(jsonb) IS
 -- spec.minReplicas, "<unset>".  printers.go printHorizontalPodAutoscaler.
 CREATE FUNCTION @extschema@.horizontalpodautoscaler_minpods(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'spec'->>'minReplicas')::bigint::text, '<unset>') $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'spec'->'minReplicas')::text, '<unset>') $$;
 COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_minpods(jsonb) IS
 'HPA MINPODS cell: spec.minReplicas or "<unset>". printers.go printHorizontalPodAutoscaler.';
 
@@ -2554,7 +2592,7 @@ COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_minpods(jsonb) IS
 -- spec.maxReplicas.  printers.go printHorizontalPodAutoscaler.
 CREATE FUNCTION @extschema@.horizontalpodautoscaler_maxpods(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'spec'->>'maxReplicas')::bigint, 0) $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'spec'->'maxReplicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_maxpods(jsonb) IS
 'HPA MAXPODS cell: spec.maxReplicas. printers.go printHorizontalPodAutoscaler.';
 
@@ -2562,7 +2600,7 @@ COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_maxpods(jsonb) IS
 -- status.currentReplicas.  printers.go printHorizontalPodAutoscaler.
 CREATE FUNCTION @extschema@.horizontalpodautoscaler_replicas(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE((object->'status'->>'currentReplicas')::bigint, 0) $$;
+AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'currentReplicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_replicas(jsonb) IS
 'HPA REPLICAS cell: status.currentReplicas. printers.go printHorizontalPodAutoscaler.';
 

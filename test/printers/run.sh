@@ -41,3 +41,4 @@ printf '%s\n' "$section" | sed 's/@extschema@/kwatch/g' \
   | PGOPTIONS='-c search_path=kwatch -c client_min_messages=warning' \
     "$bin/psql" -X -q -v ON_ERROR_STOP=1 -f -
 PSQL="$bin/psql" python3 "$here/check.py"
+PSQL="$bin/psql" python3 "$here/fuzz.py"

@@ -369,6 +369,19 @@ SELECT resource, apply_timeout FROM kwatch.registrations WHERE server = 'wc_down
 DROP SERVER wc_down;
 
 DELETE FROM kwatch.registrations;
-DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets, k8s.upgrade_renamed;
+-- Issue 35: the update made a view kubectl.<t> for each mirror table that
+-- kwatch.tables knows (upgrade_renamed's row names another name: none),
+-- owned by the table's owner, neither it nor schema kubectl a member of
+-- the extension (DROP EXTENSION must not take them)
+SELECT v.relname, v.relowner = t.relowner AS tables_owner,
+       v.reloptions AS options,
+       EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
+               AND d.objid = v.oid AND d.deptype = 'e') AS extension_member
+  FROM pg_class v JOIN pg_class t ON t.relname = v.relname AND t.relnamespace = 'k8s'::regnamespace
+ WHERE v.relnamespace = 'kubectl'::regnamespace ORDER BY 1;
+SELECT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_namespace'::regclass
+               AND d.objid = 'kubectl'::regnamespace AND d.deptype = 'e') AS schema_member;
+SELECT name, ready, status, restarts, age IS NOT NULL AS has_age FROM kubectl.upgrade_pods ORDER BY uid;
+DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets, k8s.upgrade_renamed CASCADE;
 DROP OWNED BY kw_upgrade_owner;
 DROP ROLE kw_upgrade_owner;
