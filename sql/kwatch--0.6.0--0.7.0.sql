@@ -2485,6 +2485,124 @@ AS $$ SELECT COALESCE(object->'spec'->'scaleTargetRef'->>'kind', '') || '/' || C
 COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_reference(jsonb) IS
 'HPA REFERENCE cell "Kind/name". printers.go printHorizontalPodAutoscaler.';
 
+-- _printer_hpa_v1_metrics(object jsonb) -> jsonb: an autoscaling/v1
+-- HorizontalPodAutoscaler's metrics in the autoscaling/v2 shape, as
+-- {"metrics": [...], "currentMetrics": [...]}: the ones kept in annotation
+-- autoscaling.alpha.kubernetes.io/metrics (v2beta1-style MetricSpecs), then
+-- spec.targetCPUUtilizationPercentage as a cpu Utilization metric; none at
+-- all is cpu at 80%; current metrics from annotation
+-- autoscaling.alpha.kubernetes.io/current-metrics when present, else
+-- status.currentCPUUtilizationPercentage.  An annotation that is no JSON
+-- list is ignored, as the API server's json.Unmarshal error is.
+-- pkg/apis/autoscaling/v1/conversion.go
+-- Convert_v1_HorizontalPodAutoscaler_To_autoscaling_HorizontalPodAutoscaler
+-- and the Convert_v1_*MetricSource/*MetricStatus functions (1.20 and today
+-- alike), which the printer sees the object through.
+CREATE FUNCTION @extschema@._printer_hpa_v1_metrics(object jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+  ann jsonb := object->'metadata'->'annotations';
+  other jsonb;
+  current jsonb;
+  metrics jsonb := '[]';
+  statuses jsonb := '[]';
+  m jsonb;
+  s jsonb;
+  t text;
+BEGIN
+  IF jsonb_typeof(ann->'autoscaling.alpha.kubernetes.io/metrics') = 'string' THEN
+    BEGIN
+      other := (ann->>'autoscaling.alpha.kubernetes.io/metrics')::jsonb;
+    EXCEPTION WHEN invalid_text_representation THEN
+      other := NULL;
+    END;
+  END IF;
+  IF jsonb_typeof(ann->'autoscaling.alpha.kubernetes.io/current-metrics') = 'string' THEN
+    BEGIN
+      current := (ann->>'autoscaling.alpha.kubernetes.io/current-metrics')::jsonb;
+    EXCEPTION WHEN invalid_text_representation THEN
+      current := NULL;
+    END;
+  END IF;
+  FOR m IN SELECT e FROM jsonb_array_elements(@extschema@._printer_array(other)) e LOOP
+    t := m->>'type';
+    metrics := metrics || jsonb_build_array(jsonb_strip_nulls(CASE t
+      WHEN 'Resource' THEN jsonb_build_object('type', t, 'resource', jsonb_build_object(
+        'name', m->'resource'->'name', 'target', jsonb_build_object(
+          'type', CASE WHEN m->'resource'->'targetAverageUtilization' IS NULL THEN 'AverageValue' ELSE 'Utilization' END,
+          'averageUtilization', m->'resource'->'targetAverageUtilization',
+          'averageValue', m->'resource'->'targetAverageValue')))
+      WHEN 'ContainerResource' THEN jsonb_build_object('type', t, 'containerResource', jsonb_build_object(
+        'name', m->'containerResource'->'name', 'container', m->'containerResource'->'container',
+        'target', jsonb_build_object(
+          'type', CASE WHEN m->'containerResource'->'targetAverageUtilization' IS NULL THEN 'AverageValue' ELSE 'Utilization' END,
+          'averageUtilization', m->'containerResource'->'targetAverageUtilization',
+          'averageValue', m->'containerResource'->'targetAverageValue')))
+      WHEN 'Pods' THEN jsonb_build_object('type', t, 'pods', jsonb_build_object(
+        'metric', jsonb_build_object('name', m->'pods'->'metricName', 'selector', m->'pods'->'selector'),
+        'target', jsonb_build_object('type', 'AverageValue', 'averageValue', m->'pods'->'targetAverageValue')))
+      WHEN 'Object' THEN jsonb_build_object('type', t, 'object', jsonb_build_object(
+        'describedObject', m->'object'->'target',
+        'metric', jsonb_build_object('name', m->'object'->'metricName', 'selector', m->'object'->'selector'),
+        'target', jsonb_build_object(
+          'type', CASE WHEN m->'object'->'averageValue' IS NULL THEN 'Value' ELSE 'AverageValue' END,
+          'value', m->'object'->'targetValue', 'averageValue', m->'object'->'averageValue')))
+      WHEN 'External' THEN jsonb_build_object('type', t, 'external', jsonb_build_object(
+        'metric', jsonb_build_object('name', m->'external'->'metricName', 'selector', m->'external'->'metricSelector'),
+        'target', jsonb_build_object(
+          'type', CASE WHEN m->'external'->'targetAverageValue' IS NULL THEN 'Value' ELSE 'AverageValue' END,
+          'value', m->'external'->'targetValue', 'averageValue', m->'external'->'targetAverageValue')))
+      ELSE jsonb_build_object('type', t) END));
+  END LOOP;
+  IF object->'spec'->'targetCPUUtilizationPercentage' IS NOT NULL
+     AND jsonb_typeof(object->'spec'->'targetCPUUtilizationPercentage') <> 'null' THEN
+    metrics := metrics || jsonb_build_array(jsonb_build_object('type', 'Resource', 'resource',
+      jsonb_build_object('name', 'cpu', 'target', jsonb_build_object(
+        'type', 'Utilization', 'averageUtilization', object->'spec'->'targetCPUUtilizationPercentage'))));
+  END IF;
+  IF jsonb_array_length(metrics) = 0 THEN
+    metrics := '[{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]';
+  END IF;
+  IF jsonb_typeof(current) = 'array' THEN
+    FOR s IN SELECT e FROM jsonb_array_elements(current) e LOOP
+      t := s->>'type';
+      statuses := statuses || jsonb_build_array(jsonb_strip_nulls(CASE t
+        WHEN 'Resource' THEN jsonb_build_object('type', t, 'resource', jsonb_build_object(
+          'name', s->'resource'->'name', 'current', jsonb_build_object(
+            'averageUtilization', s->'resource'->'currentAverageUtilization',
+            'averageValue', s->'resource'->'currentAverageValue')))
+        WHEN 'ContainerResource' THEN jsonb_build_object('type', t, 'containerResource', jsonb_build_object(
+          'name', s->'containerResource'->'name', 'container', s->'containerResource'->'container',
+          'current', jsonb_build_object(
+            'averageUtilization', s->'containerResource'->'currentAverageUtilization',
+            'averageValue', s->'containerResource'->'currentAverageValue')))
+        WHEN 'Pods' THEN jsonb_build_object('type', t, 'pods', jsonb_build_object(
+          'metric', jsonb_build_object('name', s->'pods'->'metricName'),
+          'current', jsonb_build_object('averageValue', s->'pods'->'currentAverageValue')))
+        WHEN 'Object' THEN jsonb_build_object('type', t, 'object', jsonb_build_object(
+          'describedObject', s->'object'->'target',
+          'metric', jsonb_build_object('name', s->'object'->'metricName'),
+          'current', jsonb_build_object('value', s->'object'->'currentValue',
+                                        'averageValue', s->'object'->'averageValue')))
+        WHEN 'External' THEN jsonb_build_object('type', t, 'external', jsonb_build_object(
+          'metric', jsonb_build_object('name', s->'external'->'metricName'),
+          'current', jsonb_build_object('value', s->'external'->'currentValue',
+                                        'averageValue', s->'external'->'currentAverageValue')))
+        ELSE jsonb_build_object('type', t) END));
+    END LOOP;
+  ELSIF object->'status'->'currentCPUUtilizationPercentage' IS NOT NULL
+        AND jsonb_typeof(object->'status'->'currentCPUUtilizationPercentage') <> 'null' THEN
+    statuses := jsonb_build_array(jsonb_build_object('type', 'Resource', 'resource',
+      jsonb_build_object('name', 'cpu', 'current', jsonb_build_object(
+        'averageUtilization', object->'status'->'currentCPUUtilizationPercentage'))));
+  END IF;
+  RETURN jsonb_build_object('metrics', metrics, 'currentMetrics', statuses);
+END
+$$;
+COMMENT ON FUNCTION @extschema@._printer_hpa_v1_metrics(jsonb) IS
+'An autoscaling/v1 HPA''s metrics (annotations, CPU target, default cpu 80%) in the autoscaling/v2 shape, as the API server converts them. pkg/apis/autoscaling/v1/conversion.go. Helper of the issue 35 printer functions.';
+
 -- horizontalpodautoscaler_targets(object jsonb) -> text: TARGETS, per metric
 -- "current/target" ("cpu: 50%/80%", "50m/100m (avg)", "<unknown>" for a
 -- missing current value, "<auto>" for a missing utilization target,
@@ -2505,17 +2623,18 @@ DECLARE
   src jsonb;
   cur text;
   target text;
+  v1 jsonb;
 BEGIN
-  -- autoscaling/v1: the CPU target is the one metric.
-  IF object->'spec'->'metrics' IS NULL AND object->'spec'->'targetCPUUtilizationPercentage' IS NOT NULL THEN
-    specs := jsonb_build_array(jsonb_build_object('type', 'Resource', 'resource',
-               jsonb_build_object('name', 'cpu', 'target',
-                 jsonb_build_object('type', 'Utilization', 'averageUtilization', object->'spec'->'targetCPUUtilizationPercentage'))));
-    IF object->'status'->'currentCPUUtilizationPercentage' IS NOT NULL THEN
-      statuses := jsonb_build_array(jsonb_build_object('type', 'Resource', 'resource',
-                    jsonb_build_object('name', 'cpu', 'current',
-                      jsonb_build_object('averageUtilization', object->'status'->'currentCPUUtilizationPercentage'))));
-    END IF;
+  -- autoscaling/v1 (what watch('horizontalpodautoscalers') stores on a
+  -- server whose preferred version it is): the metrics as the API server
+  -- converts them before printing (_printer_hpa_v1_metrics)
+  IF object->>'apiVersion' = 'autoscaling/v1'
+     OR (object->'spec'->'metrics' IS NULL
+         AND (object->'spec' ? 'targetCPUUtilizationPercentage'
+              OR object->'metadata'->'annotations' ? 'autoscaling.alpha.kubernetes.io/metrics')) THEN
+    v1 := @extschema@._printer_hpa_v1_metrics(object);
+    specs := v1->'metrics';
+    statuses := v1->'currentMetrics';
   END IF;
   IF jsonb_array_length(specs) = 0 THEN
     RETURN '<none>';

@@ -1098,6 +1098,29 @@ case("horizontalpodautoscaler", "kwatch:autoscaling/v1 CPU target", {
     "status": {"currentReplicas": 2, "currentCPUUtilizationPercentage": 35}},
     {"horizontalpodautoscaler_reference": "Deployment/web", "horizontalpodautoscaler_targets": "cpu: 35%/80%",
      "horizontalpodautoscaler_minpods": "1", "horizontalpodautoscaler_maxpods": 5, "horizontalpodautoscaler_replicas": 2})
+case("horizontalpodautoscaler", "kwatch:autoscaling/v1 metrics annotation (v1 conversion.go)", {
+    "apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web", "annotations": {
+        "autoscaling.alpha.kubernetes.io/metrics":
+            '[{"type":"Resource","resource":{"name":"memory","targetAverageValue":"100Mi"}},'
+            '{"type":"Pods","pods":{"metricName":"qps","targetAverageValue":"10"}}]',
+        "autoscaling.alpha.kubernetes.io/current-metrics":
+            '[{"type":"Resource","resource":{"name":"memory","currentAverageValue":"60Mi"}}]'}},
+    "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 5,
+             "targetCPUUtilizationPercentage": 50},
+    "status": {"currentReplicas": 2, "currentCPUUtilizationPercentage": 20}},
+    {"horizontalpodautoscaler_targets": "memory: 60Mi/100Mi, <unknown>/10 + 1 more..."})
+case("horizontalpodautoscaler", "kwatch:autoscaling/v1 without target: cpu 80% (v1 conversion.go)", {
+    "apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web"},
+    "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 5},
+    "status": {"currentReplicas": 1}},
+    {"horizontalpodautoscaler_targets": "cpu: <unknown>/80%"})
+case("horizontalpodautoscaler", "kwatch:autoscaling/v1 annotation that is no JSON is ignored", {
+    "apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web", "annotations": {
+        "autoscaling.alpha.kubernetes.io/metrics": "[{not json"}},
+    "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 5,
+             "targetCPUUtilizationPercentage": 50},
+    "status": {"currentReplicas": 2, "currentCPUUtilizationPercentage": 20}},
+    {"horizontalpodautoscaler_targets": "cpu: 20%/50%"})
 case("persistentvolume", "kwatch:GetAccessModesAsString order, RWOP, beta class annotation, Terminating", {
     "metadata": {"name": "pv", "deletionTimestamp": DELETE_TIME,
                  "annotations": {"volume.beta.kubernetes.io/storage-class": "beta"}},
