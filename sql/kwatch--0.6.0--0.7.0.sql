@@ -2747,12 +2747,13 @@ COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_replicas(jsonb) IS
 -- The views are made WITH (security_invoker = true): a query through one
 -- is checked, and row-level security applied, as the role that runs it on
 -- k8s.<t>, so SELECT on the views is granted to PUBLIC and grants stay
--- where they are (on the mirror table).  A view is owned by its table's
--- owner.  watch() makes or refreshes the view; unwatch(drop_table => true)
--- drops it with the table.  A user's own DROP TABLE k8s.<t> now needs
--- CASCADE (the view depends on the table).  Schema kubectl is made on
--- first use, as k8s is; a schema of that name owned by another role than
--- a superuser is left alone (no view is made in it; a WARNING says so).
+-- where they are (on the mirror table).  A view belongs to the extension's
+-- owner, never to a role that could redefine it.  It reads k8s.<t> by name
+-- (_make_printed_view), so DROP TABLE k8s.<t> needs no CASCADE.  watch()
+-- makes or refreshes the view; unwatch(drop_table => true) drops it with
+-- the table.  Schema kubectl is made on first use, as k8s is; a schema of
+-- that name owned by another role than a superuser is left alone (no view
+-- is made in it; a WARNING says so).
 -- =====================================================================
 
 -- _printed_columns(api_group, plural) -> text[]: the view's select list
@@ -2911,26 +2912,28 @@ $$;
 REVOKE ALL ON FUNCTION @extschema@._printed_view_sql(regclass) FROM PUBLIC;
 
 -- _printed_view(rel) -> regclass: the view kubectl.<t> of mirror table
--- `rel` (k8s.<t>), or NULL when `rel` has none.  Only a view that depends
--- on `rel` counts: a relation of that name that is not one is not ours.
+-- `rel` (k8s.<t>), or NULL when there is none: a view of that name that
+-- reads the function kubectl."_<t>" (below); a relation of that name that
+-- is not one is not kwatch's.
 CREATE FUNCTION @extschema@._printed_view(rel regclass) RETURNS regclass
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT v.oid::regclass
-    FROM pg_class t, pg_class v, pg_namespace n, pg_rewrite w, pg_depend d
-   WHERE t.oid = rel AND n.nspname = 'kubectl' AND v.relnamespace = n.oid
+    FROM pg_class t, pg_class v, pg_rewrite w, pg_depend d, pg_proc f
+   WHERE t.oid = rel AND v.relnamespace = to_regnamespace('kubectl')
      AND v.relname = t.relname AND v.relkind = 'v'
      AND w.ev_class = v.oid AND d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid
-     AND d.refclassid = 'pg_class'::regclass AND d.refobjid = rel
+     AND d.refclassid = 'pg_proc'::regclass AND d.refobjid = f.oid
+     AND f.pronamespace = v.relnamespace AND f.proname = '_' || t.relname
    LIMIT 1
 $$;
 REVOKE ALL ON FUNCTION @extschema@._printed_view(regclass) FROM PUBLIC;
 
 -- _drop_printed_view(rel): drops the view kubectl.<t> of mirror table
--- `rel`, if there is one (before a column it shows is dropped, or the
--- table).  A view of the user's own that depends on it makes this fail
--- with 2BP01, as DROP VIEW does.
+-- `rel` and its function kubectl."_<t>", if there are (unwatch(drop_table
+-- => true)).  A view of the user's own over it makes this fail with 2BP01,
+-- as DROP VIEW does.
 CREATE FUNCTION @extschema@._drop_printed_view(rel regclass) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -2940,6 +2943,8 @@ DECLARE
 BEGIN
   IF v IS NOT NULL THEN
     EXECUTE format('DROP VIEW %s', v);
+    EXECUTE format('DROP FUNCTION kubectl.%I()',
+                   '_' || (SELECT c.relname FROM pg_class c WHERE c.oid = rel));
   END IF;
 END
 $$;
@@ -2950,8 +2955,23 @@ REVOKE ALL ON FUNCTION @extschema@._drop_printed_view(regclass) FROM PUBLIC;
 -- NULL when none was made: `rel` is no mirror table kwatch made, schema
 -- kubectl belongs to a role that is no superuser, kubectl.<t> is taken by
 -- something else, or the view changes columns while a view of the user's
--- depends on it (each with a WARNING or NOTICE: watch() goes on).  Runs
--- no code of any role: CREATE VIEW, ALTER VIEW OWNER and GRANT only.
+-- depends on it (each with a WARNING or NOTICE: watch() goes on).
+--
+-- The view reads the table through a SQL function, kubectl."_<t>"(),
+-- whose body names k8s.<t>: PostgreSQL records no dependency on a name in
+-- a function body, so DROP TABLE k8s.<t> needs no CASCADE, and a table
+-- made anew under that name (the fleet recipe's partitioned k8s.pods) is
+-- what the view shows.  The function is inlined into the query (a SQL
+-- function that returns a set, STABLE, no SET, not SECURITY DEFINER:
+-- PostgreSQL's inline_set_returning_function), so a WHERE on a printed
+-- column reaches an expression index of k8s.<t>.  While k8s.<t> does not
+-- exist, a query of the view fails with 42P01.
+--
+-- The view and the function belong to the caller of this function (the
+-- extension's owner, a superuser), not to the table's owner: a view that a
+-- role could redefine would run that role's code with the rights of
+-- whoever reads it.  Runs no code of any role: CREATE FUNCTION, CREATE
+-- VIEW and GRANT only.
 CREATE FUNCTION @extschema@._make_printed_view(rel regclass) RETURNS regclass
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -2959,7 +2979,10 @@ AS $$
 DECLARE
   q text := @extschema@._printed_view_sql(rel);
   tname name := (SELECT c.relname FROM pg_class c WHERE c.oid = rel);
-  owner oid := (SELECT c.relowner FROM pg_class c WHERE c.oid = rel);
+  fname text := '_' || tname;
+  cols text[];
+  outs text;
+  body text;
   v regclass;
 BEGIN
   IF q IS NULL THEN
@@ -2977,80 +3000,45 @@ BEGIN
     RETURN NULL;
   END IF;
   v := @extschema@._printed_view(rel);
-  IF v IS NULL AND to_regclass(format('kubectl.%I', tname)) IS NOT NULL THEN
-    RAISE NOTICE 'no view kubectl.% made: a relation of that name is not a view of %', tname, rel;
+  IF v IS NULL AND (to_regclass(format('kubectl.%I', tname)) IS NOT NULL
+                    OR EXISTS (SELECT 1 FROM pg_proc f WHERE f.pronamespace = 'kubectl'::regnamespace
+                               AND f.proname = fname)) THEN
+    RAISE NOTICE 'no view kubectl.% made: a relation or function of that name is not kwatch''s', tname;
     RETURN NULL;
   END IF;
+  -- the columns the view reads (q's t.<column>s), with the table's types
+  SELECT array_agg(a.attname ORDER BY a.attnum),
+         string_agg(format('%I %s', a.attname, format_type(a.atttypid, a.atttypmod)), ', ' ORDER BY a.attnum)
+    INTO cols, outs
+    FROM pg_attribute a
+   WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped
+     AND (a.attname IN ('cluster', 'namespace', 'name', 'uid', 'created_at', 'object')
+          OR q ~ ('t\.' || quote_ident(a.attname) || '\M'));
+  body := format('SELECT %s FROM k8s.%I',
+                 (SELECT string_agg(quote_ident(c), ', ') FROM unnest(cols) c), tname);
   BEGIN
-    EXECUTE format('CREATE OR REPLACE VIEW kubectl.%I WITH (security_invoker = true) AS %s', tname, q);
-  EXCEPTION WHEN invalid_table_definition OR datatype_mismatch THEN
-    -- its columns changed (a CRD's printer columns): drop and make anew,
-    -- unless a view of the user's depends on it
-    BEGIN
-      EXECUTE format('DROP VIEW kubectl.%I', tname);
-      EXECUTE format('CREATE VIEW kubectl.%I WITH (security_invoker = true) AS %s', tname, q);
-    EXCEPTION WHEN dependent_objects_still_exist THEN
-      RAISE NOTICE 'view kubectl.% keeps its former columns: other objects depend on it', tname;
-      RETURN to_regclass(format('kubectl.%I', tname));
-    END;
+    IF v IS NOT NULL THEN
+      EXECUTE format('DROP VIEW %s', v);
+      EXECUTE format('DROP FUNCTION kubectl.%I()', fname);
+    END IF;
+    EXECUTE format('CREATE FUNCTION kubectl.%I() RETURNS TABLE (%s) LANGUAGE sql STABLE AS %L',
+                   fname, outs, body);
+    EXECUTE format('COMMENT ON FUNCTION kubectl.%I() IS %L', fname,
+                   format('kwatch: the rows of k8s.%I for view kubectl.%I, by name (inlined)', tname, tname));
+    EXECUTE format('CREATE VIEW kubectl.%I WITH (security_invoker = true) AS %s', tname,
+                   replace(q, format('FROM %s t', rel), format('FROM kubectl.%I() t', fname)));
+  EXCEPTION WHEN dependent_objects_still_exist THEN
+    RAISE NOTICE 'view kubectl.% keeps its former columns: other objects depend on it', tname;
+    RETURN v;
   END;
   v := format('kubectl.%I', tname)::regclass;
-  EXECUTE format('ALTER VIEW %s OWNER TO %s', v, owner::regrole);
   EXECUTE format('GRANT SELECT ON %s TO PUBLIC', v);
   EXECUTE format('COMMENT ON VIEW %s IS %L', v,
-                 format('kwatch: kubectl get -o wide for %s (rows checked as the caller on the table)', rel));
+                 format('kwatch: kubectl get -o wide for k8s.%I (rows checked as the caller on the table)', tname));
   RETURN v;
 END
 $$;
 REVOKE ALL ON FUNCTION @extschema@._make_printed_view(regclass) FROM PUBLIC;
-
--- _refresh_printer_columns(...): as in 0.3.0, and the view kubectl.<t>
--- (above) is dropped before a printer column it shows is, which would
--- fail otherwise; watch() makes it anew right after.
-CREATE OR REPLACE FUNCTION @extschema@._refresh_printer_columns(server text, api_group text, plural text,
-                                                     api_version text, table_name text)
-RETURNS text[]
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-  cols jsonb := @extschema@._printer_columns(server, api_group, plural, api_version);
-  taken text[];
-  r record;
-  old text[];
-  c text;
-BEGIN
-  IF cols IS NULL THEN
-    RETURN '{}';
-  END IF;
-  SELECT array_agg(split_part(b, ' ', 1)) INTO taken
-  FROM unnest(@extschema@.base_columns() || @extschema@._builtin_columns(api_group, plural)
-              || ARRAY['object', 'ctid', 'xmin', 'xmax', 'cmin', 'cmax', 'tableoid', 'oid']) b;
-  r := @extschema@._printer_column_defs(cols, taken);
-  SELECT p.columns INTO old FROM @extschema@.printer_columns p
-  WHERE p.api_group = _refresh_printer_columns.api_group AND p.plural = _refresh_printer_columns.plural;
-  IF old IS NOT NULL AND to_regclass(format('k8s.%I', table_name)) IS NOT NULL THEN
-    FOREACH c IN ARRAY old LOOP
-      CONTINUE WHEN c = ANY (r.defs);
-      -- only a generated column (a printer column kwatch made), as the owner
-      IF EXISTS (SELECT 1 FROM pg_attribute a
-                 WHERE a.attrelid = format('k8s.%I', table_name)::regclass
-                   AND a.attname = split_part(c, ' ', 1) AND a.attgenerated = 's'
-                   AND NOT a.attisdropped) THEN
-        -- the view kubectl.<t> shows it (issue 35): made anew by watch()
-        PERFORM @extschema@._drop_printed_view(format('k8s.%I', table_name)::regclass);
-        PERFORM @extschema@._execute_as_owner(format('k8s.%I', table_name)::regclass,
-          format('ALTER TABLE k8s.%I DROP COLUMN %I', table_name, split_part(c, ' ', 1)));
-      END IF;
-    END LOOP;
-  END IF;
-  INSERT INTO @extschema@.printer_columns AS p (api_group, plural, api_version, columns, skipped)
-  VALUES (api_group, plural, api_version, r.defs, r.skipped)
-  ON CONFLICT ON CONSTRAINT printer_columns_pkey
-  DO UPDATE SET api_version = EXCLUDED.api_version, columns = EXCLUDED.columns, skipped = EXCLUDED.skipped;
-  RETURN r.skipped;
-END
-$$;
 
 -- Existing mirror tables get their views now.  What an update script makes
 -- becomes a member of the extension, which these views must not be (they
@@ -3068,6 +3056,8 @@ BEGIN
       v := @extschema@._make_printed_view(r.relid);
       IF v IS NOT NULL THEN
         EXECUTE format('ALTER EXTENSION kwatch DROP VIEW %s', v);
+        EXECUTE format('ALTER EXTENSION kwatch DROP FUNCTION kubectl.%I()',
+                       '_' || (SELECT c.relname FROM pg_class c WHERE c.oid = r.relid));
       END IF;
     EXCEPTION WHEN OTHERS THEN
       RAISE WARNING 'no view kubectl.% made: %', r.relid::regclass, SQLERRM

@@ -371,9 +371,10 @@ DROP SERVER wc_down;
 DELETE FROM kwatch.registrations;
 -- Issue 35: the update made a view kubectl.<t> for each mirror table that
 -- kwatch.tables knows (upgrade_renamed's row names another name: none),
--- owned by the table's owner, neither it nor schema kubectl a member of
--- the extension (DROP EXTENSION must not take them)
-SELECT v.relname, v.relowner = t.relowner AS tables_owner,
+-- owned by a superuser (never by a role that could redefine it), neither
+-- it nor schema kubectl a member of the extension (DROP EXTENSION must not
+-- take them); the tables drop without CASCADE (the views read them by name)
+SELECT v.relname, (SELECT a.rolsuper FROM pg_roles a WHERE a.oid = v.relowner) AS superuser_owned,
        v.reloptions AS options,
        EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
                AND d.objid = v.oid AND d.deptype = 'e') AS extension_member
@@ -382,6 +383,8 @@ SELECT v.relname, v.relowner = t.relowner AS tables_owner,
 SELECT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_namespace'::regclass
                AND d.objid = 'kubectl'::regnamespace AND d.deptype = 'e') AS schema_member;
 SELECT name, ready, status, restarts, age IS NOT NULL AS has_age FROM kubectl.upgrade_pods ORDER BY uid;
-DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets, k8s.upgrade_renamed CASCADE;
+DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets, k8s.upgrade_renamed;
+SELECT count(*) FROM kubectl.upgrade_pods;   -- 42P01 until a watch() makes the table again
+DROP VIEW kubectl.upgrade_pods, kubectl.upgrade_crontabs, kubectl.upgrade_secrets;
 DROP OWNED BY kw_upgrade_owner;
 DROP ROLE kw_upgrade_owner;
