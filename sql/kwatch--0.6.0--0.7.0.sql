@@ -803,6 +803,11 @@ $$;
 -- a LoadBalancer's EXTERNAL-IP and an Ingress's ADDRESS are not clipped to
 -- 16 characters (the functions that clip take `wide => false`).
 --
+-- Every function pins search_path (pg_catalog, pg_temp): its body is
+-- parsed when it runs, as whoever reads a kubectl.<t> view or maintains
+-- an index on it, and an operator or function of that reader's path (a
+-- writable public schema) must not be what runs (issue 35's review).
+--
 -- IMMUTABLE PARALLEL SAFE: every function reads only its arguments.  Cells
 -- that depend on the current time (AGE, a Job's DURATION while it runs,
 -- RESTARTS' "(3m ago)", an Event's LAST SEEN, a CronJob's LAST SCHEDULE)
@@ -828,6 +833,7 @@ $$;
 -- block (a subtransaction) for the rare text that looks right and is not.
 CREATE FUNCTION @extschema@._printer_time(ts text) RETURNS timestamptz
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
   IF ts !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$' THEN
@@ -835,7 +841,7 @@ BEGIN
   END IF;
   BEGIN
     RETURN ts::timestamptz;
-  EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
+  EXCEPTION WHEN data_exception THEN   -- a zone past +-15:59, a month 13...
     RETURN NULL;
   END;
 END
@@ -851,6 +857,7 @@ COMMENT ON FUNCTION @extschema@._printer_time(text) IS
 -- a months field counts 30 days a month.
 CREATE FUNCTION @extschema@.human_duration(d interval) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   secs numeric := extract(epoch FROM d);   -- microsecond precision
@@ -907,6 +914,7 @@ COMMENT ON FUNCTION @extschema@.human_duration(interval) IS
 -- with time.Now() made the argument `at`: a view passes now().
 CREATE FUNCTION @extschema@.translate_timestamp_since(ts timestamptz, at timestamptz) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT CASE WHEN ts IS NULL THEN '<unknown>' ELSE @extschema@.human_duration(at - ts) END $$;
 COMMENT ON FUNCTION @extschema@.translate_timestamp_since(timestamptz, timestamptz) IS
 'AGE-style cell: human_duration(at - ts), "<unknown>" for NULL. printers.go translateTimestampSince with now() as the argument at.';
@@ -916,6 +924,7 @@ COMMENT ON FUNCTION @extschema@.translate_timestamp_since(timestamptz, timestamp
 -- translateTimestampSince(obj.CreationTimestamp).
 CREATE FUNCTION @extschema@.age(object jsonb, at timestamptz) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@.translate_timestamp_since(@extschema@._printer_time(object->'metadata'->>'creationTimestamp'), at) $$;
 COMMENT ON FUNCTION @extschema@.age(jsonb, timestamptz) IS
 'AGE cell of any object at instant at (a view passes now()). printers.go translateTimestampSince(CreationTimestamp).';
@@ -925,6 +934,7 @@ COMMENT ON FUNCTION @extschema@.age(jsonb, timestamptz) IS
 -- apimachinery labels.FormatLabels.
 CREATE FUNCTION @extschema@._printer_format_labels(labels jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT COALESCE(string_agg(key || '=' || value, ',' ORDER BY key COLLATE "C"), '<none>')
   FROM jsonb_each_text(CASE WHEN jsonb_typeof(labels) = 'object' THEN labels ELSE '{}' END)
@@ -936,6 +946,7 @@ COMMENT ON FUNCTION @extschema@._printer_format_labels(jsonb) IS
 -- array or object (Go len() of a slice or map), 0 for null or absent.
 CREATE FUNCTION @extschema@._printer_count(j jsonb) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE jsonb_typeof(j)
            WHEN 'array' THEN jsonb_array_length(j)
@@ -948,6 +959,7 @@ COMMENT ON FUNCTION @extschema@._printer_count(jsonb) IS
 -- _printer_array(j jsonb) -> jsonb: j when it is an array, else '[]'.
 CREATE FUNCTION @extschema@._printer_array(j jsonb) RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT CASE WHEN jsonb_typeof(j) = 'array' THEN j ELSE '[]'::jsonb END $$;
 COMMENT ON FUNCTION @extschema@._printer_array(jsonb) IS
 'j when it is a JSON array, else []. Helper of the issue 35 printer functions.';
@@ -960,18 +972,21 @@ COMMENT ON FUNCTION @extschema@._printer_array(jsonb) IS
 -- _printer_bool: j when it is a JSON boolean, else NULL.
 CREATE FUNCTION @extschema@._printer_int(j jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT CASE WHEN jsonb_typeof(j) = 'number' AND j::text ~ '^-?[0-9]{1,18}$'
                   THEN j::text::bigint END $$;
 COMMENT ON FUNCTION @extschema@._printer_int(jsonb) IS
 'j as bigint when it is a JSON integer (up to 18 digits), else NULL, never an error. Helper of the issue 35 printer functions.';
 CREATE FUNCTION @extschema@._printer_int32(j jsonb) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT CASE WHEN jsonb_typeof(j) = 'number' AND j::text ~ '^-?[0-9]{1,9}$'
                   THEN j::text::integer END $$;
 COMMENT ON FUNCTION @extschema@._printer_int32(jsonb) IS
 'j as integer when it is a JSON integer (up to 9 digits), else NULL, never an error. Helper of the issue 35 printer functions.';
 CREATE FUNCTION @extschema@._printer_bool(j jsonb) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT CASE WHEN jsonb_typeof(j) = 'boolean' THEN j::text::boolean END $$;
 COMMENT ON FUNCTION @extschema@._printer_bool(jsonb) IS
 'j as boolean when it is a JSON boolean, else NULL, never an error. Helper of the issue 35 printer functions.';
@@ -981,6 +996,7 @@ COMMENT ON FUNCTION @extschema@._printer_bool(jsonb) IS
 -- pkg/apis/core/helper GetAccessModesAsString (1.20 has no RWOP).
 CREATE FUNCTION @extschema@._printer_access_modes(modes jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT COALESCE(string_agg(short, ',' ORDER BY ord), '')
   FROM (VALUES (1, 'ReadWriteOnce', 'RWO'), (2, 'ReadOnlyMany', 'ROX'),
@@ -997,6 +1013,7 @@ COMMENT ON FUNCTION @extschema@._printer_access_modes(jsonb) IS
 -- loadBalancerStatusStringer / ingressLoadBalancerStatusStringer.
 CREATE FUNCTION @extschema@._printer_lb_status(status jsonb, wide boolean) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN NOT wide AND length(r) > 16 THEN substr(r, 1, 13) || '...' ELSE r END
   FROM (SELECT COALESCE(string_agg(DISTINCT point COLLATE "C", ',' ORDER BY point COLLATE "C"), '') AS r
@@ -1013,6 +1030,7 @@ COMMENT ON FUNCTION @extschema@._printer_lb_status(jsonb, boolean) IS
 -- String() returns), "<nil>" for a nil pointer.
 CREATE FUNCTION @extschema@._printer_quantity(q jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT CASE WHEN q IS NULL OR jsonb_typeof(q) = 'null' THEN '<nil>' ELSE q #>> '{}' END $$;
 COMMENT ON FUNCTION @extschema@._printer_quantity(jsonb) IS
 '(*resource.Quantity).String(): the serialized quantity, "<nil>" for a nil pointer.';
@@ -1025,6 +1043,7 @@ COMMENT ON FUNCTION @extschema@._printer_quantity(jsonb) IS
 -- printers.go layoutContainerCells.
 CREATE FUNCTION @extschema@._printer_container_cells(containers jsonb, field text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT COALESCE(string_agg(COALESCE(c->>field, ''), ',' ORDER BY o), '')
   FROM jsonb_array_elements(@extschema@._printer_array(containers)) WITH ORDINALITY AS x(c, o)
@@ -1040,6 +1059,7 @@ COMMENT ON FUNCTION @extschema@._printer_container_cells(jsonb, text) IS
 -- the same rule), which labels.NewRequirement checks.
 CREATE FUNCTION @extschema@._printer_label_key_valid(key text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT COALESCE(CASE cardinality(p)
            WHEN 1 THEN true
@@ -1059,6 +1079,7 @@ COMMENT ON FUNCTION @extschema@._printer_label_key_valid(text) IS
 -- IsValidLabelValue, which labels.NewRequirement checks.
 CREATE FUNCTION @extschema@._printer_label_value_valid(value text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT COALESCE(octet_length(value) <= 63
                   AND value ~ '^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$', false)
@@ -1084,6 +1105,7 @@ COMMENT ON FUNCTION @extschema@._printer_label_value_valid(text) IS
 -- internalSelector.String (same in 1.20 and today).
 CREATE FUNCTION @extschema@._printer_label_selector(selector jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   WITH req AS (
     SELECT 0 AS src, 0::bigint AS ord, m.key, '=' AS op, ARRAY[COALESCE(m.value, '')] AS vals
@@ -1126,6 +1148,7 @@ COMMENT ON FUNCTION @extschema@._printer_label_selector(jsonb) IS
 -- the selector is invalid.  apimachinery meta/v1 FormatLabelSelector.
 CREATE FUNCTION @extschema@._printer_format_label_selector(selector jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN s IS NULL THEN '<error>' WHEN s = '' THEN '<none>' ELSE s END
   FROM (SELECT @extschema@._printer_label_selector(selector) AS s) x
@@ -1155,9 +1178,10 @@ CREATE FUNCTION @extschema@._pod_print(object jsonb,
                                   OUT ready_containers integer,
                                   OUT total_containers integer,
                                   OUT status text,
-                                  OUT restarts integer,
+                                  OUT restarts bigint,
                                   OUT last_restart timestamptz)
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   st jsonb := COALESCE(object->'status', '{}');
@@ -1170,7 +1194,7 @@ DECLARE
   wait jsonb;
   finished timestamptz;
   restartable boolean;
-  sidecar_restarts integer := 0;
+  sidecar_restarts bigint := 0;
   sidecar_last timestamptz;
   initializing boolean := false;
   has_running boolean := false;
@@ -1303,6 +1327,7 @@ COMMENT ON FUNCTION @extschema@._pod_print(jsonb) IS
 -- sidecar init containers included.  printers.go printPod.
 CREATE FUNCTION @extschema@.pod_ready_text(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT p.ready_containers || '/' || p.total_containers FROM @extschema@._pod_print(object) p $$;
 COMMENT ON FUNCTION @extschema@.pod_ready_text(jsonb) IS
 'Pod READY cell "ready/total" (sidecar init containers counted). printers.go printPod, current release.';
@@ -1313,16 +1338,18 @@ COMMENT ON FUNCTION @extschema@.pod_ready_text(jsonb) IS
 -- SchedulingGated, NotReady, ...).  printers.go printPod.
 CREATE FUNCTION @extschema@.pod_status(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT p.status FROM @extschema@._pod_print(object) p $$;
 COMMENT ON FUNCTION @extschema@.pod_status(jsonb) IS
 'Pod STATUS cell (CrashLoopBackOff, Init:0/1, Terminating, Completed, ...). printers.go printPod, current release.';
 
--- pod_restarts(object jsonb) -> integer: RESTARTS' number: while
+-- pod_restarts(object jsonb) -> bigint: RESTARTS' number (Go's int): while
 -- initializing the init containers' restarts, else the sidecars' plus the
 -- regular containers'.  printers.go printPod (1.20 prints the same number
 -- without sidecars, as an integer cell).
-CREATE FUNCTION @extschema@.pod_restarts(object jsonb) RETURNS integer
+CREATE FUNCTION @extschema@.pod_restarts(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT p.restarts FROM @extschema@._pod_print(object) p $$;
 COMMENT ON FUNCTION @extschema@.pod_restarts(jsonb) IS
 'Pod RESTARTS count as kubectl sums it (sidecar init containers included). printers.go printPod, current release.';
@@ -1333,6 +1360,7 @@ COMMENT ON FUNCTION @extschema@.pod_restarts(jsonb) IS
 -- printers.go printPod lastRestartDate.
 CREATE FUNCTION @extschema@.pod_last_restart(object jsonb) RETURNS timestamptz
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT p.last_restart FROM @extschema@._pod_print(object) p $$;
 COMMENT ON FUNCTION @extschema@.pod_last_restart(jsonb) IS
 'Time RESTARTS "(3m ago)" is computed from (latest lastState.terminated.finishedAt counted), NULL if none. printers.go printPod.';
@@ -1343,6 +1371,7 @@ COMMENT ON FUNCTION @extschema@.pod_last_restart(jsonb) IS
 -- alone).  A view passes now().
 CREATE FUNCTION @extschema@.pod_restarts_text(object jsonb, at timestamptz) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN p.restarts <> 0 AND p.last_restart IS NOT NULL
               THEN p.restarts || ' (' || @extschema@.translate_timestamp_since(p.last_restart, at) || ' ago)'
@@ -1356,6 +1385,7 @@ COMMENT ON FUNCTION @extschema@.pod_restarts_text(jsonb, timestamptz) IS
 -- printers.go printPod (wide).
 CREATE FUNCTION @extschema@.pod_ip(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(NULLIF(object->'status'->'podIPs'->0->>'ip', ''), '<none>') $$;
 COMMENT ON FUNCTION @extschema@.pod_ip(jsonb) IS
 'Pod IP cell: status.podIPs[0].ip or "<none>". printers.go printPod (wide).';
@@ -1364,6 +1394,7 @@ COMMENT ON FUNCTION @extschema@.pod_ip(jsonb) IS
 -- printers.go printPod (wide).
 CREATE FUNCTION @extschema@.pod_node(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(NULLIF(object->'spec'->>'nodeName', ''), '<none>') $$;
 COMMENT ON FUNCTION @extschema@.pod_node(jsonb) IS
 'Pod NODE cell: spec.nodeName or "<none>". printers.go printPod (wide).';
@@ -1372,6 +1403,7 @@ COMMENT ON FUNCTION @extschema@.pod_node(jsonb) IS
 -- status.nominatedNodeName, "<none>".  printers.go printPod (wide).
 CREATE FUNCTION @extschema@.pod_nominated_node(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(NULLIF(object->'status'->>'nominatedNodeName', ''), '<none>') $$;
 COMMENT ON FUNCTION @extschema@.pod_nominated_node(jsonb) IS
 'Pod NOMINATED NODE cell: status.nominatedNodeName or "<none>". printers.go printPod (wide).';
@@ -1381,6 +1413,7 @@ COMMENT ON FUNCTION @extschema@.pod_nominated_node(jsonb) IS
 -- without gates.  printers.go printPod (wide).
 CREATE FUNCTION @extschema@.pod_readiness_gates(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN @extschema@._printer_count(object->'spec'->'readinessGates') = 0 THEN '<none>'
          ELSE (SELECT count(*) FILTER (WHERE (
@@ -1404,6 +1437,7 @@ COMMENT ON FUNCTION @extschema@.pod_readiness_gates(jsonb) IS
 -- spec.unschedulable.  printers.go printNode.
 CREATE FUNCTION @extschema@.node_status(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT COALESCE((SELECT CASE WHEN cond->>'status' = 'True' THEN 'Ready' ELSE 'NotReady' END
                    FROM jsonb_array_elements(@extschema@._printer_array(object->'status'->'conditions')) WITH ORDINALITY AS c(cond, o)
@@ -1418,6 +1452,7 @@ COMMENT ON FUNCTION @extschema@.node_status(jsonb) IS
 -- joined with ","; "<none>".  printers.go findNodeRoles.
 CREATE FUNCTION @extschema@.node_roles(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT COALESCE(string_agg(DISTINCT role COLLATE "C", ',' ORDER BY role COLLATE "C"), '<none>')
   FROM (SELECT CASE WHEN key LIKE 'node-role.kubernetes.io/%' THEN NULLIF(substr(key, 25), '')
@@ -1433,6 +1468,7 @@ COMMENT ON FUNCTION @extschema@.node_roles(jsonb) IS
 -- ("" when unset).  printers.go printNode.
 CREATE FUNCTION @extschema@.node_version(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->'status'->'nodeInfo'->>'kubeletVersion', '') $$;
 COMMENT ON FUNCTION @extschema@.node_version(jsonb) IS
 'Node VERSION cell: kubeletVersion. printers.go printNode.';
@@ -1441,6 +1477,7 @@ COMMENT ON FUNCTION @extschema@.node_version(jsonb) IS
 -- address, "<none>".  printers.go getNodeInternalIP (wide).
 CREATE FUNCTION @extschema@.node_internal_ip(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT COALESCE((SELECT COALESCE(a->>'address', '')
                    FROM jsonb_array_elements(@extschema@._printer_array(object->'status'->'addresses')) WITH ORDINALITY AS x(a, o)
@@ -1453,6 +1490,7 @@ COMMENT ON FUNCTION @extschema@.node_internal_ip(jsonb) IS
 -- address, "<none>".  printers.go getNodeExternalIP (wide).
 CREATE FUNCTION @extschema@.node_external_ip(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT COALESCE((SELECT COALESCE(a->>'address', '')
                    FROM jsonb_array_elements(@extschema@._printer_array(object->'status'->'addresses')) WITH ORDINALITY AS x(a, o)
@@ -1465,6 +1503,7 @@ COMMENT ON FUNCTION @extschema@.node_external_ip(jsonb) IS
 -- printers.go printNode (wide).
 CREATE FUNCTION @extschema@.node_os_image(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(NULLIF(object->'status'->'nodeInfo'->>'osImage', ''), '<unknown>') $$;
 COMMENT ON FUNCTION @extschema@.node_os_image(jsonb) IS
 'Node OS-IMAGE cell or "<unknown>". printers.go printNode (wide).';
@@ -1473,6 +1512,7 @@ COMMENT ON FUNCTION @extschema@.node_os_image(jsonb) IS
 -- when empty.  printers.go printNode (wide).
 CREATE FUNCTION @extschema@.node_kernel_version(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(NULLIF(object->'status'->'nodeInfo'->>'kernelVersion', ''), '<unknown>') $$;
 COMMENT ON FUNCTION @extschema@.node_kernel_version(jsonb) IS
 'Node KERNEL-VERSION cell or "<unknown>". printers.go printNode (wide).';
@@ -1481,6 +1521,7 @@ COMMENT ON FUNCTION @extschema@.node_kernel_version(jsonb) IS
 -- containerRuntimeVersion, "<unknown>" when empty.  printers.go printNode.
 CREATE FUNCTION @extschema@.node_container_runtime(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(NULLIF(object->'status'->'nodeInfo'->>'containerRuntimeVersion', ''), '<unknown>') $$;
 COMMENT ON FUNCTION @extschema@.node_container_runtime(jsonb) IS
 'Node CONTAINER-RUNTIME cell or "<unknown>". printers.go printNode (wide).';
@@ -1493,6 +1534,7 @@ COMMENT ON FUNCTION @extschema@.node_container_runtime(jsonb) IS
 -- unset).  printers.go printNamespace.
 CREATE FUNCTION @extschema@.namespace_status(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->'status'->>'phase', '') $$;
 COMMENT ON FUNCTION @extschema@.namespace_status(jsonb) IS
 'Namespace STATUS cell: status.phase. printers.go printNamespace.';
@@ -1510,6 +1552,7 @@ COMMENT ON FUNCTION @extschema@.namespace_status(jsonb) IS
 -- printers.go printDeployment.
 CREATE FUNCTION @extschema@.deployment_ready(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'readyReplicas'), 0) || '/' || COALESCE(@extschema@._printer_int(object->'spec'->'replicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.deployment_ready(jsonb) IS
 'Deployment READY cell "ready/desired". printers.go printDeployment.';
@@ -1518,6 +1561,7 @@ COMMENT ON FUNCTION @extschema@.deployment_ready(jsonb) IS
 -- status.updatedReplicas.  printers.go printDeployment.
 CREATE FUNCTION @extschema@.deployment_up_to_date(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'updatedReplicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.deployment_up_to_date(jsonb) IS
 'Deployment UP-TO-DATE cell: status.updatedReplicas. printers.go printDeployment.';
@@ -1526,6 +1570,7 @@ COMMENT ON FUNCTION @extschema@.deployment_up_to_date(jsonb) IS
 -- status.availableReplicas.  printers.go printDeployment.
 CREATE FUNCTION @extschema@.deployment_available(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'availableReplicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.deployment_available(jsonb) IS
 'Deployment AVAILABLE cell: status.availableReplicas. printers.go printDeployment.';
@@ -1535,6 +1580,7 @@ COMMENT ON FUNCTION @extschema@.deployment_available(jsonb) IS
 -- printDeployment (layoutContainerCells).
 CREATE FUNCTION @extschema@.deployment_containers(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
 COMMENT ON FUNCTION @extschema@.deployment_containers(jsonb) IS
 'Deployment CONTAINERS cell (wide): container names joined with ",". printers.go printDeployment.';
@@ -1544,6 +1590,7 @@ COMMENT ON FUNCTION @extschema@.deployment_containers(jsonb) IS
 -- (layoutContainerCells).
 CREATE FUNCTION @extschema@.deployment_images(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
 COMMENT ON FUNCTION @extschema@.deployment_images(jsonb) IS
 'Deployment IMAGES cell (wide): container images joined with ",". printers.go printDeployment.';
@@ -1556,6 +1603,7 @@ COMMENT ON FUNCTION @extschema@.deployment_images(jsonb) IS
 -- write).
 CREATE FUNCTION @extschema@.deployment_selector(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_label_selector(object->'spec'->'selector'), '<invalid>') $$;
 COMMENT ON FUNCTION @extschema@.deployment_selector(jsonb) IS
 'Deployment SELECTOR cell (wide): spec.selector as "k=v,...", "" when nil or empty, "<invalid>". printers.go printDeployment.';
@@ -1564,6 +1612,7 @@ COMMENT ON FUNCTION @extschema@.deployment_selector(jsonb) IS
 -- printers.go printReplicaSet.
 CREATE FUNCTION @extschema@.replicaset_desired(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'spec'->'replicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.replicaset_desired(jsonb) IS
 'ReplicaSet DESIRED cell: spec.replicas. printers.go printReplicaSet.';
@@ -1572,6 +1621,7 @@ COMMENT ON FUNCTION @extschema@.replicaset_desired(jsonb) IS
 -- printers.go printReplicaSet.
 CREATE FUNCTION @extschema@.replicaset_current(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'replicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.replicaset_current(jsonb) IS
 'ReplicaSet CURRENT cell: status.replicas. printers.go printReplicaSet.';
@@ -1580,6 +1630,7 @@ COMMENT ON FUNCTION @extschema@.replicaset_current(jsonb) IS
 -- printers.go printReplicaSet.
 CREATE FUNCTION @extschema@.replicaset_ready(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'readyReplicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.replicaset_ready(jsonb) IS
 'ReplicaSet READY cell: status.readyReplicas. printers.go printReplicaSet.';
@@ -1589,6 +1640,7 @@ COMMENT ON FUNCTION @extschema@.replicaset_ready(jsonb) IS
 -- printReplicaSet (layoutContainerCells).
 CREATE FUNCTION @extschema@.replicaset_containers(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
 COMMENT ON FUNCTION @extschema@.replicaset_containers(jsonb) IS
 'ReplicaSet CONTAINERS cell (wide): container names joined with ",". printers.go printReplicaSet.';
@@ -1598,6 +1650,7 @@ COMMENT ON FUNCTION @extschema@.replicaset_containers(jsonb) IS
 -- (layoutContainerCells).
 CREATE FUNCTION @extschema@.replicaset_images(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
 COMMENT ON FUNCTION @extschema@.replicaset_images(jsonb) IS
 'ReplicaSet IMAGES cell (wide): container images joined with ",". printers.go printReplicaSet.';
@@ -1608,6 +1661,7 @@ COMMENT ON FUNCTION @extschema@.replicaset_images(jsonb) IS
 -- (metav1.FormatLabelSelector).
 CREATE FUNCTION @extschema@.replicaset_selector(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_format_label_selector(object->'spec'->'selector') $$;
 COMMENT ON FUNCTION @extschema@.replicaset_selector(jsonb) IS
 'ReplicaSet SELECTOR cell (wide): spec.selector as "k=v,...", "<none>", "<error>". printers.go printReplicaSet (FormatLabelSelector).';
@@ -1617,6 +1671,7 @@ COMMENT ON FUNCTION @extschema@.replicaset_selector(jsonb) IS
 -- server defaults it to 1).  printers.go printReplicationController.
 CREATE FUNCTION @extschema@.replicationcontroller_desired(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'spec'->'replicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.replicationcontroller_desired(jsonb) IS
 'ReplicationController DESIRED cell: spec.replicas. printers.go printReplicationController.';
@@ -1625,6 +1680,7 @@ COMMENT ON FUNCTION @extschema@.replicationcontroller_desired(jsonb) IS
 -- status.replicas.  printers.go printReplicationController.
 CREATE FUNCTION @extschema@.replicationcontroller_current(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'replicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.replicationcontroller_current(jsonb) IS
 'ReplicationController CURRENT cell: status.replicas. printers.go printReplicationController.';
@@ -1633,6 +1689,7 @@ COMMENT ON FUNCTION @extschema@.replicationcontroller_current(jsonb) IS
 -- status.readyReplicas.  printers.go printReplicationController.
 CREATE FUNCTION @extschema@.replicationcontroller_ready(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'readyReplicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.replicationcontroller_ready(jsonb) IS
 'ReplicationController READY cell: status.readyReplicas. printers.go printReplicationController.';
@@ -1644,6 +1701,7 @@ COMMENT ON FUNCTION @extschema@.replicationcontroller_ready(jsonb) IS
 -- rejects on write).
 CREATE FUNCTION @extschema@.replicationcontroller_containers(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
 COMMENT ON FUNCTION @extschema@.replicationcontroller_containers(jsonb) IS
 'ReplicationController CONTAINERS cell (wide): container names joined with ",". printers.go printReplicationController.';
@@ -1654,6 +1712,7 @@ COMMENT ON FUNCTION @extschema@.replicationcontroller_containers(jsonb) IS
 -- 1.20 fails on a nil template, which validation rejects on write).
 CREATE FUNCTION @extschema@.replicationcontroller_images(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
 COMMENT ON FUNCTION @extschema@.replicationcontroller_images(jsonb) IS
 'ReplicationController IMAGES cell (wide): container images joined with ",". printers.go printReplicationController.';
@@ -1664,6 +1723,7 @@ COMMENT ON FUNCTION @extschema@.replicationcontroller_images(jsonb) IS
 -- (labels.FormatLabels).
 CREATE FUNCTION @extschema@.replicationcontroller_selector(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_format_labels(object->'spec'->'selector') $$;
 COMMENT ON FUNCTION @extschema@.replicationcontroller_selector(jsonb) IS
 'ReplicationController SELECTOR cell (wide): spec.selector as "k=v,..." or "<none>". printers.go printReplicationController (labels.FormatLabels).';
@@ -1672,6 +1732,7 @@ COMMENT ON FUNCTION @extschema@.replicationcontroller_selector(jsonb) IS
 -- printers.go printStatefulSet.
 CREATE FUNCTION @extschema@.statefulset_ready(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'readyReplicas'), 0) || '/' || COALESCE(@extschema@._printer_int(object->'spec'->'replicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.statefulset_ready(jsonb) IS
 'StatefulSet READY cell "ready/desired". printers.go printStatefulSet.';
@@ -1681,6 +1742,7 @@ COMMENT ON FUNCTION @extschema@.statefulset_ready(jsonb) IS
 -- printStatefulSet (layoutContainerCells).
 CREATE FUNCTION @extschema@.statefulset_containers(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
 COMMENT ON FUNCTION @extschema@.statefulset_containers(jsonb) IS
 'StatefulSet CONTAINERS cell (wide): container names joined with ",". printers.go printStatefulSet.';
@@ -1690,6 +1752,7 @@ COMMENT ON FUNCTION @extschema@.statefulset_containers(jsonb) IS
 -- printStatefulSet (layoutContainerCells).
 CREATE FUNCTION @extschema@.statefulset_images(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
 COMMENT ON FUNCTION @extschema@.statefulset_images(jsonb) IS
 'StatefulSet IMAGES cell (wide): container images joined with ",". printers.go printStatefulSet.';
@@ -1698,6 +1761,7 @@ COMMENT ON FUNCTION @extschema@.statefulset_images(jsonb) IS
 -- status.desiredNumberScheduled.  printers.go printDaemonSet.
 CREATE FUNCTION @extschema@.daemonset_desired(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'desiredNumberScheduled'), 0) $$;
 COMMENT ON FUNCTION @extschema@.daemonset_desired(jsonb) IS
 'DaemonSet DESIRED cell: status.desiredNumberScheduled. printers.go printDaemonSet.';
@@ -1706,6 +1770,7 @@ COMMENT ON FUNCTION @extschema@.daemonset_desired(jsonb) IS
 -- status.currentNumberScheduled.  printers.go printDaemonSet.
 CREATE FUNCTION @extschema@.daemonset_current(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'currentNumberScheduled'), 0) $$;
 COMMENT ON FUNCTION @extschema@.daemonset_current(jsonb) IS
 'DaemonSet CURRENT cell: status.currentNumberScheduled. printers.go printDaemonSet.';
@@ -1714,6 +1779,7 @@ COMMENT ON FUNCTION @extschema@.daemonset_current(jsonb) IS
 -- printers.go printDaemonSet.
 CREATE FUNCTION @extschema@.daemonset_ready(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'numberReady'), 0) $$;
 COMMENT ON FUNCTION @extschema@.daemonset_ready(jsonb) IS
 'DaemonSet READY cell: status.numberReady. printers.go printDaemonSet.';
@@ -1722,6 +1788,7 @@ COMMENT ON FUNCTION @extschema@.daemonset_ready(jsonb) IS
 -- status.updatedNumberScheduled.  printers.go printDaemonSet.
 CREATE FUNCTION @extschema@.daemonset_up_to_date(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'updatedNumberScheduled'), 0) $$;
 COMMENT ON FUNCTION @extschema@.daemonset_up_to_date(jsonb) IS
 'DaemonSet UP-TO-DATE cell: status.updatedNumberScheduled. printers.go printDaemonSet.';
@@ -1730,6 +1797,7 @@ COMMENT ON FUNCTION @extschema@.daemonset_up_to_date(jsonb) IS
 -- status.numberAvailable.  printers.go printDaemonSet.
 CREATE FUNCTION @extschema@.daemonset_available(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'numberAvailable'), 0) $$;
 COMMENT ON FUNCTION @extschema@.daemonset_available(jsonb) IS
 'DaemonSet AVAILABLE cell: status.numberAvailable. printers.go printDaemonSet.';
@@ -1739,6 +1807,7 @@ COMMENT ON FUNCTION @extschema@.daemonset_available(jsonb) IS
 -- printDaemonSet (labels.FormatLabels).
 CREATE FUNCTION @extschema@.daemonset_node_selector(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_format_labels(object->'spec'->'template'->'spec'->'nodeSelector') $$;
 COMMENT ON FUNCTION @extschema@.daemonset_node_selector(jsonb) IS
 'DaemonSet NODE SELECTOR cell "k=v,..." or "<none>". printers.go printDaemonSet.';
@@ -1748,6 +1817,7 @@ COMMENT ON FUNCTION @extschema@.daemonset_node_selector(jsonb) IS
 -- printDaemonSet (layoutContainerCells).
 CREATE FUNCTION @extschema@.daemonset_containers(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
 COMMENT ON FUNCTION @extschema@.daemonset_containers(jsonb) IS
 'DaemonSet CONTAINERS cell (wide): container names joined with ",". printers.go printDaemonSet.';
@@ -1757,6 +1827,7 @@ COMMENT ON FUNCTION @extschema@.daemonset_containers(jsonb) IS
 -- (layoutContainerCells).
 CREATE FUNCTION @extschema@.daemonset_images(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
 COMMENT ON FUNCTION @extschema@.daemonset_images(jsonb) IS
 'DaemonSet IMAGES cell (wide): container images joined with ",". printers.go printDaemonSet.';
@@ -1767,6 +1838,7 @@ COMMENT ON FUNCTION @extschema@.daemonset_images(jsonb) IS
 -- (metav1.FormatLabelSelector).
 CREATE FUNCTION @extschema@.daemonset_selector(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_format_label_selector(object->'spec'->'selector') $$;
 COMMENT ON FUNCTION @extschema@.daemonset_selector(jsonb) IS
 'DaemonSet SELECTOR cell (wide): spec.selector as "k=v,...", "<none>", "<error>". printers.go printDaemonSet (FormatLabelSelector).';
@@ -1779,6 +1851,7 @@ COMMENT ON FUNCTION @extschema@.daemonset_selector(jsonb) IS
 -- first condition of that type is True.  printers.go hasJobCondition.
 CREATE FUNCTION @extschema@._printer_job_condition(object jsonb, type text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT COALESCE((SELECT cond->>'status' = 'True'
                    FROM jsonb_array_elements(@extschema@._printer_array(object->'status'->'conditions')) WITH ORDINALITY AS c(cond, o)
@@ -1792,6 +1865,7 @@ COMMENT ON FUNCTION @extschema@._printer_job_condition(jsonb, text) IS
 -- printJob (current release; 1.20 has no STATUS column).
 CREATE FUNCTION @extschema@.job_status(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN @extschema@._printer_job_condition(object, 'Complete') THEN 'Complete'
               WHEN @extschema@._printer_job_condition(object, 'Failed') THEN 'Failed'
@@ -1808,6 +1882,7 @@ COMMENT ON FUNCTION @extschema@.job_status(jsonb) IS
 -- parallelism > 1.  printers.go printJob.
 CREATE FUNCTION @extschema@.job_completions(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT COALESCE(@extschema@._printer_int(object->'status'->'succeeded'), 0) || '/' ||
          CASE WHEN jsonb_typeof(object->'spec'->'completions') = 'number' THEN (object->'spec'->>'completions')
@@ -1821,6 +1896,7 @@ COMMENT ON FUNCTION @extschema@.job_completions(jsonb) IS
 -- DURATION starts (NULL: DURATION is "").  printers.go printJob.
 CREATE FUNCTION @extschema@.job_start_time(object jsonb) RETURNS timestamptz
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_time(object->'status'->>'startTime') $$;
 COMMENT ON FUNCTION @extschema@.job_start_time(jsonb) IS
 'Job status.startTime, where DURATION starts. printers.go printJob.';
@@ -1829,6 +1905,7 @@ COMMENT ON FUNCTION @extschema@.job_start_time(jsonb) IS
 -- where DURATION ends (NULL: it runs up to now).  printers.go printJob.
 CREATE FUNCTION @extschema@.job_completion_time(object jsonb) RETURNS timestamptz
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_time(object->'status'->>'completionTime') $$;
 COMMENT ON FUNCTION @extschema@.job_completion_time(jsonb) IS
 'Job status.completionTime, where DURATION ends (NULL while running). printers.go printJob.';
@@ -1838,6 +1915,7 @@ COMMENT ON FUNCTION @extschema@.job_completion_time(jsonb) IS
 -- at - start.  printers.go printJob.  A view passes now().
 CREATE FUNCTION @extschema@.job_duration(object jsonb, at timestamptz) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN @extschema@.job_start_time(object) IS NULL THEN ''
               ELSE @extschema@.human_duration(COALESCE(@extschema@.job_completion_time(object), at) - @extschema@.job_start_time(object)) END
@@ -1850,6 +1928,7 @@ COMMENT ON FUNCTION @extschema@.job_duration(jsonb, timestamptz) IS
 -- (layoutContainerCells).
 CREATE FUNCTION @extschema@.job_containers(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'name') $$;
 COMMENT ON FUNCTION @extschema@.job_containers(jsonb) IS
 'Job CONTAINERS cell (wide): container names joined with ",". printers.go printJob.';
@@ -1859,6 +1938,7 @@ COMMENT ON FUNCTION @extschema@.job_containers(jsonb) IS
 -- (layoutContainerCells).
 CREATE FUNCTION @extschema@.job_images(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'template'->'spec'->'containers', 'image') $$;
 COMMENT ON FUNCTION @extschema@.job_images(jsonb) IS
 'Job IMAGES cell (wide): container images joined with ",". printers.go printJob.';
@@ -1868,6 +1948,7 @@ COMMENT ON FUNCTION @extschema@.job_images(jsonb) IS
 -- an invalid one.  printers.go printJob (metav1.FormatLabelSelector).
 CREATE FUNCTION @extschema@.job_selector(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_format_label_selector(object->'spec'->'selector') $$;
 COMMENT ON FUNCTION @extschema@.job_selector(jsonb) IS
 'Job SELECTOR cell (wide): spec.selector as "k=v,...", "<none>", "<error>". printers.go printJob (FormatLabelSelector).';
@@ -1876,6 +1957,7 @@ COMMENT ON FUNCTION @extschema@.job_selector(jsonb) IS
 -- printers.go printCronJob.
 CREATE FUNCTION @extschema@.cronjob_schedule(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->'spec'->>'schedule', '') $$;
 COMMENT ON FUNCTION @extschema@.cronjob_schedule(jsonb) IS
 'CronJob SCHEDULE cell. printers.go printCronJob.';
@@ -1884,6 +1966,7 @@ COMMENT ON FUNCTION @extschema@.cronjob_schedule(jsonb) IS
 -- "<none>".  printers.go printCronJob (current release; not in 1.20).
 CREATE FUNCTION @extschema@.cronjob_timezone(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->'spec'->>'timeZone', '<none>') $$;
 COMMENT ON FUNCTION @extschema@.cronjob_timezone(jsonb) IS
 'CronJob TIMEZONE cell or "<none>". printers.go printCronJob (current release).';
@@ -1893,6 +1976,7 @@ COMMENT ON FUNCTION @extschema@.cronjob_timezone(jsonb) IS
 -- printers.go printCronJob (printBoolPtr).
 CREATE FUNCTION @extschema@.cronjob_suspend(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN jsonb_typeof(object->'spec'->'suspend') = 'boolean'
               THEN CASE WHEN @extschema@._printer_bool(object->'spec'->'suspend') THEN 'True' ELSE 'False' END
@@ -1905,6 +1989,7 @@ COMMENT ON FUNCTION @extschema@.cronjob_suspend(jsonb) IS
 -- printers.go printCronJob.
 CREATE FUNCTION @extschema@.cronjob_active(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_count(object->'status'->'active')::bigint $$;
 COMMENT ON FUNCTION @extschema@.cronjob_active(jsonb) IS
 'CronJob ACTIVE cell: number of active jobs. printers.go printCronJob.';
@@ -1914,6 +1999,7 @@ COMMENT ON FUNCTION @extschema@.cronjob_active(jsonb) IS
 -- "<none>").  printers.go printCronJob.
 CREATE FUNCTION @extschema@.cronjob_last_schedule(object jsonb) RETURNS timestamptz
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_time(object->'status'->>'lastScheduleTime') $$;
 COMMENT ON FUNCTION @extschema@.cronjob_last_schedule(jsonb) IS
 'CronJob status.lastScheduleTime, what LAST SCHEDULE is computed from. printers.go printCronJob.';
@@ -1923,6 +2009,7 @@ COMMENT ON FUNCTION @extschema@.cronjob_last_schedule(jsonb) IS
 -- printCronJob.  A view passes now().
 CREATE FUNCTION @extschema@.cronjob_last_schedule_text(object jsonb, at timestamptz) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN object->'status'->>'lastScheduleTime' IS NULL THEN '<none>'
               ELSE @extschema@.translate_timestamp_since(@extschema@.cronjob_last_schedule(object), at) END
@@ -1935,6 +2022,7 @@ COMMENT ON FUNCTION @extschema@.cronjob_last_schedule_text(jsonb, timestamptz) I
 -- printers.go printCronJob (layoutContainerCells).
 CREATE FUNCTION @extschema@.cronjob_containers(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'jobTemplate'->'spec'->'template'->'spec'->'containers', 'name') $$;
 COMMENT ON FUNCTION @extschema@.cronjob_containers(jsonb) IS
 'CronJob CONTAINERS cell (wide): container names joined with ",". printers.go printCronJob.';
@@ -1944,6 +2032,7 @@ COMMENT ON FUNCTION @extschema@.cronjob_containers(jsonb) IS
 -- printCronJob (layoutContainerCells).
 CREATE FUNCTION @extschema@.cronjob_images(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_container_cells(object->'spec'->'jobTemplate'->'spec'->'template'->'spec'->'containers', 'image') $$;
 COMMENT ON FUNCTION @extschema@.cronjob_images(jsonb) IS
 'CronJob IMAGES cell (wide): container images joined with ",". printers.go printCronJob.';
@@ -1954,6 +2043,7 @@ COMMENT ON FUNCTION @extschema@.cronjob_images(jsonb) IS
 -- printCronJob (metav1.FormatLabelSelector).
 CREATE FUNCTION @extschema@.cronjob_selector(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_format_label_selector(object->'spec'->'jobTemplate'->'spec'->'selector') $$;
 COMMENT ON FUNCTION @extschema@.cronjob_selector(jsonb) IS
 'CronJob SELECTOR cell (wide): spec.jobTemplate.spec.selector as "k=v,...", "<none>", "<error>". printers.go printCronJob (FormatLabelSelector).';
@@ -1966,6 +2056,7 @@ COMMENT ON FUNCTION @extschema@.cronjob_selector(jsonb) IS
 -- printers.go printService.
 CREATE FUNCTION @extschema@.service_type(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->'spec'->>'type', '') $$;
 COMMENT ON FUNCTION @extschema@.service_type(jsonb) IS
 'Service TYPE cell. printers.go printService.';
@@ -1977,6 +2068,7 @@ COMMENT ON FUNCTION @extschema@.service_type(jsonb) IS
 -- printers.go printService.
 CREATE FUNCTION @extschema@.service_cluster_ip(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN @extschema@._printer_count(object->'spec'->'clusterIPs') > 0 THEN COALESCE(object->'spec'->'clusterIPs'->>0, '')
               ELSE COALESCE(NULLIF(object->'spec'->>'clusterIP', ''), '<none>') END
@@ -1993,6 +2085,7 @@ COMMENT ON FUNCTION @extschema@.service_cluster_ip(jsonb) IS
 -- getServiceExternalIP.
 CREATE FUNCTION @extschema@.service_external_ip(object jsonb, wide boolean DEFAULT true) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE COALESCE(object->'spec'->>'type', '')
     WHEN 'ClusterIP' THEN COALESCE(ext, '<none>')
@@ -2015,6 +2108,7 @@ COMMENT ON FUNCTION @extschema@.service_external_ip(jsonb, boolean) IS
 -- printers.go makePortString.
 CREATE FUNCTION @extschema@.service_ports(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT COALESCE(NULLIF(string_agg(
            COALESCE(@extschema@._printer_int(p->'port'), 0)
@@ -2029,6 +2123,7 @@ COMMENT ON FUNCTION @extschema@.service_ports(jsonb) IS
 -- "k=v,...", "<none>".  printers.go printService (wide).
 CREATE FUNCTION @extschema@.service_selector(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_format_labels(object->'spec'->'selector') $$;
 COMMENT ON FUNCTION @extschema@.service_selector(jsonb) IS
 'Service SELECTOR cell "k=v,..." or "<none>". printers.go printService (wide).';
@@ -2043,6 +2138,7 @@ COMMENT ON FUNCTION @extschema@.service_selector(jsonb) IS
 -- printers.go formatEndpoints(endpoints, nil).
 CREATE FUNCTION @extschema@.endpoints_endpoints(object jsonb) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   list text[] := '{}';
@@ -2061,6 +2157,12 @@ BEGIN
     IF @extschema@._printer_count(ss->'ports') = 0 THEN
       -- It's possible to have headless services with no ports.
       total := total + @extschema@._printer_count(ss->'addresses');
+      IF cardinality(list) >= max_shown THEN
+        -- shown all it shows: the rest is counted, never expanded again
+        -- (a port per address would be quadratic)
+        more := more OR @extschema@._printer_count(ss->'addresses') > 0;
+        CONTINUE;
+      END IF;
       FOR addr IN SELECT e FROM jsonb_array_elements(@extschema@._printer_array(ss->'addresses')) WITH ORDINALITY AS y(e, o) ORDER BY o LOOP
         IF cardinality(list) = max_shown THEN
           more := true;
@@ -2072,6 +2174,10 @@ BEGIN
     END IF;
     FOR port IN SELECT e FROM jsonb_array_elements(ss->'ports') WITH ORDINALITY AS y(e, o) ORDER BY o LOOP
       total := total + @extschema@._printer_count(ss->'addresses');
+      IF cardinality(list) >= max_shown THEN
+        more := more OR @extschema@._printer_count(ss->'addresses') > 0;
+        CONTINUE;
+      END IF;
       FOR addr IN SELECT e FROM jsonb_array_elements(@extschema@._printer_array(ss->'addresses')) WITH ORDINALITY AS z(e, o) ORDER BY o LOOP
         IF cardinality(list) = max_shown THEN
           more := true;
@@ -2102,6 +2208,7 @@ COMMENT ON FUNCTION @extschema@.endpoints_endpoints(jsonb) IS
 -- "<none>".  printers.go printIngress.
 CREATE FUNCTION @extschema@.ingress_class(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->'spec'->>'ingressClassName', '<none>') $$;
 COMMENT ON FUNCTION @extschema@.ingress_class(jsonb) IS
 'Ingress CLASS cell: spec.ingressClassName or "<none>". printers.go printIngress.';
@@ -2111,6 +2218,7 @@ COMMENT ON FUNCTION @extschema@.ingress_class(jsonb) IS
 -- the third); "*" without hosts.  printers.go formatHosts.
 CREATE FUNCTION @extschema@.ingress_hosts(object jsonb) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   list text[] := '{}';
@@ -2144,6 +2252,7 @@ COMMENT ON FUNCTION @extschema@.ingress_hosts(jsonb) IS
 -- ingressLoadBalancerStatusStringer (the API server's Table is wide).
 CREATE FUNCTION @extschema@.ingress_address(object jsonb, wide boolean DEFAULT true) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_lb_status(object->'status'->'loadBalancer', wide) $$;
 COMMENT ON FUNCTION @extschema@.ingress_address(jsonb, boolean) IS
 'Ingress ADDRESS cell (LB points sorted, ","). printers.go ingressLoadBalancerStatusStringer.';
@@ -2152,6 +2261,7 @@ COMMENT ON FUNCTION @extschema@.ingress_address(jsonb, boolean) IS
 -- "80".  printers.go formatPorts.
 CREATE FUNCTION @extschema@.ingress_ports(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT CASE WHEN @extschema@._printer_count(object->'spec'->'tls') <> 0 THEN '80, 443' ELSE '80' END $$;
 COMMENT ON FUNCTION @extschema@.ingress_ports(jsonb) IS
 'Ingress PORTS cell "80" or "80, 443". printers.go formatPorts.';
@@ -2165,6 +2275,7 @@ COMMENT ON FUNCTION @extschema@.ingress_ports(jsonb) IS
 -- printers.go printConfigMap.
 CREATE FUNCTION @extschema@.configmap_data(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT (@extschema@._printer_count(object->'data') + @extschema@._printer_count(object->'binaryData'))::bigint $$;
 COMMENT ON FUNCTION @extschema@.configmap_data(jsonb) IS
 'ConfigMap DATA cell: number of data + binaryData keys. printers.go printConfigMap.';
@@ -2172,6 +2283,7 @@ COMMENT ON FUNCTION @extschema@.configmap_data(jsonb) IS
 -- secret_type(object jsonb) -> text: TYPE, type.  printers.go printSecret.
 CREATE FUNCTION @extschema@.secret_type(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->>'type', '') $$;
 COMMENT ON FUNCTION @extschema@.secret_type(jsonb) IS
 'Secret TYPE cell. printers.go printSecret.';
@@ -2180,6 +2292,7 @@ COMMENT ON FUNCTION @extschema@.secret_type(jsonb) IS
 -- printSecret.
 CREATE FUNCTION @extschema@.secret_data(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_count(object->'data')::bigint $$;
 COMMENT ON FUNCTION @extschema@.secret_data(jsonb) IS
 'Secret DATA cell: number of data keys. printers.go printSecret.';
@@ -2188,6 +2301,7 @@ COMMENT ON FUNCTION @extschema@.secret_data(jsonb) IS
 -- printers.go printServiceAccount.
 CREATE FUNCTION @extschema@.serviceaccount_secrets(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_count(object->'secrets')::bigint $$;
 COMMENT ON FUNCTION @extschema@.serviceaccount_secrets(jsonb) IS
 'ServiceAccount SECRETS cell: number of secrets references. printers.go printServiceAccount.';
@@ -2201,6 +2315,7 @@ COMMENT ON FUNCTION @extschema@.serviceaccount_secrets(jsonb) IS
 -- spec.capacity.storage, "0" when unset.  printers.go printPersistentVolume.
 CREATE FUNCTION @extschema@.persistentvolume_capacity(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->'spec'->'capacity'->>'storage', '0') $$;
 COMMENT ON FUNCTION @extschema@.persistentvolume_capacity(jsonb) IS
 'PV CAPACITY cell: spec.capacity.storage ("0" unset). printers.go printPersistentVolume.';
@@ -2209,6 +2324,7 @@ COMMENT ON FUNCTION @extschema@.persistentvolume_capacity(jsonb) IS
 -- printers.go printPersistentVolume.
 CREATE FUNCTION @extschema@.persistentvolume_access_modes(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@._printer_access_modes(object->'spec'->'accessModes') $$;
 COMMENT ON FUNCTION @extschema@.persistentvolume_access_modes(jsonb) IS
 'PV ACCESS MODES cell "RWO,ROX,RWX,RWOP". printers.go printPersistentVolume.';
@@ -2217,6 +2333,7 @@ COMMENT ON FUNCTION @extschema@.persistentvolume_access_modes(jsonb) IS
 -- printers.go printPersistentVolume.
 CREATE FUNCTION @extschema@.persistentvolume_reclaim_policy(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->'spec'->>'persistentVolumeReclaimPolicy', '') $$;
 COMMENT ON FUNCTION @extschema@.persistentvolume_reclaim_policy(jsonb) IS
 'PV RECLAIM POLICY cell. printers.go printPersistentVolume.';
@@ -2225,6 +2342,7 @@ COMMENT ON FUNCTION @extschema@.persistentvolume_reclaim_policy(jsonb) IS
 -- "Terminating" once deleted.  printers.go printPersistentVolume.
 CREATE FUNCTION @extschema@.persistentvolume_status(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN object->'metadata'->>'deletionTimestamp' IS NOT NULL THEN 'Terminating'
               ELSE COALESCE(object->'status'->>'phase', '') END
@@ -2236,6 +2354,7 @@ COMMENT ON FUNCTION @extschema@.persistentvolume_status(jsonb) IS
 -- spec.claimRef, "" without one.  printers.go printPersistentVolume.
 CREATE FUNCTION @extschema@.persistentvolume_claim(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN jsonb_typeof(object->'spec'->'claimRef') = 'object'
               THEN COALESCE(object->'spec'->'claimRef'->>'namespace', '') || '/' || COALESCE(object->'spec'->'claimRef'->>'name', '')
@@ -2249,6 +2368,7 @@ COMMENT ON FUNCTION @extschema@.persistentvolume_claim(jsonb) IS
 -- spec.storageClassName.  pkg/apis/core/helper GetPersistentVolumeClass.
 CREATE FUNCTION @extschema@.persistentvolume_storageclass(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT COALESCE(object->'metadata'->'annotations'->>'volume.beta.kubernetes.io/storage-class',
                   object->'spec'->>'storageClassName', '')
@@ -2261,6 +2381,7 @@ COMMENT ON FUNCTION @extschema@.persistentvolume_storageclass(jsonb) IS
 -- printers.go printPersistentVolume (current release; not in 1.20).
 CREATE FUNCTION @extschema@.persistentvolume_volumeattributesclass(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->'spec'->>'volumeAttributesClassName', '<unset>') $$;
 COMMENT ON FUNCTION @extschema@.persistentvolume_volumeattributesclass(jsonb) IS
 'PV VOLUMEATTRIBUTESCLASS cell or "<unset>". printers.go printPersistentVolume (current release).';
@@ -2269,6 +2390,7 @@ COMMENT ON FUNCTION @extschema@.persistentvolume_volumeattributesclass(jsonb) IS
 -- printers.go printPersistentVolume.
 CREATE FUNCTION @extschema@.persistentvolume_reason(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->'status'->>'reason', '') $$;
 COMMENT ON FUNCTION @extschema@.persistentvolume_reason(jsonb) IS
 'PV REASON cell: status.reason. printers.go printPersistentVolume.';
@@ -2277,6 +2399,7 @@ COMMENT ON FUNCTION @extschema@.persistentvolume_reason(jsonb) IS
 -- spec.volumeMode, "<unset>".  printers.go printPersistentVolume (wide).
 CREATE FUNCTION @extschema@.persistentvolume_volume_mode(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->'spec'->>'volumeMode', '<unset>') $$;
 COMMENT ON FUNCTION @extschema@.persistentvolume_volume_mode(jsonb) IS
 'PV VOLUMEMODE cell or "<unset>". printers.go printPersistentVolume (wide).';
@@ -2285,6 +2408,7 @@ COMMENT ON FUNCTION @extschema@.persistentvolume_volume_mode(jsonb) IS
 -- or "Terminating" once deleted.  printers.go printPersistentVolumeClaim.
 CREATE FUNCTION @extschema@.persistentvolumeclaim_status(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN object->'metadata'->>'deletionTimestamp' IS NOT NULL THEN 'Terminating'
               ELSE COALESCE(object->'status'->>'phase', '') END
@@ -2296,6 +2420,7 @@ COMMENT ON FUNCTION @extschema@.persistentvolumeclaim_status(jsonb) IS
 -- spec.volumeName.  printers.go printPersistentVolumeClaim.
 CREATE FUNCTION @extschema@.persistentvolumeclaim_volume(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->'spec'->>'volumeName', '') $$;
 COMMENT ON FUNCTION @extschema@.persistentvolumeclaim_volume(jsonb) IS
 'PVC VOLUME cell: spec.volumeName. printers.go printPersistentVolumeClaim.';
@@ -2305,6 +2430,7 @@ COMMENT ON FUNCTION @extschema@.persistentvolumeclaim_volume(jsonb) IS
 -- printers.go printPersistentVolumeClaim.
 CREATE FUNCTION @extschema@.persistentvolumeclaim_capacity(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN COALESCE(object->'spec'->>'volumeName', '') <> ''
               THEN COALESCE(object->'status'->'capacity'->>'storage', '0') ELSE '' END
@@ -2317,6 +2443,7 @@ COMMENT ON FUNCTION @extschema@.persistentvolumeclaim_capacity(jsonb) IS
 -- printPersistentVolumeClaim.
 CREATE FUNCTION @extschema@.persistentvolumeclaim_access_modes(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN COALESCE(object->'spec'->>'volumeName', '') <> ''
               THEN @extschema@._printer_access_modes(object->'status'->'accessModes') ELSE '' END
@@ -2329,6 +2456,7 @@ COMMENT ON FUNCTION @extschema@.persistentvolumeclaim_access_modes(jsonb) IS
 -- pkg/apis/core/helper GetPersistentVolumeClaimClass.
 CREATE FUNCTION @extschema@.persistentvolumeclaim_storageclass(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT COALESCE(object->'metadata'->'annotations'->>'volume.beta.kubernetes.io/storage-class',
                   object->'spec'->>'storageClassName', '')
@@ -2341,6 +2469,7 @@ COMMENT ON FUNCTION @extschema@.persistentvolumeclaim_storageclass(jsonb) IS
 -- printers.go printPersistentVolumeClaim (current release; not in 1.20).
 CREATE FUNCTION @extschema@.persistentvolumeclaim_volumeattributesclass(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->'spec'->>'volumeAttributesClassName', '<unset>') $$;
 COMMENT ON FUNCTION @extschema@.persistentvolumeclaim_volumeattributesclass(jsonb) IS
 'PVC VOLUMEATTRIBUTESCLASS cell or "<unset>". printers.go printPersistentVolumeClaim (current release).';
@@ -2349,6 +2478,7 @@ COMMENT ON FUNCTION @extschema@.persistentvolumeclaim_volumeattributesclass(json
 -- spec.volumeMode, "<unset>".  printers.go printPersistentVolumeClaim (wide).
 CREATE FUNCTION @extschema@.persistentvolumeclaim_volume_mode(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->'spec'->>'volumeMode', '<unset>') $$;
 COMMENT ON FUNCTION @extschema@.persistentvolumeclaim_volume_mode(jsonb) IS
 'PVC VOLUMEMODE cell or "<unset>". printers.go printPersistentVolumeClaim (wide).';
@@ -2362,6 +2492,7 @@ COMMENT ON FUNCTION @extschema@.persistentvolumeclaim_volume_mode(jsonb) IS
 -- printers.go printEvent.
 CREATE FUNCTION @extschema@.event_first_seen(object jsonb) RETURNS timestamptz
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN object->>'firstTimestamp' IS NOT NULL THEN @extschema@._printer_time(object->>'firstTimestamp')
               ELSE @extschema@._printer_time(object->>'eventTime') END
@@ -2374,6 +2505,7 @@ COMMENT ON FUNCTION @extschema@.event_first_seen(jsonb) IS
 -- FIRST SEEN's time; NULL: "<unknown>".  printers.go printEvent.
 CREATE FUNCTION @extschema@.event_last_seen(object jsonb) RETURNS timestamptz
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN jsonb_typeof(object->'series') = 'object' THEN @extschema@._printer_time(object->'series'->>'lastObservedTime')
               WHEN object->>'lastTimestamp' IS NOT NULL THEN @extschema@._printer_time(object->>'lastTimestamp')
@@ -2386,6 +2518,7 @@ COMMENT ON FUNCTION @extschema@.event_last_seen(jsonb) IS
 -- instant `at` ("2d", "<unknown>").  printers.go printEvent.
 CREATE FUNCTION @extschema@.event_last_seen_text(object jsonb, at timestamptz) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@.translate_timestamp_since(@extschema@.event_last_seen(object), at) $$;
 COMMENT ON FUNCTION @extschema@.event_last_seen_text(jsonb, timestamptz) IS
 'Event LAST SEEN cell at instant at (a view passes now()). printers.go printEvent.';
@@ -2394,6 +2527,7 @@ COMMENT ON FUNCTION @extschema@.event_last_seen_text(jsonb, timestamptz) IS
 -- at instant `at`.  printers.go printEvent (wide).
 CREATE FUNCTION @extschema@.event_first_seen_text(object jsonb, at timestamptz) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@.translate_timestamp_since(@extschema@.event_first_seen(object), at) $$;
 COMMENT ON FUNCTION @extschema@.event_first_seen_text(jsonb, timestamptz) IS
 'Event FIRST SEEN cell at instant at (a view passes now()). printers.go printEvent (wide).';
@@ -2402,6 +2536,7 @@ COMMENT ON FUNCTION @extschema@.event_first_seen_text(jsonb, timestamptz) IS
 -- printers.go printEvent.
 CREATE FUNCTION @extschema@.event_type(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->>'type', '') $$;
 COMMENT ON FUNCTION @extschema@.event_type(jsonb) IS
 'Event TYPE cell. printers.go printEvent.';
@@ -2409,6 +2544,7 @@ COMMENT ON FUNCTION @extschema@.event_type(jsonb) IS
 -- event_reason(object jsonb) -> text: REASON.  printers.go printEvent.
 CREATE FUNCTION @extschema@.event_reason(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->>'reason', '') $$;
 COMMENT ON FUNCTION @extschema@.event_reason(jsonb) IS
 'Event REASON cell. printers.go printEvent.';
@@ -2418,6 +2554,7 @@ COMMENT ON FUNCTION @extschema@.event_reason(jsonb) IS
 -- printers.go printEvent.
 CREATE FUNCTION @extschema@.event_object(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT lower(COALESCE(object->'involvedObject'->>'kind', ''))
          || CASE WHEN COALESCE(object->'involvedObject'->>'name', '') <> '' THEN '/' || (object->'involvedObject'->>'name') ELSE '' END
@@ -2429,6 +2566,7 @@ COMMENT ON FUNCTION @extschema@.event_object(jsonb) IS
 -- involvedObject.fieldPath.  printers.go printEvent (wide).
 CREATE FUNCTION @extschema@.event_subobject(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->'involvedObject'->>'fieldPath', '') $$;
 COMMENT ON FUNCTION @extschema@.event_subobject(jsonb) IS
 'Event SUBOBJECT cell: involvedObject.fieldPath. printers.go printEvent (wide).';
@@ -2438,6 +2576,7 @@ COMMENT ON FUNCTION @extschema@.event_subobject(jsonb) IS
 -- component alone without a host).  printers.go formatEventSource (wide).
 CREATE FUNCTION @extschema@.event_source(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT component || CASE WHEN instance = '' THEN '' ELSE ', ' || instance END
   FROM (SELECT COALESCE(NULLIF(object->'source'->>'component', ''), object->>'reportingComponent', '') AS component,
@@ -2450,9 +2589,10 @@ COMMENT ON FUNCTION @extschema@.event_source(jsonb) IS
 -- white space (Go unicode.IsSpace) removed.  printers.go printEvent.
 CREATE FUNCTION @extschema@.event_message(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT btrim(COALESCE(object->>'message', ''),
-               E' \t\n\r\f\v' || U&'\0085\00A0\1680\2000\2001\2002\2003\2004\2005\2006\2007\2008\2009\200A\2028\2029\202F\205F\3000')
+               E' \t\n\r\f\v' || E'\u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000')
 $$;
 COMMENT ON FUNCTION @extschema@.event_message(jsonb) IS
 'Event MESSAGE cell, white space trimmed (strings.TrimSpace). printers.go printEvent.';
@@ -2462,6 +2602,7 @@ COMMENT ON FUNCTION @extschema@.event_message(jsonb) IS
 -- printers.go printEvent (1.20 prints series.count + 1).
 CREATE FUNCTION @extschema@.event_count(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT CASE WHEN jsonb_typeof(object->'series') = 'object' THEN COALESCE(@extschema@._printer_int(object->'series'->'count'), 0)
               WHEN COALESCE(@extschema@._printer_int(object->'count'), 0) = 0 THEN 1
@@ -2481,6 +2622,7 @@ COMMENT ON FUNCTION @extschema@.event_count(jsonb) IS
 -- printHorizontalPodAutoscaler.
 CREATE FUNCTION @extschema@.horizontalpodautoscaler_reference(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(object->'spec'->'scaleTargetRef'->>'kind', '') || '/' || COALESCE(object->'spec'->'scaleTargetRef'->>'name', '') $$;
 COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_reference(jsonb) IS
 'HPA REFERENCE cell "Kind/name". printers.go printHorizontalPodAutoscaler.';
@@ -2500,6 +2642,7 @@ COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_reference(jsonb) IS
 -- alike), which the printer sees the object through.
 CREATE FUNCTION @extschema@._printer_hpa_v1_metrics(object jsonb) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   ann jsonb := object->'metadata'->'annotations';
@@ -2514,14 +2657,14 @@ BEGIN
   IF jsonb_typeof(ann->'autoscaling.alpha.kubernetes.io/metrics') = 'string' THEN
     BEGIN
       other := (ann->>'autoscaling.alpha.kubernetes.io/metrics')::jsonb;
-    EXCEPTION WHEN invalid_text_representation THEN
+    EXCEPTION WHEN data_exception OR program_limit_exceeded THEN   -- no JSON, nested too deep
       other := NULL;
     END;
   END IF;
   IF jsonb_typeof(ann->'autoscaling.alpha.kubernetes.io/current-metrics') = 'string' THEN
     BEGIN
       current := (ann->>'autoscaling.alpha.kubernetes.io/current-metrics')::jsonb;
-    EXCEPTION WHEN invalid_text_representation THEN
+    EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
       current := NULL;
     END;
   END IF;
@@ -2612,6 +2755,7 @@ COMMENT ON FUNCTION @extschema@._printer_hpa_v1_metrics(jsonb) IS
 -- metrics without the "cpu: " prefix).
 CREATE FUNCTION @extschema@.horizontalpodautoscaler_targets(object jsonb) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   specs jsonb := @extschema@._printer_array(object->'spec'->'metrics');
@@ -2703,6 +2847,7 @@ COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_targets(jsonb) IS
 -- spec.minReplicas, "<unset>".  printers.go printHorizontalPodAutoscaler.
 CREATE FUNCTION @extschema@.horizontalpodautoscaler_minpods(object jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'spec'->'minReplicas')::text, '<unset>') $$;
 COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_minpods(jsonb) IS
 'HPA MINPODS cell: spec.minReplicas or "<unset>". printers.go printHorizontalPodAutoscaler.';
@@ -2711,6 +2856,7 @@ COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_minpods(jsonb) IS
 -- spec.maxReplicas.  printers.go printHorizontalPodAutoscaler.
 CREATE FUNCTION @extschema@.horizontalpodautoscaler_maxpods(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'spec'->'maxReplicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_maxpods(jsonb) IS
 'HPA MAXPODS cell: spec.maxReplicas. printers.go printHorizontalPodAutoscaler.';
@@ -2719,6 +2865,7 @@ COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_maxpods(jsonb) IS
 -- status.currentReplicas.  printers.go printHorizontalPodAutoscaler.
 CREATE FUNCTION @extschema@.horizontalpodautoscaler_replicas(object jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT COALESCE(@extschema@._printer_int(object->'status'->'currentReplicas'), 0) $$;
 COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_replicas(jsonb) IS
 'HPA REPLICAS cell: status.currentReplicas. printers.go printHorizontalPodAutoscaler.';
@@ -2746,14 +2893,13 @@ COMMENT ON FUNCTION @extschema@.horizontalpodautoscaler_replicas(jsonb) IS
 --
 -- The views are made WITH (security_invoker = true): a query through one
 -- is checked, and row-level security applied, as the role that runs it on
--- k8s.<t>, so SELECT on the views is granted to PUBLIC and grants stay
--- where they are (on the mirror table).  A view belongs to the extension's
--- owner, never to a role that could redefine it.  It reads k8s.<t> by name
--- (_make_printed_view), so DROP TABLE k8s.<t> needs no CASCADE.  watch()
--- makes or refreshes the view; unwatch(drop_table => true) drops it with
--- the table.  Schema kubectl is made on first use, as k8s is; a schema of
--- that name owned by another role than a superuser is left alone (no view
--- is made in it; a WARNING says so).
+-- k8s.<t>.  A view belongs to the extension's owner, never to a role that
+-- could redefine it, and SELECT on it is the table owner's to grant
+-- (_make_printed_view).  watch() makes or refreshes the view;
+-- unwatch(drop_table => true) and DROP OWNED drop it with the table; a
+-- user's own DROP TABLE k8s.<t> needs CASCADE.  Schema kubectl is made on
+-- first use, as k8s is; a schema of that name owned by another role than
+-- a superuser is left alone (no view is made in it; a WARNING says so).
 -- =====================================================================
 
 -- _printed_columns(api_group, plural) -> text[]: the view's select list
@@ -2912,28 +3058,28 @@ $$;
 REVOKE ALL ON FUNCTION @extschema@._printed_view_sql(regclass) FROM PUBLIC;
 
 -- _printed_view(rel) -> regclass: the view kubectl.<t> of mirror table
--- `rel` (k8s.<t>), or NULL when there is none: a view of that name that
--- reads the function kubectl."_<t>" (below); a relation of that name that
--- is not one is not kwatch's.
+-- `rel` (k8s.<t>), or NULL when there is none: a view of that name in
+-- schema kubectl that reads `rel`; a relation of that name that does not
+-- is not kwatch's.
 CREATE FUNCTION @extschema@._printed_view(rel regclass) RETURNS regclass
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT v.oid::regclass
-    FROM pg_class t, pg_class v, pg_rewrite w, pg_depend d, pg_proc f
+    FROM pg_class t, pg_class v, pg_rewrite w, pg_depend d
    WHERE t.oid = rel AND v.relnamespace = to_regnamespace('kubectl')
      AND v.relname = t.relname AND v.relkind = 'v'
      AND w.ev_class = v.oid AND d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid
-     AND d.refclassid = 'pg_proc'::regclass AND d.refobjid = f.oid
-     AND f.pronamespace = v.relnamespace AND f.proname = '_' || t.relname
+     AND d.refclassid = 'pg_class'::regclass AND d.refobjid = rel
    LIMIT 1
 $$;
 REVOKE ALL ON FUNCTION @extschema@._printed_view(regclass) FROM PUBLIC;
 
 -- _drop_printed_view(rel): drops the view kubectl.<t> of mirror table
--- `rel` and its function kubectl."_<t>", if there are (unwatch(drop_table
--- => true)).  A view of the user's own over it makes this fail with 2BP01,
--- as DROP VIEW does.
+-- `rel`, if there is one (before the table, or a column it shows, is
+-- dropped).  A view that depends on it makes this fail with 2BP01, as
+-- DROP VIEW does (the table's owner chose who may read it: see
+-- _make_printed_view).
 CREATE FUNCTION @extschema@._drop_printed_view(rel regclass) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -2943,35 +3089,54 @@ DECLARE
 BEGIN
   IF v IS NOT NULL THEN
     EXECUTE format('DROP VIEW %s', v);
-    EXECUTE format('DROP FUNCTION kubectl.%I()',
-                   '_' || (SELECT c.relname FROM pg_class c WHERE c.oid = rel));
   END IF;
 END
 $$;
 REVOKE ALL ON FUNCTION @extschema@._drop_printed_view(regclass) FROM PUBLIC;
 
+-- _drop_printed_views_of(roles oid[]): drops the views kubectl.<t> of the
+-- mirror tables `roles` own, for DROP OWNED BY (src/functions/ownership.c),
+-- whose drop of the tables the views would otherwise refuse.  A view that
+-- something else depends on is left (PostgreSQL's DROP OWNED then says
+-- what depends on what).
+CREATE FUNCTION @extschema@._drop_printed_views_of(roles oid[]) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT c.oid FROM pg_class c
+            WHERE c.relnamespace = to_regnamespace('k8s') AND c.relkind IN ('r', 'p')
+              AND c.relowner = ANY (roles) LOOP
+    BEGIN
+      PERFORM @extschema@._drop_printed_view(r.oid);
+    EXCEPTION WHEN dependent_objects_still_exist THEN
+      NULL;
+    END;
+  END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@._drop_printed_views_of(oid[]) FROM PUBLIC;
+
 -- _make_printed_view(rel) -> regclass: makes or refreshes kubectl.<t> for
 -- mirror table `rel` = k8s.<t> (see this section's head); returns it, or
 -- NULL when none was made: `rel` is no mirror table kwatch made, schema
 -- kubectl belongs to a role that is no superuser, kubectl.<t> is taken by
--- something else, or the view changes columns while a view of the user's
--- depends on it (each with a WARNING or NOTICE: watch() goes on).
+-- something else, or the view changes columns while a view depends on it
+-- (each with a WARNING or NOTICE: watch() goes on).
 --
--- The view reads the table through a SQL function, kubectl."_<t>"(),
--- whose body names k8s.<t>: PostgreSQL records no dependency on a name in
--- a function body, so DROP TABLE k8s.<t> needs no CASCADE, and a table
--- made anew under that name (the fleet recipe's partitioned k8s.pods) is
--- what the view shows.  The function is inlined into the query (a SQL
--- function that returns a set, STABLE, no SET, not SECURITY DEFINER:
--- PostgreSQL's inline_set_returning_function), so a WHERE on a printed
--- column reaches an expression index of k8s.<t>.  While k8s.<t> does not
--- exist, a query of the view fails with 42P01.
---
--- The view and the function belong to the caller of this function (the
--- extension's owner, a superuser), not to the table's owner: a view that a
--- role could redefine would run that role's code with the rights of
--- whoever reads it.  Runs no code of any role: CREATE FUNCTION, CREATE
--- VIEW and GRANT only.
+-- The view belongs to the caller of this function (the extension's owner,
+-- a superuser), never to the table's owner: a view that a role could
+-- redefine would run that role's code with the rights of whoever reads
+-- it.  It reads k8s.<t> itself, so PostgreSQL refuses what would change
+-- what it reads (ALTER COLUMN ... TYPE of a column it shows, with which an
+-- assignment cast of the owner's would run as the reader) and a DROP
+-- TABLE without CASCADE.  SELECT on it is granted to the table's owner
+-- WITH GRANT OPTION, not to PUBLIC: the owner grants it beside SELECT on
+-- k8s.<t>, and a role the owner did not choose cannot pin the view (a view
+-- of its own over it would block unwatch(drop_table => true)).  Runs no
+-- code of any role: CREATE VIEW, DROP VIEW and GRANT only.
 CREATE FUNCTION @extschema@._make_printed_view(rel regclass) RETURNS regclass
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -2979,10 +3144,7 @@ AS $$
 DECLARE
   q text := @extschema@._printed_view_sql(rel);
   tname name := (SELECT c.relname FROM pg_class c WHERE c.oid = rel);
-  fname text := '_' || tname;
-  cols text[];
-  outs text;
-  body text;
+  owner regrole := (SELECT c.relowner::regrole FROM pg_class c WHERE c.oid = rel);
   v regclass;
 BEGIN
   IF q IS NULL THEN
@@ -3000,45 +3162,79 @@ BEGIN
     RETURN NULL;
   END IF;
   v := @extschema@._printed_view(rel);
-  IF v IS NULL AND (to_regclass(format('kubectl.%I', tname)) IS NOT NULL
-                    OR EXISTS (SELECT 1 FROM pg_proc f WHERE f.pronamespace = 'kubectl'::regnamespace
-                               AND f.proname = fname)) THEN
-    RAISE NOTICE 'no view kubectl.% made: a relation or function of that name is not kwatch''s', tname;
+  IF v IS NULL AND to_regclass(format('kubectl.%I', tname)) IS NOT NULL THEN
+    RAISE NOTICE 'no view kubectl.% made: a relation of that name is not a view of %', tname, rel;
     RETURN NULL;
   END IF;
-  -- the columns the view reads (q's t.<column>s), with the table's types
-  SELECT array_agg(a.attname ORDER BY a.attnum),
-         string_agg(format('%I %s', a.attname, format_type(a.atttypid, a.atttypmod)), ', ' ORDER BY a.attnum)
-    INTO cols, outs
-    FROM pg_attribute a
-   WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped
-     AND (a.attname IN ('cluster', 'namespace', 'name', 'uid', 'created_at', 'object')
-          OR q ~ ('t\.' || quote_ident(a.attname) || '\M'));
-  body := format('SELECT %s FROM k8s.%I',
-                 (SELECT string_agg(quote_ident(c), ', ') FROM unnest(cols) c), tname);
   BEGIN
-    IF v IS NOT NULL THEN
-      EXECUTE format('DROP VIEW %s', v);
-      EXECUTE format('DROP FUNCTION kubectl.%I()', fname);
-    END IF;
-    EXECUTE format('CREATE FUNCTION kubectl.%I() RETURNS TABLE (%s) LANGUAGE sql STABLE AS %L',
-                   fname, outs, body);
-    EXECUTE format('COMMENT ON FUNCTION kubectl.%I() IS %L', fname,
-                   format('kwatch: the rows of k8s.%I for view kubectl.%I, by name (inlined)', tname, tname));
-    EXECUTE format('CREATE VIEW kubectl.%I WITH (security_invoker = true) AS %s', tname,
-                   replace(q, format('FROM %s t', rel), format('FROM kubectl.%I() t', fname)));
-  EXCEPTION WHEN dependent_objects_still_exist THEN
-    RAISE NOTICE 'view kubectl.% keeps its former columns: other objects depend on it', tname;
-    RETURN v;
+    EXECUTE format('CREATE OR REPLACE VIEW kubectl.%I WITH (security_invoker = true) AS %s', tname, q);
+  EXCEPTION WHEN invalid_table_definition OR datatype_mismatch THEN
+    -- its columns changed (a CRD's printer columns): drop and make anew,
+    -- unless a view depends on it
+    BEGIN
+      EXECUTE format('DROP VIEW kubectl.%I', tname);
+      EXECUTE format('CREATE VIEW kubectl.%I WITH (security_invoker = true) AS %s', tname, q);
+    EXCEPTION WHEN dependent_objects_still_exist THEN
+      RAISE NOTICE 'view kubectl.% keeps its former columns: other objects depend on it', tname;
+      RETURN to_regclass(format('kubectl.%I', tname));
+    END;
   END;
   v := format('kubectl.%I', tname)::regclass;
-  EXECUTE format('GRANT SELECT ON %s TO PUBLIC', v);
+  EXECUTE format('GRANT SELECT ON %s TO %s WITH GRANT OPTION', v, owner);
   EXECUTE format('COMMENT ON VIEW %s IS %L', v,
-                 format('kwatch: kubectl get -o wide for k8s.%I (rows checked as the caller on the table)', tname));
+                 format('kwatch: kubectl get -o wide for %s (rows checked as the caller on the table)', rel));
   RETURN v;
 END
 $$;
 REVOKE ALL ON FUNCTION @extschema@._make_printed_view(regclass) FROM PUBLIC;
+
+-- _refresh_printer_columns(...): as in 0.3.0, and the view kubectl.<t>
+-- (above) is dropped before a printer column it shows is, which would
+-- fail otherwise; watch() makes it anew right after.
+CREATE OR REPLACE FUNCTION @extschema@._refresh_printer_columns(server text, api_group text, plural text,
+                                                     api_version text, table_name text)
+RETURNS text[]
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  cols jsonb := @extschema@._printer_columns(server, api_group, plural, api_version);
+  taken text[];
+  r record;
+  old text[];
+  c text;
+BEGIN
+  IF cols IS NULL THEN
+    RETURN '{}';
+  END IF;
+  SELECT array_agg(split_part(b, ' ', 1)) INTO taken
+  FROM unnest(@extschema@.base_columns() || @extschema@._builtin_columns(api_group, plural)
+              || ARRAY['object', 'ctid', 'xmin', 'xmax', 'cmin', 'cmax', 'tableoid', 'oid']) b;
+  r := @extschema@._printer_column_defs(cols, taken);
+  SELECT p.columns INTO old FROM @extschema@.printer_columns p
+  WHERE p.api_group = _refresh_printer_columns.api_group AND p.plural = _refresh_printer_columns.plural;
+  IF old IS NOT NULL AND to_regclass(format('k8s.%I', table_name)) IS NOT NULL THEN
+    FOREACH c IN ARRAY old LOOP
+      CONTINUE WHEN c = ANY (r.defs);
+      -- only a generated column (a printer column kwatch made), as the owner
+      IF EXISTS (SELECT 1 FROM pg_attribute a
+                 WHERE a.attrelid = format('k8s.%I', table_name)::regclass
+                   AND a.attname = split_part(c, ' ', 1) AND a.attgenerated = 's'
+                   AND NOT a.attisdropped) THEN
+        -- the view kubectl.<t> shows it (issue 35): made anew by watch()
+        PERFORM @extschema@._drop_printed_view(format('k8s.%I', table_name)::regclass);
+        PERFORM @extschema@._execute_as_owner(format('k8s.%I', table_name)::regclass,
+          format('ALTER TABLE k8s.%I DROP COLUMN %I', table_name, split_part(c, ' ', 1)));
+      END IF;
+    END LOOP;
+  END IF;
+  INSERT INTO @extschema@.printer_columns AS p (api_group, plural, api_version, columns, skipped)
+  VALUES (api_group, plural, api_version, r.defs, r.skipped)
+  ON CONFLICT ON CONSTRAINT printer_columns_pkey
+  DO UPDATE SET api_version = EXCLUDED.api_version, columns = EXCLUDED.columns, skipped = EXCLUDED.skipped;
+  RETURN r.skipped;
+END
+$$;
 
 -- Existing mirror tables get their views now.  What an update script makes
 -- becomes a member of the extension, which these views must not be (they
@@ -3053,17 +3249,19 @@ DECLARE
 BEGIN
   FOR r IN SELECT t.relid FROM @extschema@.tables t JOIN pg_class c ON c.oid = t.relid ORDER BY t.relname LOOP
     BEGIN
+      -- a table's owner holding a lock on it must not stall the update
+      -- (issue 30's rule): its view is made by its next watch() instead
+      SET LOCAL lock_timeout = '5s';
       v := @extschema@._make_printed_view(r.relid);
       IF v IS NOT NULL THEN
         EXECUTE format('ALTER EXTENSION kwatch DROP VIEW %s', v);
-        EXECUTE format('ALTER EXTENSION kwatch DROP FUNCTION kubectl.%I()',
-                       '_' || (SELECT c.relname FROM pg_class c WHERE c.oid = r.relid));
       END IF;
     EXCEPTION WHEN OTHERS THEN
       RAISE WARNING 'no view kubectl.% made: %', r.relid::regclass, SQLERRM
         USING HINT = 'Call watch() for it again once the cause is gone.';
     END;
   END LOOP;
+  RESET lock_timeout;
   IF new_schema AND to_regnamespace('kubectl') IS NOT NULL THEN
     ALTER EXTENSION kwatch DROP SCHEMA kubectl;
   END IF;

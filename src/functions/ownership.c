@@ -19,7 +19,8 @@
  *                      owner);
  *   DROP OWNED BY r    in kwatch's database, removes r's watches (with
  *                      kwatch.unwatch's implementation, the rows they
- *                      mirrored included), before PostgreSQL drops r's
+ *                      mirrored included), and the views kubectl.<t> of
+ *                      r's tables (issue 35), before PostgreSQL drops r's
  *                      tables;
  *   REASSIGN OWNED BY r TO s
  *                      in kwatch's database, gives r's watches to s; the
@@ -272,6 +273,12 @@ drop_owned_watches(DropOwnedStmt *stmt)
 									  " FROM %1$s.registrations r"
 									  " WHERE r.owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY r.id",
 									  ext.schema);
+		/*
+		 * The views kubectl.<t> of the roles' tables (issue 35) belong to
+		 * the extension's owner and depend on the tables: they go first, or
+		 * PostgreSQL's DROP OWNED would refuse to drop the tables.
+		 */
+		char	   *views = psprintf("SELECT %1$s._drop_printed_views_of($1)", ext.schema);
 		Oid			argtypes[1] = {OIDARRAYOID};
 		Oid			save_caller = kw_set_current_caller(GetUserId());
 
@@ -287,6 +294,7 @@ drop_owned_watches(DropOwnedStmt *stmt)
 			kw_fire_deferred_triggers();
 			execute_as_extension_owner(&ext, own_tables, 1, argtypes, &roles, false);
 			execute_as_extension_owner(&ext, others, 1, argtypes, &roles, false);
+			execute_as_extension_owner(&ext, views, 1, argtypes, &roles, false);
 		}
 		PG_FINALLY();
 		{

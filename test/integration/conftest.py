@@ -240,7 +240,8 @@ class TestContext:
                     sql("SELECT kwatch.unwatch(%s, server => %s)", (tbl, s))
                 sql(pgsql.SQL("DROP SERVER IF EXISTS {} CASCADE").format(pgsql.Identifier(s)))
             for t in self.tables:
-                sql(pgsql.SQL("DROP TABLE IF EXISTS k8s.{}").format(pgsql.Identifier(t)))
+                # CASCADE: its view kubectl.<t>
+                sql(pgsql.SQL("DROP TABLE IF EXISTS k8s.{} CASCADE").format(pgsql.Identifier(t)))
         except Exception as e:  # never hide the test's own outcome
             warnings.warn("cleanup of servers %s failed: %s" % (self.servers, e))
         if self.plane.modern and self.namespaces:

@@ -224,6 +224,8 @@ def partition_by_cluster(pg, table, clusters):
     partition for the rest; columns, generated columns, primary key and
     indexes as before (LIKE ... INCLUDING ALL).  Run before subscribing."""
     q = [pgsql.SQL("CREATE SCHEMA IF NOT EXISTS k8s_part"),
+         # the view kubectl.<table> the dump brought reads the table it was made for
+         pgsql.SQL("DROP VIEW IF EXISTS kubectl.{t}").format(t=pgsql.Identifier(table)),
          pgsql.SQL("ALTER TABLE k8s.{t} RENAME TO {old}").format(
              t=pgsql.Identifier(table), old=pgsql.Identifier(table + "_unpartitioned")),
          pgsql.SQL("CREATE TABLE k8s.{t} (LIKE k8s.{old} INCLUDING ALL) PARTITION BY LIST (cluster)").format(

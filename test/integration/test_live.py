@@ -73,7 +73,7 @@ def test_import_foreign_schema(ctx):
                            " AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (nsp, rel))
             assert columns(schema, "pods") == columns("k8s", mirror)
         finally:
-            sql(pgsql.SQL("DROP TABLE k8s.{}").format(pgsql.Identifier(mirror)))
+            sql(pgsql.SQL("DROP TABLE k8s.{} CASCADE").format(pgsql.Identifier(mirror)))
 
         import_schema(srv, schema, "LIMIT TO (pods, nodes)")
         assert set(foreign_tables(schema)) == {"pods", "nodes"}

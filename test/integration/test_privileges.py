@@ -122,7 +122,7 @@ def test_a_role_without_user_mapping_gets_no_server_credentials(ctx, role):
     finally:
         sql(pgsql.SQL("DROP SCHEMA {} CASCADE").format(pgsql.Identifier(schema)))
         sql("SELECT kwatch.unwatch('replicationcontrollers', server => %s)", (srv,))
-        sql("DROP TABLE IF EXISTS k8s.replicationcontrollers")
+        sql("DROP TABLE IF EXISTS k8s.replicationcontrollers CASCADE")
 
 
 def test_a_dropped_role_is_not_replaced_by_other_credentials(ctx, role):
@@ -266,7 +266,7 @@ def test_the_worker_writes_as_the_table_owner(ctx, role):
         assert all(path == "pg_catalog, pg_temp" for _, _, _, path in rows), rows
     finally:
         sql(pgsql.SQL("DROP SCHEMA {} CASCADE").format(schema))
-        sql("DROP TABLE IF EXISTS k8s.resourcequotas")
+        sql("DROP TABLE IF EXISTS k8s.resourcequotas CASCADE")
 
 
 def test_row_level_security_gives_each_tenant_its_namespace(ctx, role):
@@ -303,7 +303,7 @@ def test_row_level_security_gives_each_tenant_its_namespace(ctx, role):
         # the owner and superusers see everything; the tenant nothing more
         assert len(run_as(role, "SELECT 1 FROM %s WHERE name = 'pt'" % table)) == 2
     finally:
-        sql("DROP TABLE IF EXISTS k8s.podtemplates")
+        sql("DROP TABLE IF EXISTS k8s.podtemplates CASCADE")
         sql(pgsql.SQL("DROP OWNED BY {} CASCADE").format(t))
         sql(pgsql.SQL("DROP ROLE {}").format(t))
 
@@ -359,6 +359,9 @@ def test_a_table_owners_code_never_acts_with_more_rights(ctx, role):
         run_as(role, "SELECT kwatch.unwatch('configmaps', server => %s)", (dev,))
         gen = [a for (a,) in sql("SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass"
                                  " AND attgenerated <> '' AND NOT attisdropped", (table,))]
+        # the view kubectl.<t> refuses a change of the type of a column it
+        # shows (issue 35); an owner whose view an admin dropped can try
+        sql("SELECT kwatch._drop_printed_view(%s::regclass)", (table,))
         run_as(role, pgsql.SQL("""
             ALTER TABLE {t} {drops};
             CREATE TYPE {s}.t AS (x jsonb);
@@ -389,7 +392,7 @@ def test_a_table_owners_code_never_acts_with_more_rights(ctx, role):
         sql(pgsql.SQL("ALTER ROLE {} NOSUPERUSER").format(r))
         sql("SELECT kwatch.unwatch('configmaps', server => %s)", (dev,)) \
             if sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (dev,)) else None
-        sql(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.SQL(table)))
+        sql(pgsql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(pgsql.SQL(table)))
         sql(pgsql.SQL("DROP SCHEMA {} CASCADE").format(s))
 
 
@@ -441,7 +444,7 @@ def test_a_table_owners_deferred_triggers_fire_as_the_owner(ctx, role):
     finally:
         if sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (dev,)):
             sql("SELECT kwatch.unwatch('configmaps', server => %s)", (dev,))
-        sql(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.SQL(table)))
+        sql(pgsql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(pgsql.SQL(table)))
         sql(pgsql.SQL("DROP SCHEMA {} CASCADE").format(s))
 
 
@@ -538,7 +541,7 @@ def test_a_prepared_table_never_receives_another_roles_watch(ctx, role):
     # the name must be free for the squat (a Secrets mirror left by an
     # earlier test of the session has no watch any more)
     assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE table_name = 'secrets'") == 0
-    sql("DROP TABLE IF EXISTS k8s.secrets")
+    sql("DROP TABLE IF EXISTS k8s.secrets CASCADE")
     ctx.tables.append("secrets_core")
     try:
         tenant(bob, srv_b)
@@ -636,7 +639,7 @@ def test_a_watch_joins_only_a_table_its_role_owns_and_says_so(ctx, role):
         assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE owner = %s::regrole", (other,)) == 0
         # a table its owner dropped while its watches still name it is not
         # made anew for another role (it would receive their rows)
-        run_as(role, pgsql.SQL("DROP TABLE {}").format(pgsql.SQL(table)))
+        run_as(role, pgsql.SQL("DROP TABLE {} CASCADE").format(pgsql.SQL(table)))
         e = error_as(other, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s)", (srv_o, ns))
         assert e.pgcode == "42501" and "is gone" in e.diag.message_primary, e.pgerror
         assert sql_one("SELECT to_regclass(%s)", (table,)) is None
@@ -645,7 +648,7 @@ def test_a_watch_joins_only_a_table_its_role_owns_and_says_so(ctx, role):
         assert sql_one("SELECT to_regclass(%s)", (table,)) is None
     finally:
         drop_role(other)
-        sql(pgsql.SQL("DROP TABLE IF EXISTS k8s.{}").format(pgsql.Identifier(tname)))
+        sql(pgsql.SQL("DROP TABLE IF EXISTS k8s.{} CASCADE").format(pgsql.Identifier(tname)))
 
 
 def test_revoked_usage_stops_a_running_watch(ctx, role):
@@ -719,6 +722,8 @@ def test_wait_current_never_runs_a_table_owners_code_with_the_callers_rights(ctx
         sql(pgsql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(s, r))
         run_as(role, "SELECT kwatch.watch('pods', server => %s, table_name => %s)", (srv, tname))
         wait_status(srv, "pods", lambda st: st["state"] == "watching" and st["synced"], msg="synced")
+        # see above: kubectl.<t> would refuse the ALTER ... TYPE (issue 35)
+        sql("SELECT kwatch._drop_printed_view(%s::regclass)", (table,))
         run_as(role, pgsql.SQL("""
             CREATE TYPE {s}.t AS (x text);
             CREATE FUNCTION {s}.g() RETURNS void LANGUAGE plpgsql AS $$BEGIN
@@ -742,7 +747,7 @@ def test_wait_current_never_runs_a_table_owners_code_with_the_callers_rights(ctx
         sql(pgsql.SQL("ALTER ROLE {} NOSUPERUSER").format(r))
         if sql_one("SELECT count(*) FROM kwatch.registrations WHERE table_name = %s", (tname,)):
             sql("SELECT kwatch.unwatch('pods', server => %s)", (srv,))
-        sql(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.SQL(table)))
+        sql(pgsql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(pgsql.SQL(table)))
         sql(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(s))
         api.stop()
 
@@ -876,8 +881,8 @@ def test_a_callers_deferred_trigger_fires_as_the_caller(ctx, role, call):
         sql(pgsql.SQL("ALTER ROLE {} NOSUPERUSER").format(r))
         if sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (dev,)):
             sql("SELECT kwatch.unwatch('leases.coordination.k8s.io', server => %s)", (dev,))
-        sql(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.SQL("k8s." + tname)))
-        sql(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.SQL("k8s." + tname + "_history")))
+        sql(pgsql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(pgsql.SQL("k8s." + tname)))
+        sql(pgsql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(pgsql.SQL("k8s." + tname + "_history")))
         if sql_one("SELECT count(*) FROM pg_roles WHERE rolname = %s", (group,)):
             sql(pgsql.SQL("DROP OWNED BY {} CASCADE; DROP ROLE {}").format(g, g))
 
@@ -1007,7 +1012,7 @@ def test_repeated_relists_of_one_watch_coalesce(ctx, role):
     finally:
         if sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (dev,)):
             sql("SELECT kwatch.unwatch('configmaps', server => %s)", (dev,))
-        sql(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.SQL("k8s." + tname)))
+        sql(pgsql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(pgsql.SQL("k8s." + tname)))
 
 
 def test_no_role_can_hold_up_the_staging_schema(ctx, role):
@@ -1147,7 +1152,7 @@ def test_a_callers_trigger_cannot_defer_another_into_kwatchs_identity(ctx, role)
     finally:
         conn.close()
         sql(pgsql.SQL("ALTER ROLE {} NOSUPERUSER").format(r))
-        sql(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.SQL("k8s." + tname)))
+        sql(pgsql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(pgsql.SQL("k8s." + tname)))
 
 
 def test_two_roles_watch_one_resource_each_into_a_table_of_their_own(ctx, role):

@@ -42,14 +42,19 @@ def main():
     rettype = {name: t for name, t in psql(
         "SELECT proname, pg_get_function_result(oid) FROM pg_proc "
         "WHERE pronamespace = 'kwatch'::regnamespace;")}
-    # Every function of the file is IMMUTABLE PARALLEL SAFE and commented.
+    # Every function of the file is IMMUTABLE PARALLEL SAFE, commented, and
+    # pins search_path (its body runs as whoever reads a view: issue 35's
+    # review).
     bad = psql("SELECT p.oid::regprocedure, p.provolatile, p.proparallel, "
-               "obj_description(p.oid, 'pg_proc') IS NOT NULL FROM pg_proc p "
+               "obj_description(p.oid, 'pg_proc') IS NOT NULL, "
+               "COALESCE('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false) FROM pg_proc p "
                "WHERE p.pronamespace = 'kwatch'::regnamespace "
                "AND (p.provolatile <> 'i' OR p.proparallel <> 's' "
-               "OR obj_description(p.oid, 'pg_proc') IS NULL);")
-    for fn, vol, par, commented in bad:
-        print("FAIL %s: volatility %s, parallel %s, comment %s" % (fn, vol, par, commented))
+               "OR obj_description(p.oid, 'pg_proc') IS NULL "
+               "OR NOT COALESCE('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false));")
+    for fn, vol, par, commented, pinned in bad:
+        print("FAIL %s: volatility %s, parallel %s, comment %s, search_path pinned %s"
+              % (fn, vol, par, commented, pinned))
     checks = []
     stmts = ["SET TimeZone = 'UTC';"]
     for n, case in enumerate(CASES):

@@ -373,7 +373,8 @@ DELETE FROM kwatch.registrations;
 -- kwatch.tables knows (upgrade_renamed's row names another name: none),
 -- owned by a superuser (never by a role that could redefine it), neither
 -- it nor schema kubectl a member of the extension (DROP EXTENSION must not
--- take them); the tables drop without CASCADE (the views read them by name)
+-- take them); SELECT on each granted to its table's owner, who may grant
+-- it on; a table drops with CASCADE (the view reads it)
 SELECT v.relname, (SELECT a.rolsuper FROM pg_roles a WHERE a.oid = v.relowner) AS superuser_owned,
        v.reloptions AS options,
        EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
@@ -383,8 +384,12 @@ SELECT v.relname, (SELECT a.rolsuper FROM pg_roles a WHERE a.oid = v.relowner) A
 SELECT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_namespace'::regclass
                AND d.objid = 'kubectl'::regnamespace AND d.deptype = 'e') AS schema_member;
 SELECT name, ready, status, restarts, age IS NOT NULL AS has_age FROM kubectl.upgrade_pods ORDER BY uid;
-DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets, k8s.upgrade_renamed;
-SELECT count(*) FROM kubectl.upgrade_pods;   -- 42P01 until a watch() makes the table again
-DROP VIEW kubectl.upgrade_pods, kubectl.upgrade_crontabs, kubectl.upgrade_secrets;
+SELECT v.relname, a.rolname = c.relowner::regrole::text AS granted_to_table_owner, x.is_grantable
+  FROM pg_class v, aclexplode(v.relacl) x, pg_roles a, pg_class c
+ WHERE v.relnamespace = 'kubectl'::regnamespace AND a.oid = x.grantee AND x.privilege_type = 'SELECT'
+   AND c.relname = v.relname AND c.relnamespace = 'k8s'::regnamespace AND a.oid <> v.relowner
+ ORDER BY 1;
+DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets;   -- 2BP01: the views read them
+DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets, k8s.upgrade_renamed CASCADE;
 DROP OWNED BY kw_upgrade_owner;
 DROP ROLE kw_upgrade_owner;
