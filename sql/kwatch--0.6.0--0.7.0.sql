@@ -1421,8 +1421,8 @@ AS $$
                         FROM jsonb_array_elements(@extschema@._printer_array(object->'status'->'conditions')) WITH ORDINALITY AS c(cond, o)
                         WHERE cond->>'type' = COALESCE(g->>'conditionType', '')
                         ORDER BY o LIMIT 1))
-               FROM jsonb_array_elements(object->'spec'->'readinessGates') g)
-              || '/' || jsonb_array_length(object->'spec'->'readinessGates') END
+               FROM jsonb_array_elements(@extschema@._printer_array(object->'spec'->'readinessGates')) g)
+              || '/' || jsonb_array_length(@extschema@._printer_array(object->'spec'->'readinessGates')) END
 $$;
 COMMENT ON FUNCTION @extschema@.pod_readiness_gates(jsonb) IS
 'Pod READINESS GATES cell "true/total" or "<none>". printers.go printPod (wide).';
@@ -2144,7 +2144,7 @@ DECLARE
   list text[] := '{}';
   max_shown constant integer := 3;
   more boolean := false;
-  total integer := 0;
+  total bigint := 0;
   ss jsonb;
   port jsonb;
   addr jsonb;
@@ -2153,7 +2153,7 @@ BEGIN
   IF @extschema@._printer_count(object->'subsets') = 0 THEN
     RETURN '<none>';
   END IF;
-  FOR ss IN SELECT e FROM jsonb_array_elements(object->'subsets') WITH ORDINALITY AS x(e, o) ORDER BY o LOOP
+  FOR ss IN SELECT e FROM jsonb_array_elements(@extschema@._printer_array(object->'subsets')) WITH ORDINALITY AS x(e, o) ORDER BY o LOOP
     IF @extschema@._printer_count(ss->'ports') = 0 THEN
       -- It's possible to have headless services with no ports.
       total := total + @extschema@._printer_count(ss->'addresses');
@@ -2172,7 +2172,7 @@ BEGIN
       END LOOP;
       CONTINUE;
     END IF;
-    FOR port IN SELECT e FROM jsonb_array_elements(ss->'ports') WITH ORDINALITY AS y(e, o) ORDER BY o LOOP
+    FOR port IN SELECT e FROM jsonb_array_elements(@extschema@._printer_array(ss->'ports')) WITH ORDINALITY AS y(e, o) ORDER BY o LOOP
       total := total + @extschema@._printer_count(ss->'addresses');
       IF cardinality(list) >= max_shown THEN
         more := more OR @extschema@._printer_count(ss->'addresses') > 0;
@@ -3077,18 +3077,21 @@ REVOKE ALL ON FUNCTION @extschema@._printed_view(regclass) FROM PUBLIC;
 
 -- _drop_printed_view(rel): drops the view kubectl.<t> of mirror table
 -- `rel`, if there is one (before the table, or a column it shows, is
--- dropped).  A view that depends on it makes this fail with 2BP01, as
--- DROP VIEW does (the table's owner chose who may read it: see
--- _make_printed_view).
+-- dropped), with CASCADE: what depends on it goes too, as with the
+-- owner's DROP TABLE ... CASCADE, since any role may make a (temporary)
+-- view over it and must not block unwatch(drop_table => true), DROP OWNED
+-- or a CRD's column change that way.  Waits at most 5 s for its lock
+-- (55P03 after that: a role holding the view open in a transaction).
 CREATE FUNCTION @extschema@._drop_printed_view(rel regclass) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
 AS $$
 DECLARE
   v regclass := @extschema@._printed_view(rel);
 BEGIN
   IF v IS NOT NULL THEN
-    EXECUTE format('DROP VIEW %s', v);
+    EXECUTE format('DROP VIEW %s CASCADE', v);
   END IF;
 END
 $$;
@@ -3096,9 +3099,8 @@ REVOKE ALL ON FUNCTION @extschema@._drop_printed_view(regclass) FROM PUBLIC;
 
 -- _drop_printed_views_of(roles oid[]): drops the views kubectl.<t> of the
 -- mirror tables `roles` own, for DROP OWNED BY (src/functions/ownership.c),
--- whose drop of the tables the views would otherwise refuse.  A view that
--- something else depends on is left (PostgreSQL's DROP OWNED then says
--- what depends on what).
+-- whose drop of the tables the views would otherwise refuse; with CASCADE,
+-- as _drop_printed_view.
 CREATE FUNCTION @extschema@._drop_printed_views_of(roles oid[]) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -3106,14 +3108,15 @@ AS $$
 DECLARE
   r record;
 BEGIN
-  FOR r IN SELECT c.oid FROM pg_class c
-            WHERE c.relnamespace = to_regnamespace('k8s') AND c.relkind IN ('r', 'p')
-              AND c.relowner = ANY (roles) LOOP
-    BEGIN
-      PERFORM @extschema@._drop_printed_view(r.oid);
-    EXCEPTION WHEN dependent_objects_still_exist THEN
-      NULL;
-    END;
+  -- by what the views read, wherever the table is now (its owner may have
+  -- moved it out of k8s)
+  FOR r IN SELECT DISTINCT v.oid::regclass AS view
+             FROM pg_class v, pg_rewrite w, pg_depend d, pg_class t
+            WHERE v.relnamespace = to_regnamespace('kubectl') AND v.relkind = 'v'
+              AND w.ev_class = v.oid AND d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid
+              AND d.refclassid = 'pg_class'::regclass AND d.refobjid = t.oid AND t.oid <> v.oid
+              AND t.relkind IN ('r', 'p') AND t.relowner = ANY (roles) LOOP
+    EXECUTE format('DROP VIEW IF EXISTS %s CASCADE', r.view);
   END LOOP;
 END
 $$;
@@ -3134,18 +3137,20 @@ REVOKE ALL ON FUNCTION @extschema@._drop_printed_views_of(oid[]) FROM PUBLIC;
 -- assignment cast of the owner's would run as the reader) and a DROP
 -- TABLE without CASCADE.  SELECT on it is granted to the table's owner
 -- WITH GRANT OPTION, not to PUBLIC: the owner grants it beside SELECT on
--- k8s.<t>, and a role the owner did not choose cannot pin the view (a view
--- of its own over it would block unwatch(drop_table => true)).  Runs no
--- code of any role: CREATE VIEW, DROP VIEW and GRANT only.
+-- k8s.<t>; a former owner's grants are revoked.  Waits at most 5 s for a
+-- lock (55P03: watch() fails and may be called again).  Runs no code of
+-- any role: CREATE VIEW, DROP VIEW, GRANT and REVOKE only.
 CREATE FUNCTION @extschema@._make_printed_view(rel regclass) RETURNS regclass
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
 AS $$
 DECLARE
   q text := @extschema@._printed_view_sql(rel);
   tname name := (SELECT c.relname FROM pg_class c WHERE c.oid = rel);
   owner regrole := (SELECT c.relowner::regrole FROM pg_class c WHERE c.oid = rel);
   v regclass;
+  r record;
 BEGIN
   IF q IS NULL THEN
     RETURN NULL;
@@ -3163,9 +3168,30 @@ BEGIN
   END IF;
   v := @extschema@._printed_view(rel);
   IF v IS NULL AND to_regclass(format('kubectl.%I', tname)) IS NOT NULL THEN
-    RAISE NOTICE 'no view kubectl.% made: a relation of that name is not a view of %', tname, rel;
-    RETURN NULL;
+    -- a view kwatch made for a table that is no longer k8s.<t> (its owner
+    -- moved it out of k8s): it must not go on showing that table's rows
+    -- under this name
+    IF (SELECT c.relkind = 'v' AND c.relowner = current_user::regrole FROM pg_class c
+         WHERE c.oid = to_regclass(format('kubectl.%I', tname))) THEN
+      RAISE WARNING 'view kubectl.% read another table than %: made anew', tname, rel;
+      EXECUTE format('DROP VIEW kubectl.%I CASCADE', tname);
+    ELSE
+      RAISE NOTICE 'no view kubectl.% made: a relation of that name is not a view of %', tname, rel;
+      RETURN NULL;
+    END IF;
   END IF;
+  -- the view as it should be exists already (its comment carries the
+  -- digest of its query, and the owner's grant is there): nothing to do,
+  -- and no lock taken on the table, which its owner may hold for long
+  IF v IS NOT NULL
+     AND obj_description(v, 'pg_class') LIKE '%[' || md5(q) || ']'
+     AND has_table_privilege(owner, v, 'SELECT WITH GRANT OPTION')
+     AND NOT EXISTS (SELECT 1 FROM pg_class c, aclexplode(c.relacl) x
+                      WHERE c.oid = v AND x.is_grantable AND x.grantee <> c.relowner
+                        AND x.grantee <> owner) THEN
+    RETURN v;
+  END IF;
+  BEGIN   -- a lock held longer than lock_timeout: no view this time, watch() goes on
   BEGIN
     EXECUTE format('CREATE OR REPLACE VIEW kubectl.%I WITH (security_invoker = true) AS %s', tname, q);
   EXCEPTION WHEN invalid_table_definition OR datatype_mismatch THEN
@@ -3180,9 +3206,21 @@ BEGIN
     END;
   END;
   v := format('kubectl.%I', tname)::regclass;
+  -- a former owner of the table (ALTER TABLE OWNER, REASSIGN OWNED) keeps
+  -- no say over who reads the view, nor do those it granted it to
+  FOR r IN SELECT x.grantee::regrole AS grantee FROM pg_class c, aclexplode(c.relacl) x
+            WHERE c.oid = v AND x.is_grantable AND x.grantee <> c.relowner AND x.grantee <> owner LOOP
+    EXECUTE format('REVOKE ALL ON %s FROM %s CASCADE', v, r.grantee);
+  END LOOP;
   EXECUTE format('GRANT SELECT ON %s TO %s WITH GRANT OPTION', v, owner);
   EXECUTE format('COMMENT ON VIEW %s IS %L', v,
-                 format('kwatch: kubectl get -o wide for %s (rows checked as the caller on the table)', rel));
+                 format('kwatch: kubectl get -o wide for %s (rows checked as the caller on the table) [%s]',
+                        rel, md5(q)));
+  EXCEPTION WHEN lock_not_available THEN
+    RAISE WARNING 'view kubectl.% not made or refreshed: %', tname, SQLERRM
+      USING HINT = 'Another session holds it open; call watch() again later.';
+    RETURN NULL;
+  END;
   RETURN v;
 END
 $$;

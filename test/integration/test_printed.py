@@ -549,6 +549,21 @@ def test_view_follows_its_table_is_indexable_and_checks_the_caller(plane, ctx):
     with pytest.raises(Exception) as e:
         sql(pgsql.SQL("DROP TABLE k8s.{}").format(tid))
     assert getattr(e.value, "pgcode", None) == "2BP01", e.value
-    assert sql_one("SELECT kwatch.unwatch(%s, server => %s, drop_table => true)", (t, srv))
+    # any role may build a (temporary) view on kubectl.<t>: it must not keep
+    # the owner's unwatch(drop_table => true) from dropping the table
+    pin = conftest.PG.connect()
+    try:
+        role = ("pr_pin_%s" % conftest.RUN_ID)
+        pc = pin.cursor()
+        pc.execute(pgsql.SQL("CREATE ROLE {}").format(pgsql.Identifier(role)))
+        pc.execute(pgsql.SQL("SET ROLE {}").format(pgsql.Identifier(role)))
+        pc.execute(pgsql.SQL("CREATE TEMP VIEW pin AS SELECT name FROM kubectl.{}").format(tid))
+        assert sql_one("SELECT kwatch.unwatch(%s, server => %s, drop_table => true)", (t, srv))
+        pc.execute("RESET ROLE")
+        pc.execute("SELECT to_regclass('pg_temp.pin') IS NULL")
+        assert pc.fetchone()[0]
+        pc.execute(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(role)))
+    finally:
+        pin.close()
     assert sql_one("SELECT to_regclass(%s) IS NULL AND to_regclass(%s) IS NULL",
                    ("kubectl." + t, "k8s." + t))

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cases import CASES  # noqa: E402
 
 PSQL = os.environ.get("PSQL", "psql")
-WRONG = ["many", 1.5, 1e30, {}, [], True, None, -1, "2024-13-45T99:00:00Z",
+WRONG = ["many", 1.5, 1e30, {}, {"a": 1}, [], True, None, -1, "2024-13-45T99:00:00Z",
          "2024-01-01T00:00:00+16:00", 2147483647, "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["]
 
 
