@@ -3305,3 +3305,72 @@ BEGIN
   END IF;
 END
 $$;
+
+-- =====================================================================
+-- Issue 33 (servers): a watch depends on its foreign server.  Its name is
+-- the `cluster` value of every row the watch writes, so a rename of a
+-- watched server is refused, and DROP SERVER treats the watches as
+-- dependents: RESTRICT refuses, CASCADE removes them as unwatch() does.
+-- The ProcessUtility hook (src/functions/ownership.c) calls the function
+-- below after PostgreSQL ran ALTER SERVER ... RENAME, DROP SERVER, DROP
+-- FOREIGN DATA WRAPPER or DROP OWNED.
+-- =====================================================================
+
+-- _servers_gone(before, how) -> text[]: `before` holds the names of the
+-- watched servers that existed before the statement; for those that no
+-- longer exist (the statement dropped or renamed them), by `how`:
+--   'rename', 'restrict'  returns {server, detail}: the first such server
+--              and one line per watch ("watch of pods on server prod (table
+--              k8s.pods) depends on server prod", as PostgreSQL's
+--              backend/catalog/dependency.c reportDependentObjects words
+--              it), which the hook raises as 55006 or 2BP01;
+--   'cascade'  removes their watches as unwatch() does: the registrations
+--              and relist stages, and the rows with that cluster value,
+--              deleted as each table's owner (_delete_cluster_rows); the
+--              tables, their views and history stay; a NOTICE per watch.
+-- Returns NULL when no watch depends on them (and after 'cascade').  Run
+-- by the hook as the extension's owner; EXECUTE is revoked from PUBLIC.
+CREATE FUNCTION @extschema@._servers_gone(before text[], how text)
+RETURNS text[]
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  gone text[];
+  dependents text;
+  first_server text;
+  tables text[];
+  r record;
+BEGIN
+  SELECT array_agg(s ORDER BY s) INTO gone FROM unnest(before) s
+  WHERE NOT EXISTS (SELECT 1 FROM pg_foreign_server f WHERE f.srvname = s);
+  SELECT string_agg(format('watch of %s on server %s (table k8s.%I) depends on server %s',
+                           x.resource, x.server, x.table_name, x.server), E'\n' ORDER BY x.id),
+         min(x.server)
+    INTO dependents, first_server
+  FROM @extschema@.registrations x WHERE x.server = ANY (gone);
+  IF dependents IS NULL THEN
+    RETURN NULL;
+  END IF;
+  IF how <> 'cascade' THEN
+    RETURN ARRAY[first_server, dependents];
+  END IF;
+  FOR r IN DELETE FROM @extschema@.registrations x WHERE x.server = ANY (gone)
+           RETURNING x.id, x.table_name, x.server, x.resource
+  LOOP
+    PERFORM @extschema@._drop_relist_stage(r.id);
+    tables := tables || format('k8s.%I', r.table_name) || r.server;
+    RAISE NOTICE 'drop cascades to watch of % on server %', r.resource, r.server;
+  END LOOP;
+  FOR r IN SELECT DISTINCT tables[i] AS rel, tables[i + 1] AS server
+           FROM generate_subscripts(tables, 1) i WHERE i % 2 = 1
+  LOOP
+    IF to_regclass(r.rel) IS NOT NULL THEN
+      PERFORM @extschema@._delete_cluster_rows(to_regclass(r.rel), r.server);
+    END IF;
+  END LOOP;
+  PERFORM @extschema@._wake_at_commit();
+  RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@._servers_gone(text[], text) FROM PUBLIC;

@@ -12,6 +12,7 @@
 
 #include "kw_common.h"
 
+#include "datatype/timestamp.h"
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
@@ -77,6 +78,8 @@ typedef struct KwSharedState
 	pid_t		worker_pid;
 	Latch	   *worker_latch;	/* set under lock */
 	ConditionVariable sync_cv;	/* broadcast when a slot's synced or state changes */
+	TimestampTz connect_refused_at; /* worker: kwatch.database named no
+									 * database at this time (worker.c) */
 	int			nslots;
 	KwWatchStatus slots[FLEXIBLE_ARRAY_MEMBER];
 } KwSharedState;

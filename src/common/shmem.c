@@ -168,6 +168,8 @@ kw_wake_worker(void)
 	if (kw_shared == NULL)
 		return;
 	pg_atomic_fetch_add_u64(&kw_shared->generation, 1);
+	/* a worker waiting for kwatch.database to exist tries at once (worker.c) */
+	kw_shared->connect_refused_at = 0;
 	LWLockAcquire(kw_shared->lock, LW_SHARED);
 	if (kw_shared->worker_latch)
 		SetLatch(kw_shared->worker_latch);

@@ -26,6 +26,25 @@
  *                      in kwatch's database, gives r's watches to s; the
  *                      worker restarts them with s's credentials.
  *
+ * A watch also depends on its foreign server, which it names: the name is
+ * the `cluster` value of every row the watch writes (the key of every
+ * mirror table and the partition key of README's partitioning recipe), so
+ * the hook treats watches as dependents of their server (issue 33;
+ * PostgreSQL's rules for dependents, backend/catalog/dependency.c):
+ *
+ *   ALTER SERVER s RENAME  refused (55006) while s has a watch;
+ *   DROP SERVER s [RESTRICT], DROP OWNED BY its owner [RESTRICT]
+ *                      refused (2BP01) while s has a watch, listing them;
+ *   ... CASCADE (DROP SERVER, DROP FOREIGN DATA WRAPPER, DROP OWNED)
+ *                      removes the watches of every server it dropped, as
+ *                      unwatch() removes a watch (rows included);
+ *                      the tables stay.
+ *
+ * Both are checked after PostgreSQL ran the statement (its own privilege
+ * checks come first, so no role learns of watches on a server it may not
+ * drop), by comparing the watched servers that existed before it with
+ * those that exist after (kwatch._servers_gone).
+ *
  * The rule: a watch runs with its owner's credentials (the user mapping
  * that applies to the owner, postgres_fdw's rule: connection.c) and no one
  * else's, so its owner must exist.  Without these checks, dropping a role
@@ -337,6 +356,129 @@ reassign_owned_watches(ReassignOwnedStmt *stmt)
 }
 
 /*
+ * may_remove_servers: whether a statement can drop or rename a foreign
+ * server (directly, or by cascade: a foreign-data wrapper's servers, a
+ * role's servers), and how it treats dependents: "rename", "restrict" or
+ * "cascade"; NULL for every other statement.
+ */
+static const char *
+may_remove_servers(Node *parsetree)
+{
+	switch (nodeTag(parsetree))
+	{
+		case T_RenameStmt:
+			return ((RenameStmt *) parsetree)->renameType == OBJECT_FOREIGN_SERVER ?
+				"rename" : NULL;
+		case T_DropStmt:
+			{
+				DropStmt   *stmt = (DropStmt *) parsetree;
+
+				if (stmt->removeType != OBJECT_FOREIGN_SERVER &&
+					stmt->removeType != OBJECT_FDW)
+					return NULL;
+				return stmt->behavior == DROP_CASCADE ? "cascade" : "restrict";
+			}
+		case T_DropOwnedStmt:
+			return ((DropOwnedStmt *) parsetree)->behavior == DROP_CASCADE ?
+				"cascade" : "restrict";
+		default:
+			return NULL;
+	}
+}
+
+/*
+ * watched_servers: the names (text[]) of the foreign servers that exist and
+ * have a watch in this database, copied into `cxt`; (Datum) 0 when none or
+ * without the extension.
+ */
+static Datum
+watched_servers(MemoryContext cxt)
+{
+	KwExtension ext;
+	Datum		result = (Datum) 0;
+
+	SPI_connect();
+	if (extension_here(&ext))
+	{
+		char	   *sql = psprintf("SELECT pg_catalog.array_agg(DISTINCT r.server) FROM %s.registrations r"
+								   " WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_foreign_server s"
+								   "               WHERE s.srvname OPERATOR(pg_catalog.=) r.server)",
+								   ext.schema);
+		bool		isnull;
+		Datum		servers;
+
+		execute_as_extension_owner(&ext, sql, 0, NULL, NULL, true);
+		servers = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		if (!isnull)
+		{
+			MemoryContext old = MemoryContextSwitchTo(cxt);
+
+			result = PointerGetDatum(DatumGetArrayTypePCopy(servers));
+			MemoryContextSwitchTo(old);
+		}
+	}
+	SPI_finish();
+	return result;
+}
+
+/*
+ * servers_gone: after a statement may_remove_servers() named: for the
+ * servers of `before` (watched_servers()) that no longer exist, refuses the
+ * statement (55006 for a rename, 2BP01 for a drop without CASCADE, with
+ * PostgreSQL's words: backend/catalog/dependency.c, reportDependentObjects)
+ * or removes their watches (CASCADE), by `how` (kwatch._servers_gone, as
+ * the extension's owner, for the issuer as kw_current_caller: the rows go
+ * as each table's owner, owner_functions.c).
+ */
+static void
+servers_gone(Datum before, const char *how)
+{
+	KwExtension ext;
+
+	SPI_connect();
+	if (extension_here(&ext))
+	{
+		char	   *sql = psprintf("SELECT r[1], r[2] FROM %s._servers_gone($1, $2) r", ext.schema);
+		Oid			argtypes[2] = {TEXTARRAYOID, TEXTOID};
+		Datum		values[2] = {before, CStringGetTextDatum(how)};
+		Oid			save_caller = kw_set_current_caller(GetUserId());
+		char	   *server = NULL;
+		char	   *detail = NULL;
+
+		kw_refuse_deferral_begin();
+		PG_TRY();
+		{
+			kw_fire_deferred_triggers();
+			execute_as_extension_owner(&ext, sql, 2, argtypes, values, false);
+			server = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+			detail = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		}
+		PG_FINALLY();
+		{
+			kw_set_current_caller(save_caller);
+			kw_refuse_deferral_end();
+		}
+		PG_END_TRY();
+
+		if (server != NULL && strcmp(how, "rename") == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("cannot rename server \"%s\" because kwatch watches it", server),
+					 errdetail_internal("%s\nThe server's name is the cluster value of the rows these watches write.",
+										detail),
+					 errhint("Remove the watches first (kwatch.unwatch(..., server => '%s')), or create a server with the new name and watch from it.",
+							 server)));
+		if (server != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+					 errmsg("cannot drop server %s because other objects depend on it", server),
+					 errdetail_internal("%s", detail),
+					 errhint("Use DROP ... CASCADE to drop the dependent objects too: the watches and the rows they wrote.")));
+	}
+	SPI_finish();
+}
+
+/*
  * changes_connections: whether a statement may change the settings or the
  * rights a watch connects with (connection.c): ALTER SERVER, CREATE/ALTER/
  * DROP USER MAPPING, GRANT/REVOKE on a foreign server, ALTER ROLE (superuser
@@ -365,9 +507,28 @@ changes_connections(Node *parsetree)
 }
 
 /*
+ * creates_served_database: whether a statement creates the database
+ * kwatch.database names (CREATE DATABASE, ALTER DATABASE ... RENAME TO it):
+ * the worker, when it waits to try again (worker.c), is woken at commit.
+ */
+static bool
+creates_served_database(Node *parsetree)
+{
+	if (kw_database == NULL)
+		return false;
+	if (IsA(parsetree, CreatedbStmt))
+		return strcmp(((CreatedbStmt *) parsetree)->dbname, kw_database) == 0;
+	if (IsA(parsetree, RenameStmt) &&
+		((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
+		return strcmp(((RenameStmt *) parsetree)->newname, kw_database) == 0;
+	return false;
+}
+
+/*
  * ownership_utility_hook: the ProcessUtility hook (tcop/utility.h signature).
  * Applies the rules above around PostgreSQL's own processing of DROP ROLE,
- * DROP OWNED and REASSIGN OWNED; passes every statement on unchanged.
+ * DROP OWNED, REASSIGN OWNED and the statements that drop or rename a
+ * foreign server; passes every statement on unchanged.
  */
 static void
 ownership_utility_hook(PlannedStmt *pstmt, const char *queryString,
@@ -376,6 +537,12 @@ ownership_utility_hook(PlannedStmt *pstmt, const char *queryString,
 					   DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *parsetree = pstmt->utilityStmt;
+	const char *servers_how = may_remove_servers(parsetree);
+	Datum		servers_before = (Datum) 0;
+
+	/* before DROP OWNED removes the roles' own watches: see servers_gone */
+	if (servers_how != NULL)
+		servers_before = watched_servers(CurrentMemoryContext);
 
 	if (IsA(parsetree, DropRoleStmt))
 		check_drop_role((DropRoleStmt *) parsetree);
@@ -389,9 +556,11 @@ ownership_utility_hook(PlannedStmt *pstmt, const char *queryString,
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
 
+	if (servers_before != (Datum) 0)
+		servers_gone(servers_before, servers_how);
 	if (IsA(parsetree, ReassignOwnedStmt))
 		reassign_owned_watches((ReassignOwnedStmt *) parsetree);
-	else if (changes_connections(parsetree))
+	else if (changes_connections(parsetree) || creates_served_database(parsetree))
 		kw_wake_worker_at_commit();
 }
 

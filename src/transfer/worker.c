@@ -415,18 +415,83 @@ fence_apply_workers(void)
 }
 
 /*
+ * How often the worker tries again to connect to a kwatch.database that
+ * does not exist: each try logs its FATAL; the postmaster restarts the
+ * worker every 5 s (bgw_restart_time), so the worker itself waits out the
+ * rest of the minute first.
+ */
+#define KW_MISSING_DATABASE_RETRY_MS 60000
+
+/*
+ * connect_error_context: error context callback around the worker's
+ * connection: names the setting, and for a database that does not exist
+ * (InitPostgres's FATAL, 3D000) says what to do and records the time in
+ * shared memory, for the next life's wait (worker_connect).
+ */
+static void
+connect_error_context(void *arg)
+{
+	errcontext("kwatch worker connecting to kwatch.database \"%s\"", kw_database);
+	if (geterrcode() == ERRCODE_UNDEFINED_DATABASE)
+	{
+		errhint("Create it (CREATE DATABASE %s; then CREATE EXTENSION kwatch in it), or set kwatch.database "
+				"in postgresql.conf to the database that has the extension and restart. kwatch tries again in a minute.",
+				quote_identifier(kw_database));
+		kw_shared->connect_refused_at = GetCurrentTimestamp();
+	}
+}
+
+/*
  * worker_connect: signal handlers, the database connection, the worker's
  * memory contexts and the session settings every statement of the worker
- * runs under.
+ * runs under.  When the last life's connection was refused because
+ * kwatch.database names no database, first waits until a minute has
+ * passed since then (so the FATAL is logged once a minute, with a hint;
+ * issue 33), ending on SIGTERM or postmaster death.
  */
 static void
 worker_connect(void)
 {
+	ErrorContextCallback errcallback;
+
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
+	/*
+	 * While it waits, the latch is published (not the pid: no worker serves
+	 * yet), so that a CREATE DATABASE of kwatch.database wakes it at its
+	 * commit (kw_wake_worker clears connect_refused_at; ownership.c).
+	 */
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	kw_shared->worker_latch = MyLatch;
+	LWLockRelease(kw_shared->lock);
+	for (;;)
+	{
+		TimestampTz refused = kw_shared->connect_refused_at;
+		long		waited_ms;
+
+		if (refused == 0)
+			break;
+		waited_ms = TimestampDifferenceMilliseconds(refused, GetCurrentTimestamp());
+		if (waited_ms >= KW_MISSING_DATABASE_RETRY_MS)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 KW_MISSING_DATABASE_RETRY_MS - waited_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	kw_shared->worker_latch = NULL;
+	LWLockRelease(kw_shared->lock);
+
+	errcallback.callback = connect_error_context;
+	errcallback.arg = NULL;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
 	BackgroundWorkerInitializeConnection(kw_database, NULL, 0);
+	error_context_stack = errcallback.previous;
+	kw_shared->connect_refused_at = 0;
 	pgstat_report_appname("kwatch worker");
 
 	worker_cxt = AllocSetContextCreate(TopMemoryContext, "kwatch worker",

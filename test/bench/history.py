@@ -26,6 +26,9 @@ import events  # noqa: E402  (sync_once)
 def sync_once(cur, n, history):
     """events.sync_once after dropping the history table too; returns
     (seconds until all n rows are there, WAL bytes written meanwhile)."""
+    # the watch goes first: its history trigger writes the history table
+    # while unwatch deletes the rows
+    cur.execute("SELECT kwatch.unwatch('pods', server => 'bench', drop_table => true)")
     cur.execute("DROP TABLE IF EXISTS k8s.pods_history")
     cur.execute("SELECT pg_current_wal_lsn()")
     lsn0 = cur.fetchone()[0]

@@ -9,6 +9,8 @@ from psycopg2 import sql as pgsql
 
 import conftest
 from conftest import sql, sql_one, watch, wait_watching
+from common import wait_until
+from replicas import instances  # noqa: F401  (fixture)
 
 
 def error(query, params=None, conn=None):
@@ -143,3 +145,127 @@ def test_a_running_watch_takes_a_relist_from_the_transaction_that_wrote_its_row(
     finally:
         conn.close()
     assert sql_one("SELECT relist_requests FROM kwatch.watches WHERE id = %s", (wid,)) == before + 1
+
+
+def _rows(table, cluster_name):
+    return sql_one(pgsql.SQL("SELECT count(*) FROM k8s.{} WHERE cluster = %s")
+                   .format(pgsql.Identifier(table)), (cluster_name,))
+
+
+def _watched_table(ctx, srv, ns, name):
+    """A configmaps watch of namespace `ns` into a table of the test's, synced
+    with the ConfigMap `name`; returns the table."""
+    conftest.kubectl("create", "configmap", name, "-n", ns, "--from-literal=k=v")
+    table = ("cms_" + ctx.base.replace("-", "_"))[:60]
+    ctx.tables.append(table)
+    watch("configmaps", srv, namespace=ns, table_name=table)
+    sql("SELECT kwatch.wait_synced(%s, server => %s, timeout => '2 min')", (table, srv))
+    assert sql_one(pgsql.SQL("SELECT count(*) FROM k8s.{} WHERE cluster = %s AND name = %s")
+                   .format(pgsql.Identifier(table)), (srv, name)) == 1
+    return table
+
+
+def test_a_watched_server_cannot_be_renamed(ctx):
+    """Issue 33, item 2: the server's name is the cluster value of its
+    watches' rows, so ALTER SERVER ... RENAME of a watched server is refused
+    (55006) and the watch goes on; a server without watches renames."""
+    srv = ctx.server()
+    ns = ctx.namespace()
+    table = _watched_table(ctx, srv, ns, "before")
+    e = error(pgsql.SQL("ALTER SERVER {} RENAME TO {}")
+              .format(pgsql.Identifier(srv), pgsql.Identifier(srv + "-x")))
+    assert e.pgcode == "55006", e.pgerror
+    assert "kwatch watches it" in e.diag.message_primary
+    assert "watch of configmaps on server %s" % srv in e.diag.message_detail
+    assert "unwatch" in e.diag.message_hint
+    assert sql_one("SELECT count(*) FROM pg_foreign_server WHERE srvname = %s", (srv,)) == 1
+    # the watch goes on under its name
+    conftest.kubectl("create", "configmap", "after", "-n", ns, "--from-literal=k=v")
+    sql("SELECT kwatch.wait_current(%s, server => %s, timeout => '1 min')", (table, srv))
+    assert sql_one(pgsql.SQL("SELECT count(*) FROM k8s.{} WHERE cluster = %s AND name = 'after'")
+                   .format(pgsql.Identifier(table)), (srv,)) == 1
+    # without watches the rename is PostgreSQL's own
+    idle = ctx.server("-idle")
+    sql(pgsql.SQL("ALTER SERVER {} RENAME TO {}").format(pgsql.Identifier(idle), pgsql.Identifier(idle + "2")))
+    sql(pgsql.SQL("ALTER SERVER {} RENAME TO {}").format(pgsql.Identifier(idle + "2"), pgsql.Identifier(idle)))
+
+
+def test_drop_server_refuses_while_watched_and_cascade_removes_the_watches(ctx):
+    """Issue 33, item 2: DROP SERVER of a watched server is refused with
+    PostgreSQL's dependency error (2BP01, one DETAIL line per watch);
+    DROP SERVER ... CASCADE removes its watches as unwatch() does (the
+    registration, the rows with its cluster value; the table stays), the
+    worker stops them, and no watch is shown as watching."""
+    srv = ctx.server()
+    ns = ctx.namespace()
+    table = _watched_table(ctx, srv, ns, "one")
+    wid = sql_one("SELECT id FROM kwatch.registrations WHERE server = %s", (srv,))
+    e = error(pgsql.SQL("DROP SERVER {}").format(pgsql.Identifier(srv)))
+    assert e.pgcode == "2BP01", e.pgerror
+    assert e.diag.message_primary == "cannot drop server %s because other objects depend on it" % srv
+    assert "watch of configmaps on server %s (table k8s.%s) depends on server %s" % (srv, table, srv) \
+        in e.diag.message_detail
+    assert "CASCADE" in e.diag.message_hint
+    assert sql_one("SELECT state FROM kwatch.watches WHERE id = %s", (wid,)) == "watching"
+
+    sql(pgsql.SQL("DROP SERVER {} CASCADE").format(pgsql.Identifier(srv)))
+    assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (srv,)) == 0
+    assert sql("SELECT * FROM kwatch.watches WHERE id = %s", (wid,)) == []
+    assert _rows(table, srv) == 0
+    assert sql_one("SELECT to_regclass(%s) IS NOT NULL", ("k8s." + table,))
+    # the worker stopped it: its status goes, and a new object never arrives
+    deadline = time.monotonic() + 30
+    while sql_one("SELECT count(*) FROM kwatch.watch_status() WHERE watch_id = %s", (wid,)):
+        assert time.monotonic() < deadline, "the worker still runs the dropped server's watch"
+        time.sleep(0.2)
+    conftest.kubectl("create", "configmap", "two", "-n", ns, "--from-literal=k=v")
+    time.sleep(3)
+    assert _rows(table, srv) == 0
+
+
+def test_drop_owned_of_a_servers_owner_treats_watches_as_dependents(ctx):
+    """Issue 33, item 2: DROP OWNED BY the role that owns a server another
+    role watches: RESTRICT refuses (2BP01), CASCADE removes the watch."""
+    srv = ctx.server()
+    ns = ctx.namespace()
+    table = _watched_table(ctx, srv, ns, "one")
+    role = ("kw_srv_owner_" + ctx.base.replace("-", "_"))[:63]
+    r = pgsql.Identifier(role)
+    sql(pgsql.SQL("CREATE ROLE {}").format(r))
+    try:
+        sql(pgsql.SQL("GRANT USAGE ON FOREIGN DATA WRAPPER kwatch TO {}").format(r))
+        sql(pgsql.SQL("ALTER SERVER {} OWNER TO {}").format(pgsql.Identifier(srv), r))
+        e = error(pgsql.SQL("DROP OWNED BY {}").format(r))
+        assert e.pgcode == "2BP01", e.pgerror
+        assert "watch of configmaps on server %s" % srv in e.diag.message_detail
+        assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (srv,)) == 1
+        sql(pgsql.SQL("DROP OWNED BY {} CASCADE").format(r))
+        assert sql_one("SELECT count(*) FROM pg_foreign_server WHERE srvname = %s", (srv,)) == 0
+        assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (srv,)) == 0
+        assert _rows(table, srv) == 0
+    finally:
+        sql(pgsql.SQL("DROP OWNED BY {} CASCADE; DROP ROLE {}").format(r, r))
+
+
+def test_a_missing_kwatch_database_is_logged_once_a_minute_and_then_served(instances):  # noqa: F811
+    """Issue 33, item 4: kwatch.database naming no database: the worker's
+    FATAL names the setting and says what to do, once a minute (not at
+    every 5 s restart); a CREATE DATABASE of it wakes the waiting worker
+    at its commit, which then serves it at once, without a restart of
+    PostgreSQL."""
+    pg = instances.plain("missing-db", "kwatch.database = 'kw_app'")
+    time.sleep(16)       # three of the postmaster's 5 s restarts
+    log = pg.log_since()
+    fatals = [l for l in log.splitlines() if 'database "kw_app" does not exist' in l]
+    assert len(fatals) == 1, log[-3000:]
+    assert 'kwatch worker connecting to kwatch.database "kw_app"' in log, log[-3000:]
+    assert "CREATE DATABASE kw_app" in log and "tries again in a minute" in log, log[-3000:]
+    sql("CREATE DATABASE kw_app", conn=pg.conn)
+    app = psycopg2.connect(**pg.dsn(dbname="kw_app"))
+    app.autocommit = True
+    try:
+        sql("CREATE EXTENSION kwatch", conn=app)
+        assert wait_until(lambda: sql_one("SELECT kwatch.worker_pid()", conn=app), 20,
+                          "the worker serving kw_app")
+    finally:
+        app.close()

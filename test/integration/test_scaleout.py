@@ -5,16 +5,21 @@ hot standby that serves them read-only and, once promoted, takes the
 watches over from the replicated checkpoints, even when the failover lost
 the primary's last transactions.  Each test runs PostgreSQL instances of its
 own (replicas.py) beside the session's."""
+import os
 import re
 
 import psycopg2
 import pytest
+from psycopg2 import sql as pgsql
+
+import cluster
 
 from cluster import configmaps_doc, create_pods, kubectl, kubectl_json
-from common import wait_until
+from common import REPO, run, wait_until
 from compare import assert_table_matches_server, row_uids
-from postgres import sql, sql_one
-from replicas import (all_columns, column_definitions, copy_mirror_ddl, create_server, instances,  # noqa: F401
+from postgres import Postgres, sql, sql_one
+from proxy_support import ConnectProxy
+from replicas import (all_columns, bindir, column_definitions, copy_mirror_ddl, create_server, instances,  # noqa: F401
                       partition_by_cluster, publish, replica_identities, subscribe, wait_replayed,
                       wait_subscription_ready, wait_worker)
 from watches import watch, wait_watching, watch_status
@@ -226,6 +231,13 @@ def test_hot_standby_serves_the_tables_and_promotion_resumes_from_the_checkpoint
     for res in ("pods", "configmaps"):
         wait_watching(srv, res, conn=primary.conn)
 
+    # a server whose every request goes through a proxy that counts them
+    proxy = ConnectProxy().start()
+    via_proxy = ctx.base + "-proxy"
+    sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig {}, proxy_url {})")
+        .format(pgsql.Identifier(via_proxy), pgsql.Literal(cluster.CLUSTER.kubeconfig),
+                pgsql.Literal(proxy.url)), conn=primary.conn)
+
     standby = instances.standby("standby", primary)
     assert sql_one("SELECT pg_is_in_recovery()", conn=standby.conn) is True
     assert sql_one("SHOW shared_preload_libraries", conn=standby.conn).startswith("kwatch")
@@ -249,6 +261,20 @@ def test_hot_standby_serves_the_tables_and_promotion_resumes_from_the_checkpoint
     assert sqlstate(standby, "SELECT kwatch.unwatch('pods', server => %s)", (srv,)) == "25006"
     assert sqlstate(standby, "SELECT kwatch.relist('pods', server => %s)", (srv,)) == "55000"
     assert sqlstate(standby, "LISTEN kwatch_pods") == "25006"
+    assert sqlstate(standby, "SELECT kwatch.wait_current('pods', server => %s)", (srv,)) == "55000"
+    assert sqlstate(standby, "SELECT kwatch.wait_synced(server => %s)", (srv,)) == "55000"
+    # issue 33: the standby refuses before any request (no discovery)...
+    assert sqlstate(standby, "SELECT kwatch.watch('secrets', server => %s)", (via_proxy,)) == "25006"
+    assert proxy.targets == [], proxy.requests
+    # ... where the primary's watch() makes them (rolled back: no watch)
+    c = primary.connect(autocommit=False)
+    try:
+        sql("SELECT kwatch.watch('secrets', server => %s)", (via_proxy,), conn=c)
+        c.rollback()
+    finally:
+        c.close()
+    assert proxy.targets != []
+    proxy.stop()
 
     # a fresh checkpoint, inside the API server's watch cache window; the
     # event stream's last seq, which a caught-up client has read
@@ -368,3 +394,98 @@ def test_failover_that_lost_the_last_transactions_converges(ctx, instances):
     assert_table_matches_server(table, srv, cms, conn=standby.conn)
     st = wait_watching(srv, "configmaps", conn=standby.conn)
     assert (st["list_calls"], st["relists"]) == (0, 0), ("resumed with a LIST", st)
+
+
+def fleet_recipe():
+    """The code blocks of doc/operations.md's "A fleet database: logical
+    replication", in order: [(language, body), ...]."""
+    text = (REPO / "doc" / "operations.md").read_text()
+    section = text[text.index("### A fleet database: logical replication"):
+                   text.index("### Very large fleets")]
+    return re.findall(r"```(sql|sh)\n(.*?)```", section, re.S)
+
+
+def test_the_fleet_recipe_as_written(ctx, instances):
+    """Issue 33, item 5: doc/operations.md's fleet recipe, its blocks run as
+    written (host names, the database `app` and the fleet's connection
+    changed for this machine's), against two PostgreSQL clusters: a cluster
+    database and a fleet with two fleet databases.  The replicator role
+    and its grants are the recipe's (no superuser replicates); both fleet
+    databases equal the cluster object by object; a table a later watch
+    creates joins both, through the default privileges, in the order the
+    recipe gives; unwatch(drop_table => true)'s deletes reach both; the
+    fleet logs no error (no "permission denied", no "out of ... slots")."""
+    east = instances.kwatch_db("east", LOGICAL)
+    # sized as the recipe says: 2 subscriptions here; kwatch is preloaded too
+    fleet = instances.plain("fleet", "max_logical_replication_workers = 6", "max_worker_processes = 16")
+    fleets = []
+    for name in ("fleet", "fleet2"):
+        sql(pgsql.SQL("CREATE DATABASE {}").format(pgsql.Identifier(name)), conn=fleet.conn)
+        fleets.append(Postgres(fleet.dir, fleet.port, db=name))
+    ns = ctx.namespace()
+    srv = create_server(east, ctx.base)
+    create_pods(ns, {"p1": {"app": "web"}})
+    kubectl("apply", "-f", "-", input=configmaps_doc(ns, ["c1", "c2"]))
+    for res in ("pods", "configmaps"):
+        watch(res, srv, conn=east.conn, namespace=ns)
+        sql("SELECT kwatch.wait_synced(%s, server => %s, timeout => '2 min')", (res, srv), conn=east.conn)
+
+    blocks = fleet_recipe()
+    assert [lang for lang, _ in blocks] == ["sql", "sh", "sql"], blocks
+    psql = "%s/psql" % bindir()
+    source = "-h %s -p %s -U postgres %s" % (east.dir, east.port, east.db)
+    # 1. the cluster database: role, grants, default privileges, publication
+    run([psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", east.dir, "-p", east.port, "-U", "postgres",
+         "-d", east.db], input=blocks[0][1])
+    conninfo = "host=%s port=%s dbname=%s" % (east.dir, east.port, east.db)
+    for db in fleets:
+        # 2. each fleet database: the extension and the tables' definitions
+        script = blocks[1][1].replace("-h east-db app", source).replace("-d fleet", "-d " + db.db)
+        run(["bash", "-euo", "pipefail", "-c", script],
+            env=dict(os.environ, PGHOST=str(fleet.dir), PGPORT=str(fleet.port), PGUSER="postgres",
+                     PATH=bindir() + ":" + os.environ["PATH"]))
+        # 3. its subscription (one cluster database here: east's line), named
+        # after the fleet database as the recipe says
+        sub = "\n".join(l for l in blocks[2][1].splitlines() if "west-db" not in l)
+        sub = sub.replace("host=east-db dbname=app", conninfo).replace("fleet_", db.db + "_")
+        run([psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", fleet.dir, "-p", fleet.port,
+             "-U", "postgres", "-d", db.db], input=sub)
+    try:
+        for db in fleets:
+            wait_subscription_ready(db, db.db + "_east")
+            for table, res in (("k8s.pods", "pods"), ("k8s.configmaps", "configmaps")):
+                assert_table_matches_server(table, srv, [res, "-n", ns], conn=db.conn, secret_data=False)
+        # replication ran as the recipe's role, not as a superuser
+        assert sql_one("SELECT count(*) FROM pg_stat_replication WHERE usename = 'replicator'",
+                       conn=east.conn) == 2
+
+        # a new watch, a new table: its definition into every fleet database
+        # first, then the publication, then each subscription's refresh
+        kubectl("create", "service", "clusterip", "web", "-n", ns, "--tcp=80:8080")
+        watch("services", srv, conn=east.conn, namespace=ns)
+        sql("SELECT kwatch.wait_synced('services', server => %s, timeout => '2 min')", (srv,), conn=east.conn)
+        for db in fleets:
+            copy_mirror_ddl(east, db, "k8s.services")
+        sql("ALTER PUBLICATION kwatch ADD TABLE k8s.services", conn=east.conn)
+        for db in fleets:
+            sql(pgsql.SQL("ALTER SUBSCRIPTION {} REFRESH PUBLICATION").format(
+                pgsql.Identifier(db.db + "_east")), conn=db.conn)
+            wait_subscription_ready(db, db.db + "_east")
+            assert_table_matches_server("k8s.services", srv, ["services", "-n", ns], conn=db.conn)
+
+        # unwatch(drop_table => true): the rows go as deletes, which both receive
+        assert sql_one("SELECT kwatch.unwatch('configmaps', server => %s, drop_table => true)", (srv,),
+                       conn=east.conn)
+        for db in fleets:
+            wait_until(lambda: sql_one("SELECT count(*) FROM k8s.configmaps WHERE cluster = %s", (srv,),
+                                       conn=db.conn) == 0, 30, "the configmaps' deletes in " + db.db)
+        # and the others go on
+        kubectl("label", "pod", "p1", "-n", ns, "step=after")
+        for db in fleets:
+            assert_table_matches_server("k8s.pods", srv, ["pods", "-n", ns], conn=db.conn)
+        assert log_lines(fleet, ERRORS) == []
+    finally:
+        for db in fleets:
+            sql(pgsql.SQL("DROP SUBSCRIPTION IF EXISTS {}").format(pgsql.Identifier(db.db + "_east")),
+                conn=db.conn)
+            db.close()

@@ -366,9 +366,9 @@ UPDATE kwatch.registrations SET apply_timeout = '0' WHERE resource = 'configmaps
 UPDATE kwatch.registrations SET apply_timeout = '30s' WHERE resource = 'configmaps' AND server = 'wc_down';
 UPDATE kwatch.registrations SET owner = 'kw_upgrade_owner'::regrole WHERE resource = 'pods' AND server = 'wc_down';
 SELECT resource, apply_timeout FROM kwatch.registrations WHERE server = 'wc_down' ORDER BY resource;
+DELETE FROM kwatch.registrations;
 DROP SERVER wc_down;
 
-DELETE FROM kwatch.registrations;
 -- Issue 35: the update made a view kubectl.<t> for each mirror table that
 -- kwatch.tables knows (upgrade_renamed's row names another name: none),
 -- owned by a superuser (never by a role that could redefine it), neither
