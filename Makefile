@@ -48,7 +48,10 @@ OBJS = \
 	src/live/live_column.o \
 	src/live/fdw_deparse.o \
 	src/live/live_scan.o \
-	src/live/fdw.o
+	src/live/fdw.o \
+	src/cluster/write.o \
+	src/functions/apply.o \
+	src/sender/sender.o
 
 # Every install and update script; relative to $(srcdir), which PGXS sets to
 # the source tree in a VPATH build (pg_buildext builds in build-<version>/).
@@ -75,7 +78,7 @@ PG_CONFIG ?= pg_config
 PKG_DEPS  = libcurl json-c yaml-0.1
 # src/ has a folder per process and layer (src/README.md); a source names
 # a header by its file name, found through one include path per folder.
-KW_FOLDERS  = common cluster decode transfer channel apply live functions
+KW_FOLDERS  = common cluster decode transfer channel apply live functions sender
 PG_CPPFLAGS = $(addprefix -I$(srcdir)/src/,$(KW_FOLDERS)) \
               $(shell pkg-config --cflags $(PKG_DEPS)) \
               -DKWATCH_VERSION='"$(KWATCH_VERSION)"'

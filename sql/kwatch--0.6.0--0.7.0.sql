@@ -272,6 +272,9 @@ BEGIN
             HINT = 'Namespace names are DNS labels: lower-case letters, digits and "-".';
   END IF;
 
+  -- the server stays until this transaction ends: a concurrent DROP
+  -- SERVER waits, and then sees this watch (issue 33)
+  PERFORM @extschema@._lock_server(srv);
   d := @extschema@._discover(srv, resource);
   caller_super := COALESCE((SELECT a.rolsuper FROM pg_roles a WHERE a.oid = d.caller), false);
   IF NOT (d.verbs @> ARRAY['list', 'watch']) THEN
@@ -3319,17 +3322,21 @@ $$;
 -- _servers_gone(before, how) -> text[]: `before` holds the names of the
 -- watched servers that existed before the statement; for those that no
 -- longer exist (the statement dropped or renamed them), by `how`:
---   'rename', 'restrict'  returns {server, detail}: the first such server
---              and one line per watch ("watch of pods on server prod (table
---              k8s.pods) depends on server prod", as PostgreSQL's
+--   'check'    returns {server, detail}: the first such server and one line
+--              per watch ("watch of pods on server prod (table k8s.pods)
+--              depends on server prod", as PostgreSQL's
 --              backend/catalog/dependency.c reportDependentObjects words
---              it), which the hook raises as 55006 or 2BP01;
+--              it), which the hook raises (55006 for a rename, 2BP01 for a
+--              drop without CASCADE); NULL when no watch depends on them;
 --   'cascade'  removes their watches as unwatch() does: the registrations
 --              and relist stages, and the rows with that cluster value,
---              deleted as each table's owner (_delete_cluster_rows); the
---              tables, their views and history stay; a NOTICE per watch.
--- Returns NULL when no watch depends on them (and after 'cascade').  Run
--- by the hook as the extension's owner; EXECUTE is revoked from PUBLIC.
+--              deleted as each table's owner (_delete_cluster_rows), each
+--              table's in a subtransaction that waits at most 5 s for its
+--              lock: a table whose owner's trigger refuses, or whose lock
+--              is held, keeps its rows with a WARNING (its owner may
+--              delay the drop, not refuse it); the tables, their views and
+--              history stay; a NOTICE per watch.  Returns NULL.
+-- Run by the hook as the extension's owner; EXECUTE is revoked from PUBLIC.
 CREATE FUNCTION @extschema@._servers_gone(before text[], how text)
 RETURNS text[]
 LANGUAGE plpgsql
@@ -3341,6 +3348,7 @@ DECLARE
   first_server text;
   tables text[];
   r record;
+  saved_lock_timeout text := current_setting('lock_timeout');
 BEGIN
   SELECT array_agg(s ORDER BY s) INTO gone FROM unnest(before) s
   WHERE NOT EXISTS (SELECT 1 FROM pg_foreign_server f WHERE f.srvname = s);
@@ -3362,15 +3370,188 @@ BEGIN
     tables := tables || format('k8s.%I', r.table_name) || r.server;
     RAISE NOTICE 'drop cascades to watch of % on server %', r.resource, r.server;
   END LOOP;
+  PERFORM set_config('lock_timeout', '5s', true);
   FOR r IN SELECT DISTINCT tables[i] AS rel, tables[i + 1] AS server
            FROM generate_subscripts(tables, 1) i WHERE i % 2 = 1
   LOOP
-    IF to_regclass(r.rel) IS NOT NULL THEN
+    CONTINUE WHEN to_regclass(r.rel) IS NULL;
+    BEGIN
       PERFORM @extschema@._delete_cluster_rows(to_regclass(r.rel), r.server);
-    END IF;
+    EXCEPTION WHEN OTHERS THEN
+      RAISE WARNING 'the rows of cluster % stay in %: %', r.server, r.rel, SQLERRM
+        USING HINT = format('Delete them as the table''s owner: DELETE FROM %s WHERE cluster = %L;', r.rel, r.server);
+    END;
   END LOOP;
+  PERFORM set_config('lock_timeout', saved_lock_timeout, true);
   PERFORM @extschema@._wake_at_commit();
   RETURN NULL;
 END
 $$;
 REVOKE ALL ON FUNCTION @extschema@._servers_gone(text[], text) FROM PUBLIC;
+
+-- _server_name_held(name, caller) -> text: the watches registered under
+-- server name `name` (kept from a server dropped before 0.7.0, whose
+-- registrations outlived it) that `caller` may not act for, one line each;
+-- NULL when none.  The hook (src/functions/ownership.c) refuses CREATE
+-- SERVER and ALTER SERVER ... RENAME TO such a name to everyone but a
+-- superuser: the new server would take over those watches, and a DROP
+-- SERVER ... CASCADE of it would remove them.
+CREATE FUNCTION @extschema@._server_name_held(name text, caller oid)
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT string_agg(format('watch of %s on server %s (table k8s.%I)', x.resource, x.server, x.table_name),
+                    E'\n' ORDER BY x.id)
+  FROM @extschema@.registrations x
+  WHERE x.server = name
+    AND NOT (EXISTS (SELECT 1 FROM pg_roles a WHERE a.oid = x.owner)
+             AND pg_has_role(caller, x.owner, 'USAGE'))
+$$;
+REVOKE ALL ON FUNCTION @extschema@._server_name_held(text, oid) FROM PUBLIC;
+
+-- _lock_server(name) -> void: locks foreign server `name` (AccessShareLock
+-- on the object, as a statement that uses it does) until the end of the
+-- transaction, so that watch() and a concurrent DROP SERVER serialize: the
+-- DROP waits for the watch's transaction and then sees its registration.
+-- ERRORs: 42704 when the server does not exist (also when it was dropped
+-- while the lock was awaited).
+CREATE FUNCTION @extschema@._lock_server(name text) RETURNS void
+LANGUAGE C STRICT
+AS 'MODULE_PATHNAME', 'kwatch_lock_server';
+REVOKE ALL ON FUNCTION @extschema@._lock_server(text) FROM PUBLIC;
+
+-- =====================================================================
+-- Issue 32 (first part): acting on the cluster with server-side apply.
+-- kwatch.apply() validates every manifest with a dry run in the
+-- statement, then applies it at once (at => 'now') or records it here, in
+-- the caller's transaction, for the request sender (a background process,
+-- src/sender/sender.c) to send after COMMIT.  Results: kwatch.applies,
+-- kwatch.wait_apply().
+-- =====================================================================
+
+-- What kwatch.apply() and kwatch.wait_apply() return: the apply's id (NULL
+-- for a dry run or one sent at once), its state ('dry run', 'applied',
+-- 'pending', 'failed'), and the object as the server stored it (or would
+-- store it, for a dry run; at commit: the dry run's answer until the send).
+-- A Secret's data and stringData are left out.
+CREATE TYPE @extschema@.apply_result AS (
+  id bigint,
+  state text,
+  object jsonb
+);
+
+-- The applies to send after COMMIT, one row per kwatch.apply() at commit,
+-- and their outcome.  Written only through kwatch.apply() (as the
+-- extension's owner) and the sender; no role but the extension's owner
+-- reads it (a pending Secret manifest is here until it is sent, then the
+-- manifest is cleared).  `object_key` orders the applies of one object:
+-- apply() locks kwatch.apply_objects' row of the object, so two
+-- transactions applying one object commit in the order of their ids.
+CREATE TABLE @extschema@.apply_queue (
+  id bigserial PRIMARY KEY,
+  server text NOT NULL,
+  role oid NOT NULL,                         -- who asked: its credentials send it
+  object_key text NOT NULL,                  -- server/group/kind/namespace/name
+  api_group text NOT NULL,
+  api_version text NOT NULL,
+  resource text NOT NULL,                    -- the plural
+  kind text NOT NULL,
+  namespace text,
+  name text NOT NULL,
+  field_manager text NOT NULL,
+  force boolean NOT NULL,
+  manifest jsonb,                            -- NULL once finished
+  validated boolean NOT NULL,                -- false: the dry run was deferred to the send
+  state text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'applied', 'failed')),
+  http_status integer,
+  sqlstate text,
+  message text,
+  detail text,
+  attempts integer NOT NULL DEFAULT 0,
+  resource_version text,                     -- of the object the server returned
+  uid text,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  deadline timestamptz NOT NULL,
+  next_attempt_at timestamptz NOT NULL DEFAULT '-infinity',
+  finished_at timestamptz
+);
+CREATE INDEX apply_queue_pending ON @extschema@.apply_queue (id) WHERE state = 'pending';
+CREATE INDEX apply_queue_finished ON @extschema@.apply_queue (finished_at) WHERE state <> 'pending';
+REVOKE ALL ON @extschema@.apply_queue FROM PUBLIC;
+REVOKE ALL ON SEQUENCE @extschema@.apply_queue_id_seq FROM PUBLIC;
+
+-- One row per object ever applied at commit: apply() locks it (FOR UPDATE)
+-- in the caller's transaction, so that the applies of one object are
+-- queued in commit order (see apply_queue).
+CREATE TABLE @extschema@.apply_objects (
+  object_key text PRIMARY KEY
+);
+REVOKE ALL ON @extschema@.apply_objects FROM PUBLIC;
+
+-- kwatch.applies: each apply made at commit, to the role that made it (and
+-- its members) and superusers only; the manifest is never shown.
+CREATE VIEW @extschema@.applies WITH (security_barrier) AS
+SELECT q.id, q.server, q.role::regrole AS role, q.api_version, q.kind, q.namespace, q.name,
+       q.field_manager, q.force, q.state, q.http_status, q.sqlstate, q.message, q.detail,
+       q.attempts, q.resource_version, q.uid, q.created_at, q.finished_at, q.deadline,
+       q.next_attempt_at
+FROM @extschema@.apply_queue q
+WHERE CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles a WHERE a.oid = q.role)
+           THEN pg_catalog.pg_has_role(q.role, 'USAGE') ELSE false END
+   OR (SELECT a.rolsuper FROM pg_catalog.pg_roles a WHERE a.rolname = current_user);
+GRANT SELECT ON @extschema@.applies TO PUBLIC;
+
+-- kwatch.apply(manifest, server, field_manager, force, dry_run, at,
+-- deadline) -> apply_result: server-side apply of one object (PATCH with
+-- Content-Type application/apply-patch+yaml, fieldManager, force; the
+-- resource found from the manifest's apiVersion and kind by discovery),
+-- with the caller's credentials (its user mapping, else the server's
+-- PUBLIC one, as live tables choose them).  Always first a dry run
+-- (dryRun=All) in the statement; then, by `at`: 'commit' (the default)
+-- records it to be sent after COMMIT by the request sender, retried on
+-- 429 (Retry-After), 5xx and connection errors until `deadline` after the
+-- commit; 'now' sends it in the statement (not undone by ROLLBACK).
+-- dry_run => true only validates.  ERRORs (SQLSTATE): 22023 a bad
+-- manifest (not an object; no apiVersion, kind or metadata.name) before any
+-- request, or an invalid object (the server's causes in DETAIL); 42704 an
+-- unknown kind, or not found; KW409 a field-manager conflict (DETAIL: each
+-- field and its manager; force => true takes the fields over); 40001 a
+-- conflict (a stale resourceVersion in the manifest); 42501 no USAGE on
+-- the server, a 403 from the cluster (its reason), or a call from
+-- kwatch's own processes; 55000 at commit in a database the worker does
+-- not serve; 25006 at commit on a hot standby; what a request raises
+-- (08xxx unreachable, 28000 credentials).  Rule for objects that depend on
+-- each other in one transaction: a dry run answered 404 (the namespace does
+-- not exist yet) or an unknown kind (a CRD not established yet) does not
+-- fail an apply at commit when the same transaction already queued an
+-- apply to that server: it is validated when it is sent.
+CREATE FUNCTION @extschema@.apply(manifest jsonb,
+                                  server text DEFAULT NULL,
+                                  field_manager text DEFAULT 'kwatch',
+                                  force boolean DEFAULT false,
+                                  dry_run boolean DEFAULT false,
+                                  at text DEFAULT 'commit',
+                                  deadline interval DEFAULT '10 minutes')
+RETURNS @extschema@.apply_result
+LANGUAGE C
+AS 'MODULE_PATHNAME', 'kwatch_apply';
+
+-- kwatch.wait_apply(id, timeout) -> apply_result: waits until apply `id`
+-- (made at commit by the caller's role) is applied, and returns it, or
+-- raises its error (its SQLSTATE, the server's message) when it failed.
+-- wait_mirror => true then also waits until every watch of that server
+-- and resource has committed a checkpoint at or past the applied object's
+-- resourceVersion (read your own writes, as wait_current()).  ERRORs:
+-- 55000 when the current transaction made the apply ("COMMIT first"),
+-- 42704 no such apply visible to the caller, 57014 at the timeout
+-- (default: none).
+CREATE FUNCTION @extschema@.wait_apply(id bigint,
+                                       timeout interval DEFAULT NULL,
+                                       wait_mirror boolean DEFAULT false)
+RETURNS @extschema@.apply_result
+LANGUAGE C
+AS 'MODULE_PATHNAME', 'kwatch_wait_apply';
+
+-- _prune_applies(): finished applies older than kwatch.apply_retention go
+-- (the request sender calls it once a minute).

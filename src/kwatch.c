@@ -23,6 +23,7 @@
 #include "kw_as_owner.h"
 #include "kw_events.h"
 #include "kw_functions.h"
+#include "kw_sender.h"
 
 PG_MODULE_MAGIC;
 
@@ -30,7 +31,7 @@ void		_PG_init(void);
 
 /*
  * _PG_init: defines the GUCs, requests shared memory and registers the
- * worker.  Does nothing beyond GUCs unless loaded at postmaster start
+ * worker and the request sender.  Does nothing beyond GUCs unless loaded at postmaster start
  * (shared_preload_libraries), and nothing at all under pg_upgrade.
  */
 void
@@ -49,4 +50,5 @@ _PG_init(void)
 	kw_shmem_request();
 	kw_events_shmem_request();
 	kw_register_worker();
+	kw_register_sender();
 }

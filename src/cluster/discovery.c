@@ -790,3 +790,54 @@ kwatch_printer_columns(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(result)));
 }
+
+/* kind_visit: stops at the resource whose kind is ((KindMatch *) arg)->kind. */
+typedef struct KindMatch
+{
+	const char *kind;
+	KwResource *out;
+} KindMatch;
+
+static bool
+kind_visit(DiscEntry *e, void *arg)
+{
+	KindMatch  *m = (KindMatch *) arg;
+
+	if (strcmp(e->r.kind, m->kind) != 0)
+		return false;
+	*m->out = e->r;
+	return true;
+}
+
+/*
+ * kw_discover_kind: the resource that serves objects of `kind` at
+ * `api_version` ("v1", "apps/v1", "example.com/v1alpha1": a manifest's
+ * apiVersion) on cluster `cfg`, filling *out: client-go's RESTMapper
+ * (apimachinery/pkg/api/meta, RESTMapping(GroupKind, version)) for one
+ * group version, read from its APIResourceList (GET /api/v1 or
+ * /apis/<group>/<version>, one request; subresources skipped).  Returns
+ * false when the server does not serve that group version (404) or the
+ * group version has no such kind.  ERRORs as kw_http_get (unreachable,
+ * refused), 22032 for a document that is not JSON.
+ */
+bool
+kw_discover_kind(KwClusterConfig *cfg, const char *api_version, const char *kind,
+				 KwResource *out)
+{
+	const char *slash = strchr(api_version, '/');
+	char	   *group = slash ? pnstrdup(api_version, slash - api_version) : pstrdup("");
+	const char *version = slash ? slash + 1 : api_version;
+	char	   *path = slash ? psprintf("/apis/%s", api_version) : psprintf("/api/%s", api_version);
+	json_object *doc;
+	KindMatch	m = {kind, out};
+	bool		found;
+
+	if (*version == '\0' || strchr(version, '/') != NULL || (slash && *group == '\0'))
+		return false;
+	doc = fetch(cfg, path, NULL, FETCH_MUST_OR_404);
+	if (doc == NULL)
+		return false;
+	found = walk_resource_list(doc, group, version, kind_visit, &m);
+	json_object_put(doc);
+	return found;
+}

@@ -318,7 +318,7 @@ transfer_write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 	t->last_data = GetCurrentTimestamp();
 	if (t->status == 0)
 		curl_easy_getinfo((CURL *) t->easy, CURLINFO_RESPONSE_CODE, &t->status);
-	if (t->status != 200)
+	if (t->status < 200 || t->status > 299)
 	{
 		if (t->errbody.len < KW_HTTP_ERRBODY_MAX)
 			appendBinaryStringInfo(&t->errbody, ptr,
@@ -804,6 +804,24 @@ void
 kw_http_get_accept(KwClusterConfig *cfg, const char *path, const char *accept,
 				   KwHttpResponse *resp)
 {
+	kw_http_request(cfg, "GET", path, accept, NULL, NULL, resp);
+}
+
+/*
+ * kw_http_request: one request `method` ("GET", "PATCH", "POST", "DELETE")
+ * of `path` to cfg's API server, with `body` (NULL: none) of media type
+ * `content_type` (e.g. "application/apply-patch+yaml" for server-side
+ * apply, "application/merge-patch+json"), read whole into resp (a 2xx body
+ * through sync_feed, any other status's first KW_HTTP_ERRBODY_MAX bytes).
+ * `accept` as kw_http_get_accept.  Same results and errors as kw_http_get
+ * (a transport failure ERRORs, an HTTP status is the caller's to judge),
+ * the 401 retry included: the request carries its body again.
+ */
+void
+kw_http_request(KwClusterConfig *cfg, const char *method, const char *path,
+				const char *accept, const char *content_type, const char *body,
+				KwHttpResponse *resp)
+{
 	for (int attempt = 0; attempt < 2; attempt++)
 	{
 		KwHttpTransfer *volatile t = NULL;
@@ -822,6 +840,18 @@ kw_http_get_accept(KwClusterConfig *cfg, const char *path, const char *accept,
 			t = kw_http_transfer_create(cfg, url, false, sync_feed, &resp->body, NULL);
 			if (accept)
 				set_accept(t, accept);
+			if (strcmp(method, "GET") != 0)
+			{
+				curl_easy_setopt((CURL *) t->easy, CURLOPT_CUSTOMREQUEST, method);
+				if (body != NULL)
+				{
+					t->headers = curl_slist_append(t->headers,
+												   psprintf("Content-Type: %s", content_type));
+					curl_easy_setopt((CURL *) t->easy, CURLOPT_HTTPHEADER, t->headers);
+					curl_easy_setopt((CURL *) t->easy, CURLOPT_POSTFIELDSIZE, (long) strlen(body));
+					curl_easy_setopt((CURL *) t->easy, CURLOPT_POSTFIELDS, body);
+				}
+			}
 			/* after the credential was obtained (by the transfer's headers) */
 			started = GetCurrentTimestamp();
 			easy = (CURL *) t->easy;
@@ -847,12 +877,12 @@ kw_http_get_accept(KwClusterConfig *cfg, const char *path, const char *accept,
 						(errcode(sqlstate),
 						 errmsg("could not reach Kubernetes API server of \"%s\": %s",
 								t->server_name, msg),
-						 errdetail("%s (GET %s)", detail, kw_excerpt(url)),
+						 errdetail("%s (%s %s)", detail, method, kw_excerpt(url)),
 						 hint ? errhint("%s", hint) : 0));
 			}
 			resp->status = kw_http_transfer_status(t);
 			resp->retry_after_s = kw_http_transfer_retry_after(t);
-			if (resp->status != 200)
+			if (resp->status < 200 || resp->status > 299)
 				appendBinaryStringInfo(&resp->body, t->errbody.data, t->errbody.len);
 		}
 		PG_FINALLY();

@@ -165,5 +165,7 @@ typedef struct KwResource
 extern bool kw_discover_resource(KwClusterConfig *cfg, const char *name,
 								 KwResource *out);
 extern List *kw_discover_listable(KwClusterConfig *cfg);
+extern bool kw_discover_kind(KwClusterConfig *cfg, const char *api_version,
+							 const char *kind, KwResource *out);
 
 #endif							/* KW_CLUSTER_H */

@@ -111,6 +111,10 @@ extern void kw_http_get(KwClusterConfig *cfg, const char *path,
 						KwHttpResponse *resp);
 extern void kw_http_get_accept(KwClusterConfig *cfg, const char *path,
 							   const char *accept, KwHttpResponse *resp);
+extern void kw_http_request(KwClusterConfig *cfg, const char *method,
+							const char *path, const char *accept,
+							const char *content_type, const char *body,
+							KwHttpResponse *resp);
 extern void kw_http_raise_status(KwClusterConfig *cfg, const char *what,
 								 KwHttpResponse *resp) pg_attribute_noreturn();
 extern int	kw_http_status_sqlstate(long status);

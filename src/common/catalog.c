@@ -25,6 +25,8 @@
 #include "kw_status.h"
 
 static bool wake_pending = false;
+static bool retry_connect_pending = false;
+static bool sender_wake_pending = false;
 static bool callback_registered = false;
 
 static void
@@ -34,13 +36,21 @@ wake_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-			if (wake_pending)
+			if (retry_connect_pending && kw_shared != NULL)
+				pg_atomic_write_u64(&kw_shared->connect_refused_at, 0);
+			if (wake_pending || retry_connect_pending)
 				kw_wake_worker();
+			if (sender_wake_pending)
+				kw_wake_sender();
 			wake_pending = false;
+			retry_connect_pending = false;
+			sender_wake_pending = false;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			wake_pending = false;
+			retry_connect_pending = false;
+			sender_wake_pending = false;
 			break;
 		default:
 			break;
@@ -62,6 +72,34 @@ kw_wake_worker_at_commit(void)
 		callback_registered = true;
 	}
 	wake_pending = true;
+}
+
+/*
+ * kw_retry_connect_at_commit: when the current transaction commits (a
+ * CREATE DATABASE of kwatch.database, ownership.c), a worker that waits to
+ * try its connection again (worker.c) tries at once.  Any backend.
+ */
+void
+kw_retry_connect_at_commit(void)
+{
+	kw_wake_worker_at_commit();
+	retry_connect_pending = true;
+}
+
+/*
+ * kw_wake_sender_at_commit: when the current transaction commits, the
+ * request sender is woken (kwatch.apply() at commit queued an apply).
+ * Any backend; nothing happens if it aborts.
+ */
+void
+kw_wake_sender_at_commit(void)
+{
+	if (!callback_registered)
+	{
+		RegisterXactCallback(wake_xact_callback, NULL);
+		callback_registered = true;
+	}
+	sender_wake_pending = true;
 }
 
 PG_FUNCTION_INFO_V1(kwatch_wake_at_commit);

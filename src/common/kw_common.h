@@ -195,6 +195,8 @@ typedef struct KwChange
 /* in catalog.c: kwatch.registrations as the worker reads them */
 extern List *kw_registrations_read(int32 only_id, MemoryContext cxt);
 extern void kw_wake_worker_at_commit(void);
+extern void kw_retry_connect_at_commit(void);
+extern void kw_wake_sender_at_commit(void);
 
 /* in transaction.c: one transaction with SPI and a snapshot */
 typedef void (*KwTxnBody) (void *arg);

@@ -77,9 +77,12 @@ typedef struct KwSharedState
 	pg_atomic_uint64 generation;	/* bumped when registrations change */
 	pid_t		worker_pid;
 	Latch	   *worker_latch;	/* set under lock */
+	Latch	   *sender_latch;	/* the request sender's (sender.c), under lock */
 	ConditionVariable sync_cv;	/* broadcast when a slot's synced or state changes */
-	TimestampTz connect_refused_at; /* worker: kwatch.database named no
-									 * database at this time (worker.c) */
+	pg_atomic_uint64 connect_refused_at;	/* worker: kwatch.database named
+											 * no database at this
+											 * TimestampTz; 0: try at once
+											 * (worker.c) */
 	int			nslots;
 	KwWatchStatus slots[FLEXIBLE_ARRAY_MEMBER];
 } KwSharedState;
@@ -93,6 +96,7 @@ extern KwWatchStatus *kw_status_acquire(int32 watch_id);
 extern void kw_status_release(KwWatchStatus *slot);
 extern void kw_wake_worker(void);
 extern void kw_poke_worker(void);
+extern void kw_wake_sender(void);
 extern void kw_status_broadcast(void);
 extern bool kw_serves_this_database(void);
 

@@ -71,6 +71,7 @@ status_shmem_startup(void)
 		kw_shared->lock = &(GetNamedLWLockTranche("kwatch"))->lock;
 		pg_atomic_init_u64(&kw_shared->generation, 1);
 		ConditionVariableInit(&kw_shared->sync_cv);
+		pg_atomic_init_u64(&kw_shared->connect_refused_at, 0);
 		kw_shared->nslots = kw_max_watches;
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -168,11 +169,25 @@ kw_wake_worker(void)
 	if (kw_shared == NULL)
 		return;
 	pg_atomic_fetch_add_u64(&kw_shared->generation, 1);
-	/* a worker waiting for kwatch.database to exist tries at once (worker.c) */
-	kw_shared->connect_refused_at = 0;
 	LWLockAcquire(kw_shared->lock, LW_SHARED);
 	if (kw_shared->worker_latch)
 		SetLatch(kw_shared->worker_latch);
+	LWLockRelease(kw_shared->lock);
+}
+
+/*
+ * kw_wake_sender: sets the request sender's latch (sender.c): applies were
+ * queued, or their results are awaited.  Any backend; nothing when no
+ * sender runs.
+ */
+void
+kw_wake_sender(void)
+{
+	if (kw_shared == NULL)
+		return;
+	LWLockAcquire(kw_shared->lock, LW_SHARED);
+	if (kw_shared->sender_latch)
+		SetLatch(kw_shared->sender_latch);
 	LWLockRelease(kw_shared->lock);
 }
 

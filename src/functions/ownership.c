@@ -60,6 +60,9 @@
 
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_foreign_server.h"
+#include "foreign/foreign.h"
+#include "storage/lmgr.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "executor/spi.h"
@@ -427,8 +430,10 @@ watched_servers(MemoryContext cxt)
  * statement (55006 for a rename, 2BP01 for a drop without CASCADE, with
  * PostgreSQL's words: backend/catalog/dependency.c, reportDependentObjects)
  * or removes their watches (CASCADE), by `how` (kwatch._servers_gone, as
- * the extension's owner, for the issuer as kw_current_caller: the rows go
- * as each table's owner, owner_functions.c).
+ * the extension's owner).  Only a CASCADE that removes watches fires the
+ * caller's deferred triggers and acts for the issuer as kw_current_caller
+ * (the rows go as each table's owner, owner_functions.c); the checks run
+ * nothing of any role's.
  */
 static void
 servers_gone(Datum before, const char *how)
@@ -438,44 +443,120 @@ servers_gone(Datum before, const char *how)
 	SPI_connect();
 	if (extension_here(&ext))
 	{
-		char	   *sql = psprintf("SELECT r[1], r[2] FROM %s._servers_gone($1, $2) r", ext.schema);
-		Oid			argtypes[2] = {TEXTARRAYOID, TEXTOID};
-		Datum		values[2] = {before, CStringGetTextDatum(how)};
-		Oid			save_caller = kw_set_current_caller(GetUserId());
-		char	   *server = NULL;
-		char	   *detail = NULL;
+		char	   *check = psprintf("SELECT r[1], r[2] FROM %s._servers_gone($1, 'check') r", ext.schema);
+		char	   *cascade = psprintf("SELECT %s._servers_gone($1, 'cascade')", ext.schema);
+		Oid			argtypes[1] = {TEXTARRAYOID};
+		char	   *server;
+		char	   *detail;
 
-		kw_refuse_deferral_begin();
-		PG_TRY();
-		{
-			kw_fire_deferred_triggers();
-			execute_as_extension_owner(&ext, sql, 2, argtypes, values, false);
-			server = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-			detail = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-		}
-		PG_FINALLY();
-		{
-			kw_set_current_caller(save_caller);
-			kw_refuse_deferral_end();
-		}
-		PG_END_TRY();
-
+		execute_as_extension_owner(&ext, check, 1, argtypes, &before, true);
+		server = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		detail = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 		if (server != NULL && strcmp(how, "rename") == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_IN_USE),
 					 errmsg("cannot rename server \"%s\" because kwatch watches it", server),
 					 errdetail_internal("%s\nThe server's name is the cluster value of the rows these watches write.",
 										detail),
-					 errhint("Remove the watches first (kwatch.unwatch(..., server => '%s')), or create a server with the new name and watch from it.",
-							 server)));
-		if (server != NULL)
+					 errhint("Remove the watches first (kwatch.unwatch(..., server => %s)), or create a server with the new name and watch from it.",
+							 quote_literal_cstr(server))));
+		if (server != NULL && strcmp(how, "cascade") != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
 					 errmsg("cannot drop server %s because other objects depend on it", server),
 					 errdetail_internal("%s", detail),
 					 errhint("Use DROP ... CASCADE to drop the dependent objects too: the watches and the rows they wrote.")));
+		if (server != NULL)
+		{
+			Oid			save_caller = kw_set_current_caller(GetUserId());
+
+			kw_refuse_deferral_begin();
+			PG_TRY();
+			{
+				kw_fire_deferred_triggers();
+				execute_as_extension_owner(&ext, cascade, 1, argtypes, &before, false);
+			}
+			PG_FINALLY();
+			{
+				kw_set_current_caller(save_caller);
+				kw_refuse_deferral_end();
+			}
+			PG_END_TRY();
+		}
 	}
 	SPI_finish();
+}
+
+/*
+ * new_server_name: the name a statement gives a foreign server (CREATE
+ * SERVER, ALTER SERVER ... RENAME TO), or NULL.
+ */
+static const char *
+new_server_name(Node *parsetree)
+{
+	if (IsA(parsetree, CreateForeignServerStmt))
+		return ((CreateForeignServerStmt *) parsetree)->servername;
+	if (IsA(parsetree, RenameStmt) &&
+		((RenameStmt *) parsetree)->renameType == OBJECT_FOREIGN_SERVER)
+		return ((RenameStmt *) parsetree)->newname;
+	return NULL;
+}
+
+/*
+ * check_server_name_held: refuses (42710) a new server name that
+ * registrations still hold (their server was dropped before 0.7.0 followed
+ * servers) when they belong to roles the issuer may not act for, unless the
+ * issuer is a superuser: the server would take those watches over, and
+ * its DROP ... CASCADE would remove them (kwatch._server_name_held).
+ */
+static void
+check_server_name_held(const char *name)
+{
+	KwExtension ext;
+	char	   *held = NULL;
+
+	if (superuser())
+		return;
+	SPI_connect();
+	if (extension_here(&ext))
+	{
+		char	   *sql = psprintf("SELECT %s._server_name_held($1, $2)", ext.schema);
+		Oid			argtypes[2] = {TEXTOID, OIDOID};
+		Datum		values[2] = {CStringGetTextDatum(name), ObjectIdGetDatum(GetUserId())};
+
+		execute_as_extension_owner(&ext, sql, 2, argtypes, values, true);
+		held = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	}
+	if (held != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("server name \"%s\" is held by the watches of other roles", name),
+				 errdetail_internal("%s", held),
+				 errhint("Their server was dropped before kwatch followed servers; a superuser can remove them with kwatch.unwatch(..., server => %s), or choose another name.",
+						 quote_literal_cstr(name))));
+	SPI_finish();
+}
+
+PG_FUNCTION_INFO_V1(kwatch_lock_server);
+
+/*
+ * kwatch_lock_server: SQL kwatch._lock_server(name text) -> void: locks
+ * foreign server `name` (AccessShareLock on the object until the end of
+ * the transaction, lmgr.c LockDatabaseObject), then checks that it still
+ * exists, so that a watch() and a concurrent DROP SERVER serialize: the
+ * DROP, which takes AccessExclusiveLock on the server (get_object_address),
+ * waits for the watch's transaction and then sees its registration.
+ * ERRORs: 42704 when there is no such server.
+ */
+Datum
+kwatch_lock_server(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	ForeignServer *srv = GetForeignServerByName(name, false);
+
+	LockDatabaseObject(ForeignServerRelationId, srv->serverid, 0, AccessShareLock);
+	(void) GetForeignServerByName(name, false);
+	PG_RETURN_VOID();
 }
 
 /*
@@ -558,9 +639,13 @@ ownership_utility_hook(PlannedStmt *pstmt, const char *queryString,
 
 	if (servers_before != (Datum) 0)
 		servers_gone(servers_before, servers_how);
+	if (new_server_name(parsetree) != NULL)
+		check_server_name_held(new_server_name(parsetree));
 	if (IsA(parsetree, ReassignOwnedStmt))
 		reassign_owned_watches((ReassignOwnedStmt *) parsetree);
-	else if (changes_connections(parsetree) || creates_served_database(parsetree))
+	else if (creates_served_database(parsetree))
+		kw_retry_connect_at_commit();
+	else if (changes_connections(parsetree))
 		kw_wake_worker_at_commit();
 }
 

@@ -434,10 +434,10 @@ connect_error_context(void *arg)
 	errcontext("kwatch worker connecting to kwatch.database \"%s\"", kw_database);
 	if (geterrcode() == ERRCODE_UNDEFINED_DATABASE)
 	{
-		errhint("Create it (CREATE DATABASE %s; then CREATE EXTENSION kwatch in it), or set kwatch.database "
+		errhint("Create it as a superuser (CREATE DATABASE %s; then CREATE EXTENSION kwatch in it), or set kwatch.database "
 				"in postgresql.conf to the database that has the extension and restart. kwatch tries again in a minute.",
 				quote_identifier(kw_database));
-		kw_shared->connect_refused_at = GetCurrentTimestamp();
+		pg_atomic_write_u64(&kw_shared->connect_refused_at, (uint64) GetCurrentTimestamp());
 	}
 }
 
@@ -466,20 +466,23 @@ worker_connect(void)
 	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
 	kw_shared->worker_latch = MyLatch;
 	LWLockRelease(kw_shared->lock);
-	for (;;)
 	{
-		TimestampTz refused = kw_shared->connect_refused_at;
-		long		waited_ms;
+		TimestampTz refused = (TimestampTz) pg_atomic_read_u64(&kw_shared->connect_refused_at);
+		/* at most a minute from now, also when the clock went back */
+		TimestampTz until = Min(TimestampTzPlusMilliseconds(refused, KW_MISSING_DATABASE_RETRY_MS),
+								TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															KW_MISSING_DATABASE_RETRY_MS));
 
-		if (refused == 0)
-			break;
-		waited_ms = TimestampDifferenceMilliseconds(refused, GetCurrentTimestamp());
-		if (waited_ms >= KW_MISSING_DATABASE_RETRY_MS)
-			break;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 KW_MISSING_DATABASE_RETRY_MS - waited_ms, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
+		while (refused != 0 &&
+			   pg_atomic_read_u64(&kw_shared->connect_refused_at) != 0 &&
+			   GetCurrentTimestamp() < until)
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until),
+							 PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
 	}
 	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
 	kw_shared->worker_latch = NULL;
@@ -491,7 +494,7 @@ worker_connect(void)
 	error_context_stack = &errcallback;
 	BackgroundWorkerInitializeConnection(kw_database, NULL, 0);
 	error_context_stack = errcallback.previous;
-	kw_shared->connect_refused_at = 0;
+	pg_atomic_write_u64(&kw_shared->connect_refused_at, 0);
 	pgstat_report_appname("kwatch worker");
 
 	worker_cxt = AllocSetContextCreate(TopMemoryContext, "kwatch worker",

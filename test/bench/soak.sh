@@ -19,7 +19,7 @@ report="$KWATCH_TEST_DIR/soak-report.txt"
 rm -f "$report"
 set +e
 KWATCH_SOAK=1 KWATCH_CONVERGE_SECONDS=$(( ${MINUTES:-30} * 60 )) KWATCH_SOAK_REPORT="$report" \
-  /usr/bin/python3 -m pytest test/integration/test_convergence.py -s -p no:cacheprovider
+  /usr/bin/python3 -m pytest test/integration/test_convergence.py -s -o cache_dir="$KWATCH_TEST_DIR/pytest-cache"
 rc=$?
 set -e
 echo

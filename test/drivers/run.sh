@@ -61,7 +61,9 @@ step "modern control plane: Kubernetes 1.36 generic API server + etcd 3.5 from D
 $SUDO bash test/k8s/modern-build.sh || { echo "make test: the modern control plane step failed (test/k8s/modern-build.sh, above; exit 2: Debian's archive no longer has what it needs, and how to go on)" >&2; exit 1; }
 
 step "integration tests against the real control planes (1.20 and 1.36)"
-/usr/bin/python3 -m pytest test/integration -v -p no:cacheprovider
+# PYTEST_ARGS: more pytest options, e.g. --random-order (python3-pytest-random-order,
+# whose plugin needs the cache provider: hence a cache_dir, not -p no:cacheprovider)
+/usr/bin/python3 -m pytest test/integration -v -o cache_dir="$KWATCH_TEST_DIR/pytest-cache" ${PYTEST_ARGS:-}
 
 step "PostgreSQL 17 and 18: make test-versions (chroots cached in ${KWATCH_PG_CACHE:-/var/cache/kwatch-pg})"
 $SUDO bash test/versions/run.sh || { echo "make test: the PostgreSQL versions step failed (test/versions/run.sh, above)" >&2; exit 1; }

@@ -671,7 +671,9 @@ class Engine:
                     database_errors=rows[3], notifications=rows[4])
 
     def close(self):
-        self.tracker.finish()
+        # (a start that failed before the listener began has none to finish)
+        if getattr(self, "tracker", None) is not None:
+            self.tracker.finish()
         if self.proxy is not None:
             self.proxy.stop()
         # user columns a fault added stay harmless, but leave the tables as found

@@ -269,3 +269,71 @@ def test_a_missing_kwatch_database_is_logged_once_a_minute_and_then_served(insta
                           "the worker serving kw_app")
     finally:
         app.close()
+
+
+def test_drop_server_cascade_is_delayed_not_refused_by_a_table_owners_trigger(ctx):
+    """Issue 33, item 2 (review): a DELETE trigger of a mirror table's owner
+    that raises cannot refuse DROP SERVER ... CASCADE: the watch goes, the
+    rows stay with a WARNING naming the statement that deletes them."""
+    srv = ctx.server()
+    ns = ctx.namespace()
+    table = _watched_table(ctx, srv, ns, "kept")
+    t = pgsql.Identifier(table)
+    f = pgsql.Identifier(table + "_refuse")
+    sql(pgsql.SQL("CREATE FUNCTION public.{}() RETURNS trigger LANGUAGE plpgsql AS "
+                  "$$BEGIN RAISE EXCEPTION 'no deletes here'; END$$").format(f))
+    try:
+        sql(pgsql.SQL("CREATE TRIGGER refuse BEFORE DELETE ON k8s.{} FOR EACH ROW EXECUTE FUNCTION public.{}()")
+            .format(t, f))
+        conn = conftest.PG.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(pgsql.SQL("DROP SERVER {} CASCADE").format(pgsql.Identifier(srv)))
+            warnings = [n for n in conn.notices if "WARNING" in n]
+        finally:
+            conn.close()
+        assert any("the rows of cluster %s stay in k8s.%s" % (srv, table) in w and "no deletes here" in w
+                   for w in warnings), warnings
+        assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (srv,)) == 0
+        assert _rows(table, srv) >= 1
+        sql(pgsql.SQL("DROP TRIGGER refuse ON k8s.{}").format(t))
+        sql(pgsql.SQL("DELETE FROM k8s.{} WHERE cluster = %s").format(t), (srv,))
+    finally:
+        sql(pgsql.SQL("DROP FUNCTION IF EXISTS public.{}() CASCADE").format(f))
+
+
+def test_a_server_name_held_by_another_roles_watches_is_refused(ctx):
+    """Issue 33, item 2 (review): registrations whose server was dropped
+    before 0.7.0 (simulated by renaming the registration's server) keep
+    their name: another role may not create a server of that name (42710),
+    which would take the watches over, nor rename one to it."""
+    srv = ctx.server()
+    ns = ctx.namespace()
+    _watched_table(ctx, srv, ns, "held")
+    ghost = srv + "-gone"
+    role = ("kw_ghost_" + ctx.base.replace("-", "_"))[:63]
+    r = pgsql.Identifier(role)
+    sql("UPDATE kwatch.registrations SET server = %s WHERE server = %s", (ghost, srv))
+    sql(pgsql.SQL("CREATE ROLE {}").format(r))
+    try:
+        sql(pgsql.SQL("GRANT USAGE ON FOREIGN DATA WRAPPER kwatch TO {}").format(r))
+        conn = conftest.PG.connect(autocommit=False)
+        try:
+            sql(pgsql.SQL("SET ROLE {}").format(r), conn=conn)
+            e = error(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server 'https://127.0.0.1:1')")
+                      .format(pgsql.Identifier(ghost)), conn=conn)
+            assert e.pgcode == "42710", e.pgerror
+            assert "held by the watches of other roles" in e.diag.message_primary
+            conn.rollback()
+            sql(pgsql.SQL("SET ROLE {}").format(r), conn=conn)
+            sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server 'https://127.0.0.1:1')")
+                .format(pgsql.Identifier(ghost + "2")), conn=conn)
+            e = error(pgsql.SQL("ALTER SERVER {} RENAME TO {}")
+                      .format(pgsql.Identifier(ghost + "2"), pgsql.Identifier(ghost)), conn=conn)
+            assert e.pgcode == "42710", e.pgerror
+            conn.rollback()
+        finally:
+            conn.close()
+    finally:
+        sql("UPDATE kwatch.registrations SET server = %s WHERE server = %s", (srv, ghost))
+        sql(pgsql.SQL("DROP OWNED BY {} CASCADE; DROP ROLE {}").format(r, r))

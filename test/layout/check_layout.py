@@ -38,9 +38,11 @@ RULES = {
     'apply':     {'common', 'cluster', 'decode', 'channel'},
     'live':      {'common', 'cluster', 'decode'},
     'functions': {'common', 'cluster', 'decode', 'apply', 'channel'},
+    # the request sender (issue 32): sends what kwatch.apply() queued
+    'sender':    {'common', 'cluster'},
     # the module entry (_PG_init) starts every part
     '.':         {'common', 'cluster', 'decode', 'channel', 'transfer',
-                  'apply', 'live', 'functions'},
+                  'apply', 'live', 'functions', 'sender'},
 }
 
 # Headers a folder may include beyond RULES: live/ reads the event ring

@@ -4,7 +4,7 @@
 # missing.  Safe to run repeatedly.  Needs root (or sudo).
 set -euo pipefail
 pkgs=(postgresql-server-dev-15 libcurl4-openssl-dev libjson-c-dev libyaml-dev
-      pkg-config make gcc python3-psycopg2 python3-pytest python3-prometheus-client python3-yaml openssl curl
+      pkg-config make gcc python3-psycopg2 python3-pytest python3-pytest-random-order python3-prometheus-client python3-yaml openssl curl
       golang-1.19-go etcd-server etcd-client dpkg-dev
       build-essential debhelper postgresql-server-dev-all
       debootstrap)

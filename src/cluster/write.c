@@ -1,0 +1,230 @@
+/*-------------------------------------------------------------------------
+ *
+ * write.c
+ *		Writes to a cluster (issue 32): the server-side apply request of one
+ *		object and the meaning of its answer.  Used in the statement by
+ *		kwatch.apply() (functions/apply.c) and after COMMIT by the request
+ *		sender (sender/sender.c); both send with the credentials of the role
+ *		that asked (connection.c).
+ *
+ * Server-side apply: PATCH of the object's path with Content-Type
+ * application/apply-patch+yaml (JSON is YAML), ?fieldManager=<manager>,
+ * &force=true when asked, &dryRun=All for a dry run
+ * (https://kubernetes.io/docs/reference/using-api/server-side-apply/;
+ * client-go's typed Apply, rest.Request with types.ApplyPatchType).  The
+ * answer is the object as stored (200, or 201 when created), or a Status:
+ * kw_write_outcome() maps it to a SQLSTATE as the field's meanings say
+ * (apimachinery/pkg/api/errors): 409 with causes of type
+ * FieldManagerConflict is a field-manager conflict (KW409, each field and
+ * its manager in DETAIL), another 409 a stale resourceVersion (40001),
+ * 422 and 400 an invalid object (22023, the causes in DETAIL), 403 forbidden
+ * (42501), 404 not found (42704), and the rest as kw_http_status_sqlstate.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <json-c/json.h>
+
+#include "lib/stringinfo.h"
+
+#include "kw_common.h"
+#include "kw_cluster.h"
+#include "kw_http.h"
+#include "kw_write.h"
+
+/* append_segment: one path segment, percent-encoded but RFC 3986's unreserved and ':' */
+static void
+append_segment(StringInfo path, const char *segment)
+{
+	appendStringInfoChar(path, '/');
+	for (const unsigned char *p = (const unsigned char *) segment; *p; p++)
+	{
+		if (kw_ascii_alnum(*p) || *p == '-' || *p == '.' || *p == '_' || *p == '~' || *p == ':')
+			appendStringInfoChar(path, (char) *p);
+		else
+			appendStringInfo(path, "%%%02X", *p);
+	}
+}
+
+/*
+ * kw_write_path: the URL path of object `name` of resource `r` in
+ * `namespace` (NULL or ignored for a cluster-scoped resource):
+ * /api/v1/namespaces/<ns>/<plural>/<name> or
+ * /apis/<group>/<version>/[namespaces/<ns>/]<plural>/<name>, each segment
+ * percent-encoded.  Palloc'd.
+ */
+char *
+kw_write_path(const KwResource *r, const char *namespace, const char *name)
+{
+	StringInfoData path;
+
+	initStringInfo(&path);
+	if (r->api_group[0] == '\0')
+		appendStringInfoString(&path, "/api");
+	else
+	{
+		appendStringInfoString(&path, "/apis");
+		append_segment(&path, r->api_group);
+	}
+	append_segment(&path, r->api_version);
+	if (r->namespaced && namespace != NULL)
+	{
+		append_segment(&path, "namespaces");
+		append_segment(&path, namespace);
+	}
+	append_segment(&path, r->plural);
+	append_segment(&path, name);
+	return path.data;
+}
+
+/*
+ * kw_write_apply: sends the server-side apply of `body` (the manifest as
+ * JSON text) to `path` (kw_write_path) on cluster `cfg`: PATCH
+ * ?fieldManager=...[&force=true][&dryRun=All], Content-Type
+ * application/apply-patch+yaml; fills *resp (kw_http_request).  ERRORs as
+ * kw_http_request (unreachable, TLS, credentials).
+ */
+void
+kw_write_apply(KwClusterConfig *cfg, const char *path, const char *body,
+			   const char *field_manager, bool force, bool dry_run,
+			   KwHttpResponse *resp)
+{
+	StringInfoData url;
+
+	initStringInfo(&url);
+	appendStringInfoString(&url, path);
+	kw_url_append_param(&url, "fieldManager", field_manager);
+	if (force)
+		kw_url_append_param(&url, "force", "true");
+	if (dry_run)
+		kw_url_append_param(&url, "dryRun", "All");
+	kw_http_request(cfg, "PATCH", url.data, NULL, "application/apply-patch+yaml", body, resp);
+}
+
+/* causes: the lines of a Status's details.causes[], "field: message" */
+static void
+append_causes(StringInfo out, json_object *status, bool *conflict)
+{
+	json_object *details;
+	json_object *causes;
+
+	*conflict = false;
+	if (!json_object_object_get_ex(status, "details", &details) ||
+		!json_object_object_get_ex(details, "causes", &causes) ||
+		!json_object_is_type(causes, json_type_array))
+		return;
+	for (size_t i = 0; i < json_object_array_length(causes); i++)
+	{
+		json_object *c = json_object_array_get_idx(causes, i);
+		const char *type = kw_json_get_string(c, "reason");
+		const char *field = kw_json_get_string(c, "field");
+		const char *message = kw_json_get_string(c, "message");
+
+		if (type && strcmp(type, "FieldManagerConflict") == 0)
+			*conflict = true;
+		if (out->len > 0)
+			appendStringInfoChar(out, '\n');
+		if (field && *field)
+			appendStringInfo(out, "%s: ", kw_excerpt(field));
+		appendStringInfoString(out, message ? kw_excerpt(message) : "(no message)");
+	}
+}
+
+/*
+ * kw_write_outcome: what the answer `resp` to a write means.  Returns true
+ * for a 2xx (the object in resp->body); else false with *sqlstate (see the
+ * file header), *message (the server's message, at most KW_ECHO_MAX bytes
+ * of it), *detail (the causes, one per line, or the HTTP status and
+ * reason; palloc'd) and *retry (whether sending it again later may
+ * succeed: 429, 500, 502, 503, 504).
+ */
+bool
+kw_write_outcome(KwHttpResponse *resp, int *sqlstate, char **message,
+				 char **detail, bool *retry)
+{
+	json_object *status = NULL;
+	char	   *reason = NULL;
+	StringInfoData causes;
+	bool		conflict = false;
+
+	*retry = false;
+	if (resp->status >= 200 && resp->status <= 299)
+		return true;
+
+	*message = kw_excerpt(kw_status_message(resp->body.data, resp->body.len, &reason));
+	initStringInfo(&causes);
+	if (resp->body.len > 0)
+	{
+		json_tokener *tok = json_tokener_new();
+
+		status = json_tokener_parse_ex(tok, resp->body.data, resp->body.len);
+		json_tokener_free(tok);
+		if (status && json_object_is_type(status, json_type_object))
+			append_causes(&causes, status, &conflict);
+		if (status)
+			json_object_put(status);
+	}
+
+	switch (resp->status)
+	{
+		case 409:
+			if (conflict)
+				*sqlstate = ERRCODE_KW_FIELD_MANAGER_CONFLICT;
+			else if (reason && strcmp(reason, "AlreadyExists") == 0)
+				*sqlstate = ERRCODE_DUPLICATE_OBJECT;
+			else
+				*sqlstate = ERRCODE_T_R_SERIALIZATION_FAILURE;
+			break;
+		case 400:
+		case 415:
+		case 422:
+			*sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
+			break;
+		case 403:
+			*sqlstate = ERRCODE_INSUFFICIENT_PRIVILEGE;
+			break;
+		case 404:
+		case 410:
+			*sqlstate = ERRCODE_UNDEFINED_OBJECT;
+			break;
+		default:
+			*sqlstate = kw_http_status_sqlstate(resp->status);
+			break;
+	}
+	*retry = resp->status == 429 || resp->status == 500 || resp->status == 502 ||
+		resp->status == 503 || resp->status == 504;
+	if (causes.len > 0)
+		*detail = causes.data;
+	else
+		*detail = psprintf("HTTP status %ld%s%s.", resp->status,
+						   reason ? ", reason " : "", reason ? kw_excerpt(reason) : "");
+	return false;
+}
+
+/*
+ * kw_write_raise: ERRORs with the meaning of a failed write's answer
+ * (kw_write_outcome): "Kubernetes API server of "<server>" refused <what>:
+ * <message>", its SQLSTATE and DETAIL, and for a field-manager conflict a
+ * hint about force.  Never returns.
+ */
+void
+kw_write_raise(KwClusterConfig *cfg, const char *what, KwHttpResponse *resp)
+{
+	int			sqlstate;
+	char	   *message;
+	char	   *detail;
+	bool		retry;
+
+	if (kw_write_outcome(resp, &sqlstate, &message, &detail, &retry))
+		elog(ERROR, "kw_write_raise called for a successful write");
+	ereport(ERROR,
+			(errcode(sqlstate),
+			 errmsg("Kubernetes API server of \"%s\" refused %s: %s",
+					cfg->server_name ? cfg->server_name : cfg->api_server, what, message),
+			 errdetail_internal("%s", detail),
+			 sqlstate == ERRCODE_KW_FIELD_MANAGER_CONFLICT ?
+			 errhint("Another field manager owns these fields: leave them out of the manifest, or take them over with force => true.") :
+			 resp->status == 401 ?
+			 errhint("Check the token or client certificate of the server or its user mapping.") : 0));
+}

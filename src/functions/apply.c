@@ -1,0 +1,581 @@
+/*-------------------------------------------------------------------------
+ *
+ * apply.c
+ *		kwatch.apply() and kwatch.wait_apply() (issue 32): server-side apply
+ *		of one object from SQL, checked by a dry run in the statement and
+ *		sent at once or after COMMIT.
+ *
+ * The request always carries the identity of the role that asked: the
+ * current user's credentials, chosen as live tables choose them (its user
+ * mapping, else the server's PUBLIC mapping; connection.c), after a check
+ * of USAGE on the server.  An apply at commit is recorded in
+ * kwatch.apply_queue in the caller's transaction (as the extension's
+ * owner: the table is no role's to write; no role's code runs while we
+ * act as the owner) with that role's oid, and sent by the request sender
+ * (sender/sender.c) with that role's credentials, checked again.  The
+ * applies of one object are queued in commit order: apply() locks the
+ * object's row of kwatch.apply_objects until the transaction ends, so a
+ * later transaction's apply of it gets a larger id and the sender sends
+ * them in id order.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_proc.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "foreign/foreign.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/acl.h"
+/* fmgrprotos.h declares a json_object() function: keep it out of json-c's way */
+#define json_object pg_json_object_fn
+#include "utils/builtins.h"
+#undef json_object
+#include "utils/guc.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include <json-c/json.h>
+
+#include "kw_common.h"
+#include "kw_status.h"
+#include "kw_cluster.h"
+#include "kw_http.h"
+#include "kw_write.h"
+#include "kw_functions.h"
+
+/* The servers this transaction queued applies for (deferral rule). */
+static LocalTransactionId queued_lxid = InvalidLocalTransactionId;
+static List *queued_servers = NIL;	/* in TopTransactionContext */
+
+/* A manifest's parts, read with json-c. */
+typedef struct Manifest
+{
+	json_object *doc;
+	char	   *text;			/* the manifest as jsonb prints it: the request body */
+	const char *api_version;
+	const char *kind;
+	const char *name;
+	const char *namespace;		/* NULL when not given */
+	char	   *api_group;		/* "" for the core group */
+} Manifest;
+
+/* valid_api_version: a group/version or version made of [a-z0-9.-]. */
+static bool
+valid_api_version(const char *s)
+{
+	int			slashes = 0;
+
+	if (*s == '\0' || *s == '/' || strstr(s, "..") != NULL || *s == '.' || *s == '-')
+		return false;
+	for (const char *p = s; *p; p++)
+	{
+		if (*p == '/')
+		{
+			if (++slashes > 1 || p[1] == '\0')
+				return false;
+		}
+		else if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '-'))
+			return false;
+		else if (p > s && p[-1] == '/' && !((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * read_manifest: the parts of `manifest`; ERRORs 22023 (before any request)
+ * unless it is an object with string apiVersion, kind and metadata.name.
+ */
+static void
+read_manifest(Jsonb *manifest, Manifest *m)
+{
+	char	   *text = JsonbToCString(NULL, &manifest->root, VARSIZE(manifest));
+	json_object *meta;
+	const char *slash;
+
+	memset(m, 0, sizeof(*m));
+	m->text = text;
+	m->doc = json_tokener_parse(text);
+	if (m->doc == NULL || !json_object_is_type(m->doc, json_type_object))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a manifest must be a JSON object")));
+	m->api_version = kw_json_get_string(m->doc, "apiVersion");
+	m->kind = kw_json_get_string(m->doc, "kind");
+	if (!json_object_object_get_ex(m->doc, "metadata", &meta) ||
+		!json_object_is_type(meta, json_type_object))
+		meta = NULL;
+	m->name = meta ? kw_json_get_string(meta, "name") : NULL;
+	m->namespace = meta ? kw_json_get_string(meta, "namespace") : NULL;
+	if (m->api_version == NULL || !valid_api_version(m->api_version))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a manifest needs an apiVersion such as \"v1\" or \"apps/v1\""),
+				 m->api_version ? errdetail("It has \"%s\".", kw_excerpt(m->api_version)) : 0));
+	if (m->kind == NULL || *m->kind == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a manifest needs a kind")));
+	if (m->name == NULL || *m->name == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a manifest needs metadata.name"),
+				 errhint("kwatch.apply() applies one named object (server-side apply has no generateName).")));
+	if (m->namespace && *m->namespace == '\0')
+		m->namespace = NULL;
+	slash = strchr(m->api_version, '/');
+	m->api_group = slash ? pnstrdup(m->api_version, slash - m->api_version) : pstrdup("");
+}
+
+/*
+ * shown_object: the object of a 2xx answer as jsonb, a Secret's data and
+ * stringData left out (they reach no result row); NULL when the body is not
+ * a JSON object.
+ */
+static Datum
+shown_object(const char *body, const Manifest *m, bool *isnull)
+{
+	json_object *obj = json_tokener_parse(body);
+	Datum		d;
+
+	*isnull = true;
+	if (obj == NULL)
+		return (Datum) 0;
+	if (!json_object_is_type(obj, json_type_object))
+	{
+		json_object_put(obj);
+		return (Datum) 0;
+	}
+	if (m->api_group[0] == '\0' && strcmp(m->kind, "Secret") == 0)
+	{
+		json_object_object_del(obj, "data");
+		json_object_object_del(obj, "stringData");
+	}
+	d = DirectFunctionCall1(jsonb_in, CStringGetDatum(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN |
+																							  JSON_C_TO_STRING_NOSLASHESCAPE)));
+	json_object_put(obj);
+	*isnull = false;
+	return d;
+}
+
+/* result: the apply_result composite (id, state, object). */
+static Datum
+result(FunctionCallInfo fcinfo, Datum id, bool id_null, const char *state,
+	   Datum object, bool object_null)
+{
+	TupleDesc	tupdesc;
+	Datum		values[3];
+	bool		nulls[3] = {id_null, false, object_null};
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "kwatch.apply_result is not a composite type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	values[0] = id;
+	values[1] = CStringGetTextDatum(state);
+	values[2] = object;
+	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+}
+
+/* the extension's schema (of the called function), quoted */
+static char *
+extension_schema(FunctionCallInfo fcinfo)
+{
+	return pstrdup(quote_identifier(get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid))));
+}
+
+/* the called function's owner: the extension's */
+static Oid
+extension_owner(FunctionCallInfo fcinfo)
+{
+	HeapTuple	tp = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tp))
+		elog(ERROR, "cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
+	owner = ((Form_pg_proc) GETSTRUCT(tp))->proowner;
+	ReleaseSysCache(tp);
+	return owner;
+}
+
+/*
+ * as_owner_execute: runs `sql` with `args` through SPI (connected) as the
+ * extension's owner, search_path pinned, SECURITY_RESTRICTED_OPERATION.
+ * The statements touch kwatch's own tables only, which carry no trigger.
+ */
+static void
+as_owner_execute(Oid owner, const char *sql, int nargs, Oid *types, Datum *values,
+				 const char *nulls, int expect)
+{
+	Oid			save_userid;
+	int			save_sec;
+	int			nest;
+	int			rc;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	nest = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+	AtEOXact_GUC(false, nest);
+	SetUserIdAndSecContext(save_userid, save_sec);
+	if (rc != expect)
+		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
+}
+
+/* queued_here: whether this transaction queued an apply to `server`. */
+static bool
+queued_here(const char *server)
+{
+	ListCell   *lc;
+
+	if (queued_lxid != MyProc->lxid)
+		return false;
+	foreach(lc, queued_servers)
+		if (strcmp((char *) lfirst(lc), server) == 0)
+			return true;
+	return false;
+}
+
+static void
+note_queued(const char *server)
+{
+	MemoryContext old;
+
+	if (queued_lxid != MyProc->lxid)
+	{
+		queued_lxid = MyProc->lxid;
+		queued_servers = NIL;
+	}
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	queued_servers = lappend(queued_servers, pstrdup(server));
+	MemoryContextSwitchTo(old);
+}
+
+PG_FUNCTION_INFO_V1(kwatch_apply);
+
+/*
+ * kwatch_apply: SQL kwatch.apply(manifest jsonb, server text, field_manager
+ * text, force boolean, dry_run boolean, at text, deadline interval) ->
+ * kwatch.apply_result.  See the extension script for what it does and its
+ * SQLSTATEs; the rules: server-side apply
+ * (https://kubernetes.io/docs/reference/using-api/server-side-apply/), the
+ * dry run (dryRun=All, kubernetes.io/docs/reference/using-api/api-concepts
+ * "Dry-run"), the RESTMapper's kind lookup (kw_discover_kind), the request
+ * identity of live tables (connection.c).
+ */
+Datum
+kwatch_apply(PG_FUNCTION_ARGS)
+{
+	Manifest	m;
+	char	   *server;
+	char	   *field_manager = PG_ARGISNULL(2) ? "kwatch" : text_to_cstring(PG_GETARG_TEXT_PP(2));
+	bool		force = PG_ARGISNULL(3) ? false : PG_GETARG_BOOL(3);
+	bool		dry_run = PG_ARGISNULL(4) ? false : PG_GETARG_BOOL(4);
+	char	   *at = PG_ARGISNULL(5) ? "commit" : text_to_cstring(PG_GETARG_TEXT_PP(5));
+	Interval   *deadline = PG_ARGISNULL(6) ? NULL : PG_GETARG_INTERVAL_P(6);
+	bool		at_commit;
+	ForeignServer *srv;
+	KwClusterConfig *cfg;
+	KwResource	r;
+	bool		known;
+	bool		validated = true;
+	const char *namespace = NULL;
+	char	   *path = NULL;
+	char	   *body;
+	KwHttpResponse resp;
+	Datum		object = (Datum) 0;
+	bool		object_null = true;
+	char	   *what;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("the manifest of kwatch.apply() must not be NULL")));
+	if (strcmp(at, "commit") != 0 && strcmp(at, "now") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("at must be 'commit' or 'now', not \"%s\"", kw_excerpt(at))));
+	if (*field_manager == '\0' || strlen(field_manager) > 128)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("field_manager must have 1 to 128 characters")));
+	at_commit = strcmp(at, "commit") == 0 && !dry_run;
+	if (InSecurityRestrictedOperation())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot call kwatch.apply() within a security-restricted operation"),
+				 errdetail("Code that runs as a table's owner on another role's behalf (a trigger the kwatch worker fires, say) may not act on a cluster.")));
+	if (at_commit && RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot queue an apply on a server in recovery (a hot standby)"),
+				 errhint("Call it on the primary, or apply at => 'now'.")));
+	if (at_commit)
+		kw_require_served_database();
+
+	read_manifest(PG_GETARG_JSONB_P(0), &m);
+
+	/* the server, and the caller's right to use it (live tables' rule) */
+	if (PG_ARGISNULL(1))
+	{
+		SPI_connect();
+		if (SPI_execute(psprintf("SELECT %s._default_server()", extension_schema(fcinfo)), true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not find the default server");
+		server = MemoryContextStrdup(TopTransactionContext,
+									 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+		SPI_finish();
+	}
+	else
+		server = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	srv = GetForeignServerByName(server, false);
+	if (kw_server_usage(srv->serverid, GetUserId()) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for foreign server %s", server),
+				 errhint("kwatch.apply() sends with your own credentials: GRANT USAGE ON FOREIGN SERVER %s TO the role, and give it a user mapping.",
+						 quote_identifier(server))));
+	cfg = kw_cluster_config_for_server(server, GetUserId());
+	/* jsonb's text: JSON's escapes, which YAML's double-quoted strings share (json-c's "\/" is not one) */
+	body = m.text;
+	what = psprintf("the apply of %s \"%s\"", m.kind, kw_excerpt(m.name));
+
+	/* which resource serves the kind; a dry run of the apply */
+	known = kw_discover_kind(cfg, m.api_version, m.kind, &r);
+	if (!known)
+	{
+		if (!(at_commit && queued_here(server)))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("server \"%s\" serves no kind %s in %s", server, kw_excerpt(m.kind),
+							kw_excerpt(m.api_version)),
+					 errhint("Check apiVersion and kind (kubectl api-resources); a custom resource needs its CRD established first.")));
+		validated = false;
+	}
+	else
+	{
+		namespace = !r.namespaced ? NULL :
+			m.namespace ? m.namespace :
+			cfg->default_namespace ? cfg->default_namespace : "default";
+		path = kw_write_path(&r, namespace, m.name);
+		kw_write_apply(cfg, path, body, field_manager, force, true, &resp);
+		if (resp.status < 200 || resp.status > 299)
+		{
+			if (!(resp.status == 404 && at_commit && queued_here(server)))
+				kw_write_raise(cfg, psprintf("%s (dry run)", what), &resp);
+			validated = false;
+		}
+		else
+			object = shown_object(resp.body.data, &m, &object_null);
+	}
+
+	if (dry_run)
+		PG_RETURN_DATUM(result(fcinfo, (Datum) 0, true, "dry run", object, object_null));
+
+	if (!at_commit)
+	{
+		kw_write_apply(cfg, path, body, field_manager, force, false, &resp);
+		if (resp.status < 200 || resp.status > 299)
+			kw_write_raise(cfg, what, &resp);
+		object = shown_object(resp.body.data, &m, &object_null);
+		PG_RETURN_DATUM(result(fcinfo, (Datum) 0, true, "applied", object, object_null));
+	}
+
+	/* at commit: record it, in commit order per object */
+	{
+		char	   *schema = extension_schema(fcinfo);
+		Oid			owner = extension_owner(fcinfo);
+		const char *key_ns = known ? (namespace ? namespace : "") : (m.namespace ? m.namespace : "");
+		char	   *key = psprintf("%s/%s/%s/%s/%s", server, m.api_group, m.kind, key_ns, m.name);
+		Oid			types[14] = {TEXTOID, OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
+		TEXTOID, TEXTOID, TEXTOID, BOOLOID, JSONBOID, BOOLOID, INTERVALOID};
+		Datum		values[14];
+		char		nulls[14];
+		Datum		id;
+		bool		isnull;
+
+		memset(nulls, ' ', sizeof(nulls));
+		values[0] = CStringGetTextDatum(server);
+		values[1] = ObjectIdGetDatum(GetUserId());
+		values[2] = CStringGetTextDatum(key);
+		values[3] = CStringGetTextDatum(m.api_group);
+		values[4] = CStringGetTextDatum(m.api_version);
+		if (known)
+			values[5] = CStringGetTextDatum(r.plural);
+		else
+			nulls[5] = 'n';
+		values[6] = CStringGetTextDatum(m.kind);
+		if (known ? namespace != NULL : m.namespace != NULL)
+			values[7] = CStringGetTextDatum(known ? namespace : m.namespace);
+		else
+			nulls[7] = 'n';
+		values[8] = CStringGetTextDatum(m.name);
+		values[9] = CStringGetTextDatum(field_manager);
+		values[10] = BoolGetDatum(force);
+		values[11] = PG_GETARG_DATUM(0);
+		values[12] = BoolGetDatum(validated);
+		if (deadline)
+			values[13] = IntervalPGetDatum(deadline);
+		else
+			nulls[13] = 'n';
+
+		SPI_connect();
+		as_owner_execute(owner,
+						 psprintf("INSERT INTO %s.apply_objects AS o (object_key) VALUES ($3)"
+								  " ON CONFLICT (object_key) DO UPDATE SET object_key = o.object_key", schema),
+						 14, types, values, nulls, SPI_OK_INSERT);
+		as_owner_execute(owner,
+						 psprintf("INSERT INTO %s.apply_queue (server, role, object_key, api_group, api_version,"
+								  " resource, kind, namespace, name, field_manager, force, manifest, validated,"
+								  " deadline)"
+								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
+								  " pg_catalog.now() OPERATOR(pg_catalog.+) COALESCE($14, interval '10 minutes'))"
+								  " RETURNING id", schema),
+						 14, types, values, nulls, SPI_OK_INSERT_RETURNING);
+		id = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		SPI_finish();
+		note_queued(server);
+		kw_wake_sender_at_commit();
+		PG_RETURN_DATUM(result(fcinfo, id, false, "pending", object, object_null));
+	}
+}
+
+PG_FUNCTION_INFO_V1(kwatch_wait_apply);
+
+/*
+ * kwatch_wait_apply: SQL kwatch.wait_apply(id bigint, timeout interval,
+ * wait_mirror boolean) -> kwatch.apply_result: waits (reading the row again
+ * every 50 ms, in READ COMMITTED: a new snapshot each time) until apply
+ * `id` is no longer pending; returns it when applied (its object: NULL,
+ * the mirror has it), raises its error when it failed.  With wait_mirror,
+ * then waits with kwatch.wait_current() for every watch of the caller's
+ * that mirrors that resource on that server (read your own writes).
+ * ERRORs: 42704 no such apply for the caller (another role's is not
+ * shown), 55000 made by the current transaction (COMMIT first), 0A000 in
+ * REPEATABLE READ or SERIALIZABLE (the row would never change), 57014 at
+ * the timeout, and the apply's own SQLSTATE when it failed.
+ */
+Datum
+kwatch_wait_apply(PG_FUNCTION_ARGS)
+{
+	int64		id = PG_GETARG_INT64(0);
+	Interval   *timeout = PG_ARGISNULL(1) ? NULL : PG_GETARG_INTERVAL_P(1);
+	bool		wait_mirror = PG_ARGISNULL(2) ? false : PG_GETARG_BOOL(2);
+	char	   *schema = extension_schema(fcinfo);
+	Oid			owner = extension_owner(fcinfo);
+	TimestampTz until = 0;
+	Oid			types[2] = {INT8OID, OIDOID};
+	Datum		values[2] = {Int64GetDatum(id), ObjectIdGetDatum(GetUserId())};
+	char	   *query = psprintf("SELECT q.state, q.sqlstate, q.message, q.detail, q.xmin::text,"
+								 " q.server, q.api_group, q.resource, q.resource_version"
+								 " FROM %s.apply_queue q WHERE q.id OPERATOR(pg_catalog.=) $1"
+								 " AND (pg_catalog.pg_has_role($2, q.role, 'USAGE')"
+								 "      OR (SELECT a.rolsuper FROM pg_catalog.pg_roles a WHERE a.oid OPERATOR(pg_catalog.=) $2))",
+								 schema);
+	bool		first = true;
+
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("kwatch.wait_apply() needs READ COMMITTED"),
+				 errdetail("Its transaction's snapshot would never see the apply finish.")));
+	if (timeout)
+		until = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+														TimestampTzGetDatum(GetCurrentTimestamp()),
+														IntervalPGetDatum(timeout)));
+	for (;;)
+	{
+		char	   *state;
+		char	   *sqlstate;
+		char	   *message;
+		char	   *detail;
+		char	   *server;
+		char	   *group;
+		char	   *resource;
+		char	   *rv;
+
+		CHECK_FOR_INTERRUPTS();
+		SPI_connect();
+		as_owner_execute(owner, query, 2, types, values, NULL, SPI_OK_SELECT);
+		if (SPI_processed == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("no apply %lld of your role", (long long) id),
+					 errhint("kwatch.applies shows your role's applies made at commit; an apply at => 'now' or a dry run has no id.")));
+		state = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		sqlstate = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		message = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+		detail = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
+		if (first &&
+			TransactionIdIsCurrentTransactionId((TransactionId) strtoul(SPI_getvalue(SPI_tuptable->vals[0],
+																					  SPI_tuptable->tupdesc, 5),
+																		 NULL, 10)))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("apply %lld was made by this transaction", (long long) id),
+					 errdetail("It is sent after the transaction that made it commits."),
+					 errhint("COMMIT first, then call kwatch.wait_apply().")));
+		first = false;
+		server = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6);
+		group = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 7);
+		resource = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 8);
+		rv = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 9);
+		if (strcmp(state, "failed") == 0)
+		{
+			int			code = sqlstate && strlen(sqlstate) == 5 ?
+				MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2], sqlstate[3], sqlstate[4]) :
+				ERRCODE_FDW_ERROR;
+
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("apply %lld failed: %s", (long long) id, message ? message : "(no message)"),
+					 detail ? errdetail_internal("%s", detail) : 0));
+		}
+		if (strcmp(state, "applied") == 0)
+		{
+			SPI_finish();
+			if (wait_mirror && resource != NULL)
+			{
+				Oid			t[3] = {TEXTOID, TEXTOID, TEXTOID};
+				Datum		v[3] = {CStringGetTextDatum(server), CStringGetTextDatum(group ? group : ""),
+				CStringGetTextDatum(resource)};
+
+				/* as the caller: wait_current() checks what it may see */
+				SPI_connect();
+				if (SPI_execute_with_args(psprintf("SELECT %1$s.wait_current(x.resource, server => x.server,"
+												   " timeout => %2$s)"
+												   " FROM %1$s.watches x WHERE x.server = $1"
+												   " AND x.resource = CASE WHEN $2 = '' THEN $3 ELSE $3 || '.' || $2 END",
+												   schema,
+												   timeout ? quote_literal_cstr(DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(timeout)))) : "NULL"),
+										  3, t, v, NULL, false, 0) < 0)
+					elog(ERROR, "could not wait for the mirror");
+				SPI_finish();
+			}
+			(void) rv;
+			PG_RETURN_DATUM(result(fcinfo, Int64GetDatum(id), false, "applied", (Datum) 0, true));
+		}
+		SPI_finish();
+		if (until != 0 && GetCurrentTimestamp() >= until)
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg("apply %lld is still pending at the timeout", (long long) id),
+					 errhint("See kwatch.applies: attempts, the last error and next_attempt_at.")));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 50,
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}

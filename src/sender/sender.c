@@ -1,0 +1,462 @@
+/*-------------------------------------------------------------------------
+ *
+ * sender.c
+ *		The request sender: a background process that sends the applies
+ *		kwatch.apply() recorded at commit (kwatch.apply_queue), after their
+ *		transaction committed, with the credentials of the role that made
+ *		each one (issue 32; pg_net's pattern: a request recorded in the
+ *		transaction, sent by a worker after commit).
+ *
+ * Order: the pending applies of one object are sent one at a time in id
+ * order, which apply() made their commit order (functions/apply.c); an
+ * apply waiting to be retried holds back the later applies of its object,
+ * so a retry never overwrites a later apply.  Applies of different objects
+ * go in id order, each in its own short transaction.
+ *
+ * Each send: the row is read FOR UPDATE; a role that no longer exists, or
+ * has lost USAGE on the server or its user mapping, fails it (never another
+ * credential: connection.c); the resource is found by discovery when the
+ * dry run was deferred (kw_discover_kind); then the server-side apply
+ * (write.c).  The outcome: applied (the object's resourceVersion and uid
+ * kept), failed (the SQLSTATE, message and causes of write.c), or, for
+ * 429 (its Retry-After), 5xx, a connection error, or a deferred apply
+ * whose namespace or kind does not exist yet, tried again after a backoff
+ * (0.5 s doubling up to 30 s) until its deadline, then failed.  A
+ * finished apply's manifest is cleared (a Secret's data stays nowhere) and
+ * a NOTIFY kwatch_applies, '<id>' wakes listeners.  Finished applies older
+ * than a day are deleted (once a minute).
+ *
+ * Sending the same apply twice is harmless: a server-side apply of one
+ * manifest by one field manager is idempotent (the same fields, the same
+ * values, the same owner), so a send whose answer was lost and is tried
+ * again changes nothing more; a delete is not sent by this process yet.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/acl.h"
+/* fmgrprotos.h declares a json_object() function: keep it out of json-c's way */
+#define json_object pg_json_object_fn
+#include "utils/builtins.h"
+#undef json_object
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include <json-c/json.h>
+
+#include "kw_common.h"
+#include "kw_status.h"
+#include "kw_cluster.h"
+#include "kw_http.h"
+#include "kw_write.h"
+#include "kw_sender.h"
+
+#define SENDER_BATCH 50
+#define SENDER_IDLE_MS 10000
+#define SENDER_PRUNE_MS 60000
+
+PGDLLEXPORT void kwatch_sender_main(Datum main_arg);
+
+/* The due applies of one round, picked in one transaction. */
+typedef struct DueApplies
+{
+	int			n;
+	int64		ids[SENDER_BATCH];
+	long		next_ms;		/* until the next one falls due, or SENDER_IDLE_MS */
+} DueApplies;
+
+/*
+ * pick_due: the pending applies that are due and first of their object, in
+ * id order (at most SENDER_BATCH), and how long until the next one is due.
+ */
+static void
+pick_due(void *arg)
+{
+	DueApplies *d = (DueApplies *) arg;
+
+	d->n = 0;
+	d->next_ms = SENDER_IDLE_MS;
+	if (SPI_execute("SELECT q.id FROM kwatch.apply_queue q"
+					" WHERE q.state = 'pending' AND q.next_attempt_at <= pg_catalog.now()"
+					" AND NOT EXISTS (SELECT 1 FROM kwatch.apply_queue p WHERE p.state = 'pending'"
+					"                 AND p.object_key = q.object_key AND p.id < q.id)"
+					" ORDER BY q.id LIMIT " CppAsString2(SENDER_BATCH), true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read kwatch.apply_queue");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		d->ids[d->n++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	if (SPI_execute("SELECT GREATEST(0, LEAST(10000, ceil(extract(epoch FROM GREATEST(min(next_attempt_at), pg_catalog.now()) - pg_catalog.now()) * 1000)))::int8"
+					" FROM kwatch.apply_queue WHERE state = 'pending'", true, 1) == SPI_OK_SELECT &&
+		SPI_processed == 1)
+	{
+		bool		isnull;
+		Datum		v = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			d->next_ms = Max(50, (long) DatumGetInt64(v));
+	}
+}
+
+/* finish: records the outcome of apply `id`; `state` 'applied' or 'failed' or 'pending' (retry in retry_ms). */
+static void
+record(int64 id, const char *state, long http_status, const char *sqlstate,
+	   const char *message, const char *detail, const char *rv, const char *uid,
+	   long retry_ms)
+{
+	Oid			types[9] = {INT8OID, TEXTOID, INT4OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID};
+	Datum		values[9];
+	char		nulls[9];
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = Int64GetDatum(id);
+	values[1] = CStringGetTextDatum(state);
+	values[2] = Int32GetDatum((int32) http_status);
+	if (http_status == 0)
+		nulls[2] = 'n';
+#define TEXT_OR_NULL(i, s) do { if (s) values[i] = CStringGetTextDatum(s); else nulls[i] = 'n'; } while (0)
+	TEXT_OR_NULL(3, sqlstate);
+	TEXT_OR_NULL(4, message);
+	TEXT_OR_NULL(5, detail);
+	TEXT_OR_NULL(6, rv);
+	TEXT_OR_NULL(7, uid);
+	values[8] = Int64GetDatum(retry_ms);
+	if (SPI_execute_with_args("UPDATE kwatch.apply_queue SET state = $2, http_status = $3, sqlstate = $4,"
+							  " message = $5, detail = $6, resource_version = $7, uid = $8,"
+							  " attempts = attempts + 1,"
+							  " next_attempt_at = pg_catalog.now() + $9 * interval '1 millisecond',"
+							  " finished_at = CASE WHEN $2 = 'pending' THEN NULL ELSE pg_catalog.now() END,"
+							  " manifest = CASE WHEN $2 = 'pending' THEN manifest END"
+							  " WHERE id = $1",
+							  9, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record the outcome of apply " INT64_FORMAT, id);
+	if (strcmp(state, "pending") != 0 &&
+		SPI_execute_with_args("SELECT pg_catalog.pg_notify('kwatch_applies', $1::text)",
+							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not notify kwatch_applies");
+}
+
+/* backoff_ms: 0.5 s doubling per attempt, at most 30 s; Retry-After when given */
+static long
+backoff_ms(int attempts, int retry_after_s)
+{
+	long		ms = 500L << Min(attempts, 6);
+
+	if (retry_after_s >= 0)
+		return Min((long) retry_after_s * 1000L, 300000L);
+	return Min(ms, 30000L);
+}
+
+/*
+ * send_one: sends apply *(int64 *) arg when it is still pending (the row
+ * read FOR UPDATE), and records the outcome; see the file header.
+ */
+static void
+send_one(void *arg)
+{
+	int64		id = *(int64 *) arg;
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+	HeapTuple	row;
+	TupleDesc	desc;
+	char	   *server;
+	Oid			role;
+	char	   *api_version;
+	char	   *resource;
+	char	   *kind;
+	char	   *namespace;
+	char	   *name;
+	char	   *field_manager;
+	bool		force;
+	char	   *manifest;
+	bool		validated;
+	bool		past_deadline;
+	int			attempts;
+	bool		isnull;
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	KwHttpResponse resp;
+	ErrorData  *volatile caught = NULL;
+
+	if (SPI_execute_with_args("SELECT server, role, api_version, resource, kind, namespace, name,"
+							  " field_manager, force, manifest::text, validated,"
+							  " pg_catalog.now() > deadline, attempts, message"
+							  " FROM kwatch.apply_queue WHERE id = $1 AND state = 'pending' FOR UPDATE",
+							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read apply " INT64_FORMAT, id);
+	if (SPI_processed == 0)
+		return;
+	row = SPI_copytuple(SPI_tuptable->vals[0]);
+	desc = CreateTupleDescCopy(SPI_tuptable->tupdesc);
+	server = SPI_getvalue(row, desc, 1);
+	role = DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull));
+	api_version = SPI_getvalue(row, desc, 3);
+	resource = SPI_getvalue(row, desc, 4);
+	kind = SPI_getvalue(row, desc, 5);
+	namespace = SPI_getvalue(row, desc, 6);
+	name = SPI_getvalue(row, desc, 7);
+	field_manager = SPI_getvalue(row, desc, 8);
+	force = DatumGetBool(SPI_getbinval(row, desc, 9, &isnull));
+	manifest = SPI_getvalue(row, desc, 10);
+	validated = DatumGetBool(SPI_getbinval(row, desc, 11, &isnull));
+	past_deadline = DatumGetBool(SPI_getbinval(row, desc, 12, &isnull));
+	attempts = DatumGetInt32(SPI_getbinval(row, desc, 13, &isnull));
+
+	if (past_deadline)
+	{
+		char	   *last = SPI_getvalue(row, desc, 14);
+
+		record(id, "failed", 0, "57014", "the apply was not sent before its deadline",
+			   last ? psprintf("The last attempt: %s", last) : NULL, NULL, NULL, 0);
+		return;
+	}
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
+	{
+		record(id, "failed", 0, "42501", "the role that made the apply no longer exists",
+			   NULL, NULL, NULL, 0);
+		return;
+	}
+
+	/* the request, in a subtransaction: its ERROR is this apply's outcome */
+	memset(&resp, 0, sizeof(resp));
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		ForeignServer *srv = GetForeignServerByName(server, false);
+		KwClusterConfig *cfg;
+		KwResource	r;
+		char	   *path;
+
+		if (kw_server_usage(srv->serverid, role) != ACLCHECK_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("role \"%s\" no longer has USAGE on foreign server %s",
+							GetUserNameFromId(role, false), server)));
+		cfg = kw_cluster_config_for_server(server, role);
+		if (resource == NULL)
+		{
+			if (!kw_discover_kind(cfg, api_version, kind, &r))
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_OBJECT),
+						 errmsg("server \"%s\" serves no kind %s in %s", server, kind, api_version)));
+			if (!r.namespaced)
+				namespace = NULL;
+			else if (namespace == NULL)
+				namespace = cfg->default_namespace ? cfg->default_namespace : "default";
+		}
+		else
+		{
+			memset(&r, 0, sizeof(r));
+			r.api_version = strchr(api_version, '/') ? strchr(api_version, '/') + 1 : api_version;
+			r.api_group = strchr(api_version, '/') ? pnstrdup(api_version, strchr(api_version, '/') - api_version) : "";
+			r.plural = resource;
+			r.namespaced = namespace != NULL;
+		}
+		path = kw_write_path(&r, namespace, name);
+		kw_write_apply(cfg, path, manifest, field_manager, force, false, &resp);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		caught = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_END_TRY();
+
+	if (caught != NULL)
+	{
+		int			code = caught->sqlerrcode;
+		bool		retry = ERRCODE_TO_CATEGORY(code) == ERRCODE_CONNECTION_EXCEPTION ||
+			(!validated && code == ERRCODE_UNDEFINED_OBJECT);
+
+		if (retry)
+			record(id, "pending", 0, unpack_sql_state(code), caught->message, caught->detail,
+				   NULL, NULL, backoff_ms(attempts, -1));
+		else
+			record(id, "failed", 0, unpack_sql_state(code), caught->message, caught->detail,
+				   NULL, NULL, 0);
+		return;
+	}
+	{
+		int			sqlstate;
+		char	   *message;
+		char	   *detail;
+		bool		retry;
+
+		if (kw_write_outcome(&resp, &sqlstate, &message, &detail, &retry))
+		{
+			json_object *obj = json_tokener_parse(resp.body.data);
+			json_object *meta = NULL;
+			const char *rv = NULL;
+			const char *uid = NULL;
+
+			if (obj && json_object_object_get_ex(obj, "metadata", &meta))
+			{
+				rv = kw_json_get_string(meta, "resourceVersion");
+				uid = kw_json_get_string(meta, "uid");
+			}
+			record(id, "applied", resp.status, NULL, NULL, NULL, rv ? pstrdup(rv) : NULL,
+				   uid ? pstrdup(uid) : NULL, 0);
+			if (obj)
+				json_object_put(obj);
+			return;
+		}
+		/* a deferred apply whose namespace does not exist yet waits for it */
+		if (!validated && resp.status == 404)
+			retry = true;
+		record(id, retry ? "pending" : "failed", resp.status, unpack_sql_state(sqlstate),
+			   message, detail, NULL, NULL, retry ? backoff_ms(attempts, resp.retry_after_s) : 0);
+	}
+}
+
+/* prune: finished applies older than a day go */
+static void
+prune(void *arg)
+{
+	if (SPI_execute("DELETE FROM kwatch.apply_queue WHERE state <> 'pending'"
+					" AND finished_at < pg_catalog.now() - interval '1 day'", false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not prune kwatch.apply_queue");
+}
+
+/* has_queue: whether this database has kwatch's apply queue (the 0.7.0 extension) */
+static void
+has_queue(void *arg)
+{
+	*(bool *) arg = OidIsValid(get_relname_relid("apply_queue", get_namespace_oid("kwatch", true)));
+}
+
+static void
+sender_shutdown(int code, Datum arg)
+{
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	if (kw_shared->sender_latch == MyLatch)
+		kw_shared->sender_latch = NULL;
+	LWLockRelease(kw_shared->lock);
+}
+
+/*
+ * kwatch_sender_main: the request sender's entry point (bgw_function_name).
+ * Waits until the kwatch worker has connected (so that kwatch.database
+ * exists; the worker logs it when it does not), connects to the same
+ * database, then sends due applies, woken by kw_wake_sender (a commit that
+ * queued one) or its next due time, at least every 10 s.  Ends on SIGTERM
+ * or postmaster death; the postmaster restarts it after 5 s if it fails.
+ */
+void
+kwatch_sender_main(Datum main_arg)
+{
+	TimestampTz last_prune = 0;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	while (kw_shared->worker_pid == 0)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000,
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	BackgroundWorkerInitializeConnection(kw_database, NULL, 0);
+	pgstat_report_appname("kwatch request sender");
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_SESSION);
+	SetConfigOption("lock_timeout", "5s", PGC_SUSET, PGC_S_SESSION);
+	before_shmem_exit(sender_shutdown, (Datum) 0);
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	kw_shared->sender_latch = MyLatch;
+	LWLockRelease(kw_shared->lock);
+	ereport(LOG, (errmsg("kwatch request sender started in database \"%s\"", kw_database)));
+
+	for (;;)
+	{
+		DueApplies due;
+		char	   *err = NULL;
+		bool		here = false;
+		long		wait_ms = SENDER_IDLE_MS;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		(void) kw_run_in_transaction(has_queue, &here, NULL, NULL);
+		if (here)
+		{
+			if (kw_run_in_transaction(pick_due, &due, &err, NULL))
+			{
+				for (int i = 0; i < due.n; i++)
+				{
+					CHECK_FOR_INTERRUPTS();
+					if (!kw_run_in_transaction(send_one, &due.ids[i], &err, NULL))
+						ereport(LOG, (errmsg("kwatch request sender: apply " INT64_FORMAT ": %s",
+											 due.ids[i], err)));
+				}
+				wait_ms = due.n == SENDER_BATCH ? 0 : due.next_ms;
+			}
+			else
+				ereport(LOG, (errmsg("kwatch request sender: %s", err)));
+			if (TimestampDifferenceExceeds(last_prune, GetCurrentTimestamp(), SENDER_PRUNE_MS))
+			{
+				(void) kw_run_in_transaction(prune, NULL, NULL, NULL);
+				last_prune = GetCurrentTimestamp();
+			}
+		}
+		if (wait_ms > 0)
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms,
+							 PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+		}
+	}
+}
+
+/*
+ * kw_register_sender: registers the request sender with the postmaster
+ * (called from _PG_init while shared_preload_libraries is processed); one
+ * more of max_worker_processes.  Restarted 5 s after it fails.
+ */
+void
+kw_register_sender(void)
+{
+	BackgroundWorker bgw;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = 5;
+	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "kwatch");
+	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "kwatch_sender_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "kwatch request sender");
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "kwatch request sender");
+	RegisterBackgroundWorker(&bgw);
+}
