@@ -2595,7 +2595,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT btrim(COALESCE(object->>'message', ''),
-               E' \t\n\r\f\v' || E'\u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000')
+               E' \t\n\r\f\x0B' || E'\u0085\u00A0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200A\u2028\u2029\u202F\u205F\u3000')
 $$;
 COMMENT ON FUNCTION @extschema@.event_message(jsonb) IS
 'Event MESSAGE cell, white space trimmed (strings.TrimSpace). printers.go printEvent.';
@@ -3352,17 +3352,28 @@ DECLARE
 BEGIN
   SELECT array_agg(s ORDER BY s) INTO gone FROM unnest(before) s
   WHERE NOT EXISTS (SELECT 1 FROM pg_foreign_server f WHERE f.srvname = s);
-  SELECT string_agg(format('watch of %s on server %s (table k8s.%I) depends on server %s',
-                           x.resource, x.server, x.table_name, x.server), E'\n' ORDER BY x.id),
-         min(x.server)
+  SELECT string_agg(d.line, E'\n' ORDER BY d.ord, d.id), min(d.server)
     INTO dependents, first_server
-  FROM @extschema@.registrations x WHERE x.server = ANY (gone);
+  FROM (SELECT 1 AS ord, x.id::bigint AS id, x.server,
+               format('watch of %s on server %s (table k8s.%I) depends on server %s',
+                      x.resource, x.server, x.table_name, x.server) AS line
+          FROM @extschema@.registrations x WHERE x.server = ANY (gone)
+        UNION ALL
+        SELECT 2, q.id, q.server,
+               format('pending %s %s of %s %s on server %s depends on server %s',
+                      q.verb, q.id, q.kind, q.name, q.server, q.server)
+          FROM @extschema@.apply_queue q WHERE q.state = 'pending' AND q.server = ANY (gone)) d;
   IF dependents IS NULL THEN
     RETURN NULL;
   END IF;
   IF how <> 'cascade' THEN
     RETURN ARRAY[first_server, dependents];
   END IF;
+  -- pending applies and deletes (issue 32) fail: never sent to a server of another identity
+  UPDATE @extschema@.apply_queue q
+     SET state = 'failed', sqlstate = '42704', message = format('server %s was dropped', q.server),
+         manifest = NULL, finished_at = now()
+   WHERE q.state = 'pending' AND q.server = ANY (gone);
   FOR r IN DELETE FROM @extschema@.registrations x WHERE x.server = ANY (gone)
            RETURNING x.id, x.table_name, x.server, x.resource
   LOOP
@@ -3452,15 +3463,18 @@ CREATE TABLE @extschema@.apply_queue (
   id bigserial PRIMARY KEY,
   server text NOT NULL,
   role oid NOT NULL,                         -- who asked: its credentials send it
+  role_name text NOT NULL,                   -- and its name then (an oid reused by a new role sends nothing)
   object_key text NOT NULL,                  -- server/group/kind/namespace/name
   api_group text NOT NULL,
   api_version text NOT NULL,
-  resource text NOT NULL,                    -- the plural
+  resource text,                             -- the plural; NULL: found at the send (a CRD of the same transaction)
   kind text NOT NULL,
   namespace text,
   name text NOT NULL,
   field_manager text NOT NULL,
   force boolean NOT NULL,
+  verb text NOT NULL DEFAULT 'apply' CHECK (verb IN ('apply', 'delete')),
+  delete_options jsonb,                      -- DeleteOptions of a delete
   manifest jsonb,                            -- NULL once finished
   validated boolean NOT NULL,                -- false: the dry run was deferred to the send
   state text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'applied', 'failed')),
@@ -3492,7 +3506,7 @@ REVOKE ALL ON @extschema@.apply_objects FROM PUBLIC;
 -- kwatch.applies: each apply made at commit, to the role that made it (and
 -- its members) and superusers only; the manifest is never shown.
 CREATE VIEW @extschema@.applies WITH (security_barrier) AS
-SELECT q.id, q.server, q.role::regrole AS role, q.api_version, q.kind, q.namespace, q.name,
+SELECT q.id, q.server, q.role::regrole AS role, q.verb, q.api_version, q.kind, q.namespace, q.name,
        q.field_manager, q.force, q.state, q.http_status, q.sqlstate, q.message, q.detail,
        q.attempts, q.resource_version, q.uid, q.created_at, q.finished_at, q.deadline,
        q.next_attempt_at
@@ -3521,11 +3535,12 @@ GRANT SELECT ON @extschema@.applies TO PUBLIC;
 -- the server, a 403 from the cluster (its reason), or a call from
 -- kwatch's own processes; 55000 at commit in a database the worker does
 -- not serve; 25006 at commit on a hot standby; what a request raises
--- (08xxx unreachable, 28000 credentials).  Rule for objects that depend on
--- each other in one transaction: a dry run answered 404 (the namespace does
--- not exist yet) or an unknown kind (a CRD not established yet) does not
--- fail an apply at commit when the same transaction already queued an
--- apply to that server: it is validated when it is sent.
+-- (08xxx unreachable, 28000 credentials), 54000 a manifest over 3 MB,
+-- 55P03 another transaction's uncommitted apply of the object (5 s).  Rule
+-- for objects that depend on each other in one transaction: a dry run
+-- answered 404 when the same transaction queued the Namespace it names, or
+-- an unknown kind when it queued a CRD of its group, does not fail an apply
+-- at commit: it is validated when it is sent.
 CREATE FUNCTION @extschema@.apply(manifest jsonb,
                                   server text DEFAULT NULL,
                                   field_manager text DEFAULT 'kwatch',
@@ -3553,5 +3568,31 @@ RETURNS @extschema@.apply_result
 LANGUAGE C
 AS 'MODULE_PATHNAME', 'kwatch_wait_apply';
 
--- _prune_applies(): finished applies older than kwatch.apply_retention go
--- (the request sender calls it once a minute).
+-- kwatch.delete(resource, name, namespace, server, uid, resource_version,
+-- propagation_policy, grace_period, dry_run, at, deadline) -> apply_result:
+-- deletes object `name` of `resource` (a name as watch() takes it: "pods",
+-- "deployments.apps", a kind) with the caller's credentials, in the same
+-- three ways as apply() (a dry run first; at commit through the request
+-- sender, or at once).  `uid` and `resource_version` become DeleteOptions
+-- preconditions, so the object deleted is the one the caller saw (a
+-- different one answers 409: 40001); propagation_policy is 'Orphan',
+-- 'Background' or 'Foreground'; grace_period in seconds.  Done means the
+-- API server accepted the deletion (200/202): an object with finalizers
+-- stays, with metadata.deletionTimestamp set, until they are removed; a
+-- send answered 404 counts as done (the object is gone: an earlier attempt
+-- whose answer was lost, or another client).  ERRORs: as apply(), and
+-- 42704 when the object does not exist at the dry run.
+CREATE FUNCTION @extschema@.delete(resource text,
+                                   name text,
+                                   namespace text DEFAULT NULL,
+                                   server text DEFAULT NULL,
+                                   uid text DEFAULT NULL,
+                                   resource_version text DEFAULT NULL,
+                                   propagation_policy text DEFAULT NULL,
+                                   grace_period integer DEFAULT NULL,
+                                   dry_run boolean DEFAULT false,
+                                   at text DEFAULT 'commit',
+                                   deadline interval DEFAULT '10 minutes')
+RETURNS @extschema@.apply_result
+LANGUAGE C
+AS 'MODULE_PATHNAME', 'kwatch_delete';

@@ -25,6 +25,8 @@ extern char *kw_write_path(const KwResource *r, const char *namespace,
 extern void kw_write_apply(KwClusterConfig *cfg, const char *path,
 						   const char *body, const char *field_manager,
 						   bool force, bool dry_run, KwHttpResponse *resp);
+extern void kw_write_delete(KwClusterConfig *cfg, const char *path,
+							const char *options, KwHttpResponse *resp);
 extern bool kw_write_outcome(KwHttpResponse *resp, int *sqlstate,
 							 char **message, char **detail, bool *retry);
 extern void kw_write_raise(KwClusterConfig *cfg, const char *what,

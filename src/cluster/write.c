@@ -102,6 +102,19 @@ kw_write_apply(KwClusterConfig *cfg, const char *path, const char *body,
 	kw_http_request(cfg, "PATCH", url.data, NULL, "application/apply-patch+yaml", body, resp);
 }
 
+/*
+ * kw_write_delete: sends DELETE of `path` (kw_write_path) on cluster `cfg`
+ * with `options` (a DeleteOptions object as JSON text: preconditions,
+ * propagationPolicy, gracePeriodSeconds, dryRun) as its body; fills *resp.
+ * ERRORs as kw_http_request.
+ */
+void
+kw_write_delete(KwClusterConfig *cfg, const char *path, const char *options,
+				KwHttpResponse *resp)
+{
+	kw_http_request(cfg, "DELETE", path, NULL, "application/json", options, resp);
+}
+
 /* causes: the lines of a Status's details.causes[], "field: message" */
 static void
 append_causes(StringInfo out, json_object *status, bool *conflict)

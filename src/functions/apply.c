@@ -55,9 +55,23 @@
 #include "kw_write.h"
 #include "kw_functions.h"
 
-/* The servers this transaction queued applies for (deferral rule). */
-static LocalTransactionId queued_lxid = InvalidLocalTransactionId;
-static List *queued_servers = NIL;	/* in TopTransactionContext */
+/*
+ * What this transaction queued that later objects of it may need (the
+ * deferral rule): "server\001group\001kind\001name" of each CRD and
+ * Namespace applied at commit.  In TopTransactionContext; forgotten at the
+ * transaction's end (queued_xact_callback).
+ */
+static List *queued_parents = NIL;
+static bool queued_callback = false;
+
+static void
+queued_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		queued_parents = NIL;
+}
 
 /* A manifest's parts, read with json-c. */
 typedef struct Manifest
@@ -70,6 +84,13 @@ typedef struct Manifest
 	const char *namespace;		/* NULL when not given */
 	char	   *api_group;		/* "" for the core group */
 } Manifest;
+
+/* free_json: a memory context reset callback that frees a json-c object */
+static void
+free_json(void *arg)
+{
+	json_object_put((json_object *) arg);
+}
 
 /* valid_api_version: a group/version or version made of [a-z0-9.-]. */
 static bool
@@ -107,7 +128,20 @@ read_manifest(Jsonb *manifest, Manifest *m)
 
 	memset(m, 0, sizeof(*m));
 	m->text = text;
-	m->doc = json_tokener_parse(text);
+	{
+		json_tokener *tok = json_tokener_new_ex(256);
+		MemoryContextCallback *cb = palloc0(sizeof(MemoryContextCallback));
+
+		m->doc = json_tokener_parse_ex(tok, text, (int) strlen(text));
+		json_tokener_free(tok);
+		/* json-c's memory is malloc'd: freed with the call's memory context */
+		if (m->doc)
+		{
+			cb->func = free_json;
+			cb->arg = m->doc;
+			MemoryContextRegisterResetCallback(CurrentMemoryContext, cb);
+		}
+	}
 	if (m->doc == NULL || !json_object_is_type(m->doc, json_type_object))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -163,9 +197,16 @@ shown_object(const char *body, const Manifest *m, bool *isnull)
 		json_object_object_del(obj, "data");
 		json_object_object_del(obj, "stringData");
 	}
-	d = DirectFunctionCall1(jsonb_in, CStringGetDatum(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN |
-																							  JSON_C_TO_STRING_NOSLASHESCAPE)));
-	json_object_put(obj);
+	PG_TRY();
+	{
+		d = DirectFunctionCall1(jsonb_in, CStringGetDatum(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN |
+																								  JSON_C_TO_STRING_NOSLASHESCAPE)));
+	}
+	PG_FINALLY();
+	{
+		json_object_put(obj);
+	}
+	PG_END_TRY();
 	*isnull = false;
 	return d;
 }
@@ -229,6 +270,8 @@ as_owner_execute(Oid owner, const char *sql, int nargs, Oid *types, Datum *value
 	nest = NewGUCNestLevel();
 	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("lock_timeout", "5s", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
 	AtEOXact_GUC(false, nest);
 	SetUserIdAndSecContext(save_userid, save_sec);
@@ -236,33 +279,259 @@ as_owner_execute(Oid owner, const char *sql, int nargs, Oid *types, Datum *value
 		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
 }
 
-/* queued_here: whether this transaction queued an apply to `server`. */
-static bool
-queued_here(const char *server)
+/* parent_key: the key of queued_parents */
+static char *
+parent_key(const char *server, const char *group, const char *kind, const char *name)
 {
+	return psprintf("%s\001%s\001%s\001%s", server, group, kind, name);
+}
+
+/* queued_here: whether this transaction queued an apply of that object at commit */
+static bool
+queued_here(const char *server, const char *group, const char *kind, const char *name)
+{
+	char	   *key = parent_key(server, group, kind, name);
 	ListCell   *lc;
 
-	if (queued_lxid != MyProc->lxid)
-		return false;
-	foreach(lc, queued_servers)
-		if (strcmp((char *) lfirst(lc), server) == 0)
+	foreach(lc, queued_parents)
+		if (strcmp((char *) lfirst(lc), key) == 0)
 			return true;
 	return false;
 }
 
+/* note_queued: remembers a CRD or Namespace applied at commit */
 static void
-note_queued(const char *server)
+note_queued(const char *server, const char *group, const char *kind, const char *name)
 {
 	MemoryContext old;
 
-	if (queued_lxid != MyProc->lxid)
+	if (!((strcmp(group, "") == 0 && strcmp(kind, "Namespace") == 0) ||
+		  (strcmp(group, "apiextensions.k8s.io") == 0 && strcmp(kind, "CustomResourceDefinition") == 0)))
+		return;
+	if (!queued_callback)
 	{
-		queued_lxid = MyProc->lxid;
-		queued_servers = NIL;
+		RegisterXactCallback(queued_xact_callback, NULL);
+		queued_callback = true;
 	}
 	old = MemoryContextSwitchTo(TopTransactionContext);
-	queued_servers = lappend(queued_servers, pstrdup(server));
+	queued_parents = lappend(queued_parents, parent_key(server, group, kind, name));
 	MemoryContextSwitchTo(old);
+}
+
+/*
+ * crd_queued_for: whether this transaction queued, at commit, the CRD that
+ * would serve `kind` of `api_group` on `server`: a CRD is named
+ * <plural>.<group>, so any CRD of that group counts.
+ */
+static bool
+crd_queued_for(const char *server, const char *api_group)
+{
+	char	   *prefix = psprintf("%s\001apiextensions.k8s.io\001CustomResourceDefinition\001", server);
+	char	   *suffix = psprintf(".%s", api_group);
+	ListCell   *lc;
+
+	if (*api_group == '\0')
+		return false;
+	foreach(lc, queued_parents)
+	{
+		char	   *k = (char *) lfirst(lc);
+		size_t		kl = strlen(k);
+
+		if (strncmp(k, prefix, strlen(prefix)) == 0 && kl > strlen(suffix) &&
+			strcmp(k + kl - strlen(suffix), suffix) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * check_segment: ERRORs 22023 unless `s` may be a path segment of an
+ * object's URL: not empty, not "." or "..", no "/" or "%"
+ * (apimachinery/pkg/api/validation/path, IsValidPathSegmentName).
+ */
+static void
+check_segment(const char *what, const char *s)
+{
+	if (*s == '\0' || strcmp(s, ".") == 0 || strcmp(s, "..") == 0 ||
+		strchr(s, '/') != NULL || strchr(s, '%') != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s \"%s\" cannot be part of an object's path", what, kw_excerpt(s)),
+				 errdetail("A name may not be \".\" or \"..\" nor contain \"/\" or \"%%\" (apimachinery's IsValidPathSegmentName).")));
+}
+
+/* check_deadline: a deadline of more than 0 and at most a day (22023) */
+static void
+check_deadline(Interval *deadline)
+{
+	Interval	day = {0};
+	Interval	zero = {0};
+
+	if (deadline == NULL)
+		return;
+	day.day = 1;
+	if (DatumGetBool(DirectFunctionCall2(interval_le, IntervalPGetDatum(deadline), IntervalPGetDatum(&zero))) ||
+		DatumGetBool(DirectFunctionCall2(interval_gt, IntervalPGetDatum(deadline), IntervalPGetDatum(&day))))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("deadline must be more than 0 and at most 1 day")));
+}
+
+/* One request to record at commit (kwatch.apply_queue's columns). */
+typedef struct QueuedRequest
+{
+	const char *server;
+	const char *api_group;
+	const char *api_version;
+	const char *resource;		/* NULL: found at the send (deferred) */
+	const char *kind;
+	const char *namespace;
+	const char *name;
+	const char *field_manager;
+	bool		force;
+	const char *verb;			/* "apply" or "delete" */
+	Datum		manifest;		/* jsonb, or 0 */
+	Datum		delete_options; /* jsonb, or 0 */
+	bool		validated;
+	Interval   *deadline;		/* NULL: 10 minutes */
+} QueuedRequest;
+
+/*
+ * queue_request: records `q` for the request sender, as the extension's
+ * owner, in the caller's transaction, with the current user as the role it
+ * is sent for; first locks the object's row of kwatch.apply_objects (commit
+ * order per object, see the file header); wakes the sender at commit.
+ * Returns the id (int8 Datum).
+ */
+static Datum
+queue_request(FunctionCallInfo fcinfo, QueuedRequest *q)
+{
+	char	   *schema = extension_schema(fcinfo);
+	Oid			owner = extension_owner(fcinfo);
+	char	   *key = psprintf("%s/%s/%s/%s/%s", q->server, q->api_group, q->kind,
+							   q->namespace ? q->namespace : "", q->name);
+	Oid			types[17] = {TEXTOID, OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
+	TEXTOID, TEXTOID, TEXTOID, BOOLOID, JSONBOID, BOOLOID, INTERVALOID, TEXTOID, JSONBOID, TEXTOID};
+	Datum		values[17];
+	char		nulls[17];
+	Datum		id;
+	bool		isnull;
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = CStringGetTextDatum(q->server);
+	values[1] = ObjectIdGetDatum(GetUserId());
+	values[2] = CStringGetTextDatum(key);
+	values[3] = CStringGetTextDatum(q->api_group);
+	values[4] = CStringGetTextDatum(q->api_version);
+	if (q->resource)
+		values[5] = CStringGetTextDatum(q->resource);
+	else
+		nulls[5] = 'n';
+	values[6] = CStringGetTextDatum(q->kind);
+	if (q->namespace)
+		values[7] = CStringGetTextDatum(q->namespace);
+	else
+		nulls[7] = 'n';
+	values[8] = CStringGetTextDatum(q->name);
+	values[9] = CStringGetTextDatum(q->field_manager);
+	values[10] = BoolGetDatum(q->force);
+	values[11] = q->manifest;
+	if (q->manifest == (Datum) 0)
+		nulls[11] = 'n';
+	values[12] = BoolGetDatum(q->validated);
+	if (q->deadline)
+		values[13] = IntervalPGetDatum(q->deadline);
+	else
+		nulls[13] = 'n';
+	values[14] = CStringGetTextDatum(q->verb);
+	values[15] = q->delete_options;
+	if (q->delete_options == (Datum) 0)
+		nulls[15] = 'n';
+	values[16] = CStringGetTextDatum(GetUserNameFromId(GetUserId(), false));
+
+	SPI_connect();
+	/* a role that holds an object's row (an open transaction) delays another's apply 5 s at most */
+	as_owner_execute(owner,
+					 psprintf("INSERT INTO %s.apply_objects AS o (object_key) VALUES ($3)"
+							  " ON CONFLICT (object_key) DO UPDATE SET object_key = o.object_key", schema),
+					 17, types, values, nulls, SPI_OK_INSERT);
+	as_owner_execute(owner,
+					 psprintf("INSERT INTO %s.apply_queue (server, role, object_key, api_group, api_version,"
+							  " resource, kind, namespace, name, field_manager, force, manifest, validated,"
+							  " deadline, verb, delete_options, role_name)"
+							  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
+							  " pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) COALESCE($14, interval '10 minutes'),"
+							  " $15, $16, $17)"
+							  " RETURNING id", schema),
+					 17, types, values, nulls, SPI_OK_INSERT_RETURNING);
+	id = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	SPI_finish();
+	note_queued(q->server, q->api_group, q->kind, q->name);
+	kw_wake_sender_at_commit();
+	return id;
+}
+
+/*
+ * check_mode: whether the request goes at commit (not a dry run, at =>
+ * 'commit'), after the checks every mode shares: `at` is 'commit' or
+ * 'now' (22023); not in a security-restricted operation (42501); at commit
+ * not on a hot standby (25006) and in the database the worker serves
+ * (55000).
+ */
+static bool
+check_mode(const char *at, bool dry_run, const char *function)
+{
+	bool		at_commit;
+
+	if (strcmp(at, "commit") != 0 && strcmp(at, "now") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("at must be 'commit' or 'now', not \"%s\"", kw_excerpt(at))));
+	at_commit = strcmp(at, "commit") == 0 && !dry_run;
+	if (InSecurityRestrictedOperation())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot call %s within a security-restricted operation", function),
+				 errdetail("Code that runs as a table's owner on another role's behalf (a trigger the kwatch worker fires, say) may not act on a cluster.")));
+	if (at_commit && RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot queue a request on a server in recovery (a hot standby)"),
+				 errhint("Call it on the primary, or with at => 'now'.")));
+	if (at_commit)
+		kw_require_served_database();
+	return at_commit;
+}
+
+/*
+ * resolve_server: `server`, or the only kwatch server when NULL
+ * (kwatch._default_server(): 42704 none, 42P08 several); ERRORs 42501
+ * unless the current user has USAGE on it (live tables' rule), 42704 when
+ * it does not exist.
+ */
+static char *
+resolve_server(FunctionCallInfo fcinfo, char *server)
+{
+	ForeignServer *srv;
+
+	if (server == NULL)
+	{
+		SPI_connect();
+		if (SPI_execute(psprintf("SELECT %s._default_server()", extension_schema(fcinfo)), true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not find the default server");
+		server = MemoryContextStrdup(TopTransactionContext,
+									 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+		SPI_finish();
+		server = pstrdup(server);
+	}
+	srv = GetForeignServerByName(server, false);
+	if (kw_server_usage(srv->serverid, GetUserId()) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for foreign server %s", server),
+				 errhint("kwatch sends with your own credentials: GRANT USAGE ON FOREIGN SERVER %s TO the role, and give it a user mapping.",
+						 quote_identifier(server))));
+	return server;
 }
 
 PG_FUNCTION_INFO_V1(kwatch_apply);
@@ -288,7 +557,6 @@ kwatch_apply(PG_FUNCTION_ARGS)
 	char	   *at = PG_ARGISNULL(5) ? "commit" : text_to_cstring(PG_GETARG_TEXT_PP(5));
 	Interval   *deadline = PG_ARGISNULL(6) ? NULL : PG_GETARG_INTERVAL_P(6);
 	bool		at_commit;
-	ForeignServer *srv;
 	KwClusterConfig *cfg;
 	KwResource	r;
 	bool		known;
@@ -305,49 +573,25 @@ kwatch_apply(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("the manifest of kwatch.apply() must not be NULL")));
-	if (strcmp(at, "commit") != 0 && strcmp(at, "now") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("at must be 'commit' or 'now', not \"%s\"", kw_excerpt(at))));
 	if (*field_manager == '\0' || strlen(field_manager) > 128)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("field_manager must have 1 to 128 characters")));
-	at_commit = strcmp(at, "commit") == 0 && !dry_run;
-	if (InSecurityRestrictedOperation())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("cannot call kwatch.apply() within a security-restricted operation"),
-				 errdetail("Code that runs as a table's owner on another role's behalf (a trigger the kwatch worker fires, say) may not act on a cluster.")));
-	if (at_commit && RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("cannot queue an apply on a server in recovery (a hot standby)"),
-				 errhint("Call it on the primary, or apply at => 'now'.")));
-	if (at_commit)
-		kw_require_served_database();
+	at_commit = check_mode(at, dry_run, "kwatch.apply()");
 
+	if (VARSIZE_ANY(PG_GETARG_DATUM(0)) > 3 * 1024 * 1024)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a manifest of more than 3 MB"),
+				 errdetail("The API server takes request bodies of up to 3 MB.")));
+	check_deadline(deadline);
 	read_manifest(PG_GETARG_JSONB_P(0), &m);
+	check_segment("name", m.name);
+	if (m.namespace)
+		check_segment("namespace", m.namespace);
 
 	/* the server, and the caller's right to use it (live tables' rule) */
-	if (PG_ARGISNULL(1))
-	{
-		SPI_connect();
-		if (SPI_execute(psprintf("SELECT %s._default_server()", extension_schema(fcinfo)), true, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not find the default server");
-		server = MemoryContextStrdup(TopTransactionContext,
-									 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
-		SPI_finish();
-	}
-	else
-		server = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	srv = GetForeignServerByName(server, false);
-	if (kw_server_usage(srv->serverid, GetUserId()) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for foreign server %s", server),
-				 errhint("kwatch.apply() sends with your own credentials: GRANT USAGE ON FOREIGN SERVER %s TO the role, and give it a user mapping.",
-						 quote_identifier(server))));
+	server = resolve_server(fcinfo, PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)));
 	cfg = kw_cluster_config_for_server(server, GetUserId());
 	/* jsonb's text: JSON's escapes, which YAML's double-quoted strings share (json-c's "\/" is not one) */
 	body = m.text;
@@ -357,7 +601,7 @@ kwatch_apply(PG_FUNCTION_ARGS)
 	known = kw_discover_kind(cfg, m.api_version, m.kind, &r);
 	if (!known)
 	{
-		if (!(at_commit && queued_here(server)))
+		if (!(at_commit && crd_queued_for(server, m.api_group)))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("server \"%s\" serves no kind %s in %s", server, kw_excerpt(m.kind),
@@ -374,7 +618,8 @@ kwatch_apply(PG_FUNCTION_ARGS)
 		kw_write_apply(cfg, path, body, field_manager, force, true, &resp);
 		if (resp.status < 200 || resp.status > 299)
 		{
-			if (!(resp.status == 404 && at_commit && queued_here(server)))
+			if (!(resp.status == 404 && at_commit && namespace != NULL &&
+				  queued_here(server, "", "Namespace", namespace)))
 				kw_write_raise(cfg, psprintf("%s (dry run)", what), &resp);
 			validated = false;
 		}
@@ -396,60 +641,168 @@ kwatch_apply(PG_FUNCTION_ARGS)
 
 	/* at commit: record it, in commit order per object */
 	{
-		char	   *schema = extension_schema(fcinfo);
-		Oid			owner = extension_owner(fcinfo);
-		const char *key_ns = known ? (namespace ? namespace : "") : (m.namespace ? m.namespace : "");
-		char	   *key = psprintf("%s/%s/%s/%s/%s", server, m.api_group, m.kind, key_ns, m.name);
-		Oid			types[14] = {TEXTOID, OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
-		TEXTOID, TEXTOID, TEXTOID, BOOLOID, JSONBOID, BOOLOID, INTERVALOID};
-		Datum		values[14];
-		char		nulls[14];
-		Datum		id;
-		bool		isnull;
+		QueuedRequest q = {0};
 
-		memset(nulls, ' ', sizeof(nulls));
-		values[0] = CStringGetTextDatum(server);
-		values[1] = ObjectIdGetDatum(GetUserId());
-		values[2] = CStringGetTextDatum(key);
-		values[3] = CStringGetTextDatum(m.api_group);
-		values[4] = CStringGetTextDatum(m.api_version);
-		if (known)
-			values[5] = CStringGetTextDatum(r.plural);
-		else
-			nulls[5] = 'n';
-		values[6] = CStringGetTextDatum(m.kind);
-		if (known ? namespace != NULL : m.namespace != NULL)
-			values[7] = CStringGetTextDatum(known ? namespace : m.namespace);
-		else
-			nulls[7] = 'n';
-		values[8] = CStringGetTextDatum(m.name);
-		values[9] = CStringGetTextDatum(field_manager);
-		values[10] = BoolGetDatum(force);
-		values[11] = PG_GETARG_DATUM(0);
-		values[12] = BoolGetDatum(validated);
-		if (deadline)
-			values[13] = IntervalPGetDatum(deadline);
-		else
-			nulls[13] = 'n';
+		q.server = server;
+		q.api_group = m.api_group;
+		q.api_version = m.api_version;
+		q.resource = known ? r.plural : NULL;
+		q.kind = m.kind;
+		q.namespace = known ? namespace : m.namespace;
+		q.name = m.name;
+		q.field_manager = field_manager;
+		q.force = force;
+		q.verb = "apply";
+		q.manifest = PG_GETARG_DATUM(0);
+		q.validated = validated;
+		q.deadline = deadline;
+		PG_RETURN_DATUM(result(fcinfo, queue_request(fcinfo, &q), false, "pending", object, object_null));
+	}
+}
 
-		SPI_connect();
-		as_owner_execute(owner,
-						 psprintf("INSERT INTO %s.apply_objects AS o (object_key) VALUES ($3)"
-								  " ON CONFLICT (object_key) DO UPDATE SET object_key = o.object_key", schema),
-						 14, types, values, nulls, SPI_OK_INSERT);
-		as_owner_execute(owner,
-						 psprintf("INSERT INTO %s.apply_queue (server, role, object_key, api_group, api_version,"
-								  " resource, kind, namespace, name, field_manager, force, manifest, validated,"
-								  " deadline)"
-								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
-								  " pg_catalog.now() OPERATOR(pg_catalog.+) COALESCE($14, interval '10 minutes'))"
-								  " RETURNING id", schema),
-						 14, types, values, nulls, SPI_OK_INSERT_RETURNING);
-		id = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		SPI_finish();
-		note_queued(server);
-		kw_wake_sender_at_commit();
-		PG_RETURN_DATUM(result(fcinfo, id, false, "pending", object, object_null));
+PG_FUNCTION_INFO_V1(kwatch_delete);
+
+/*
+ * kwatch_delete: SQL kwatch.delete(resource text, name text, namespace
+ * text, server text, uid text, resource_version text, propagation_policy
+ * text, grace_period integer, dry_run boolean, at text, deadline interval)
+ * -> kwatch.apply_result.  See the extension script for what it does and
+ * its SQLSTATEs; the rules: DELETE with DeleteOptions (preconditions,
+ * propagationPolicy, gracePeriodSeconds, dryRun;
+ * kubernetes.io/docs/reference/kubernetes-api/common-definitions/delete-options/),
+ * the resource resolved as watch() resolves it (kw_discover_resource).
+ */
+Datum
+kwatch_delete(PG_FUNCTION_ARGS)
+{
+	char	   *resource_name;
+	char	   *name;
+	char	   *namespace = PG_ARGISNULL(2) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(2));
+	char	   *server;
+	char	   *uid = PG_ARGISNULL(4) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(4));
+	char	   *rv = PG_ARGISNULL(5) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(5));
+	char	   *policy = PG_ARGISNULL(6) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(6));
+	bool		dry_run = PG_ARGISNULL(8) ? false : PG_GETARG_BOOL(8);
+	char	   *at = PG_ARGISNULL(9) ? "commit" : text_to_cstring(PG_GETARG_TEXT_PP(9));
+	Interval   *deadline = PG_ARGISNULL(10) ? NULL : PG_GETARG_INTERVAL_P(10);
+	bool		at_commit;
+	KwClusterConfig *cfg;
+	KwResource	r;
+	char	   *path;
+	json_object *options;
+	json_object *pre;
+	char	   *what;
+	KwHttpResponse resp;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("kwatch.delete() needs a resource and a name")));
+	resource_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (*name == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("kwatch.delete() needs a name")));
+	if (policy && strcmp(policy, "Orphan") != 0 && strcmp(policy, "Background") != 0 &&
+		strcmp(policy, "Foreground") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("propagation_policy must be 'Orphan', 'Background' or 'Foreground'")));
+	if (!PG_ARGISNULL(7) && PG_GETARG_INT32(7) < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("grace_period must not be negative")));
+	check_segment("name", name);
+	if (namespace)
+		check_segment("namespace", namespace);
+	check_deadline(deadline);
+	at_commit = check_mode(at, dry_run, "kwatch.delete()");
+	server = resolve_server(fcinfo, PG_ARGISNULL(3) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(3)));
+	cfg = kw_cluster_config_for_server(server, GetUserId());
+	{
+		char	   *lower = pstrdup(resource_name);
+
+		for (char *p = lower; *p; p++)
+			if (*p >= 'A' && *p <= 'Z')
+				*p += 'a' - 'A';
+		if (!kw_discover_resource(cfg, lower, &r))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("server \"%s\" serves no resource \"%s\"", server, kw_excerpt(resource_name))));
+	}
+	if (!r.namespaced)
+		namespace = NULL;
+	else if (namespace == NULL)
+		namespace = cfg->default_namespace ? cfg->default_namespace : "default";
+	path = kw_write_path(&r, namespace, name);
+	what = psprintf("the delete of %s \"%s\"", r.kind, kw_excerpt(name));
+
+	options = json_object_new_object();
+	{
+		MemoryContextCallback *cb = palloc0(sizeof(MemoryContextCallback));
+
+		cb->func = free_json;
+		cb->arg = options;
+		MemoryContextRegisterResetCallback(CurrentMemoryContext, cb);
+	}
+	json_object_object_add(options, "kind", json_object_new_string("DeleteOptions"));
+	json_object_object_add(options, "apiVersion", json_object_new_string("v1"));
+	if (uid || rv)
+	{
+		pre = json_object_new_object();
+		if (uid)
+			json_object_object_add(pre, "uid", json_object_new_string(uid));
+		if (rv)
+			json_object_object_add(pre, "resourceVersion", json_object_new_string(rv));
+		json_object_object_add(options, "preconditions", pre);
+	}
+	if (policy)
+		json_object_object_add(options, "propagationPolicy", json_object_new_string(policy));
+	if (!PG_ARGISNULL(7))
+		json_object_object_add(options, "gracePeriodSeconds", json_object_new_int(PG_GETARG_INT32(7)));
+
+	/* the dry run, then by mode */
+	{
+		json_object *dry = NULL;
+		char	   *real = pstrdup(json_object_to_json_string_ext(options, JSON_C_TO_STRING_PLAIN |
+																  JSON_C_TO_STRING_NOSLASHESCAPE));
+
+		json_object_deep_copy(options, &dry, NULL);
+		json_object_object_add(dry, "dryRun", json_object_new_array());
+		json_object_array_add(json_object_object_get(dry, "dryRun"), json_object_new_string("All"));
+		kw_write_delete(cfg, path, json_object_to_json_string_ext(dry, JSON_C_TO_STRING_PLAIN |
+																  JSON_C_TO_STRING_NOSLASHESCAPE), &resp);
+		json_object_put(dry);
+		if (resp.status < 200 || resp.status > 299)
+			kw_write_raise(cfg, psprintf("%s (dry run)", what), &resp);
+		if (dry_run)
+			PG_RETURN_DATUM(result(fcinfo, (Datum) 0, true, "dry run", (Datum) 0, true));
+		if (!at_commit)
+		{
+			kw_write_delete(cfg, path, real, &resp);
+			if (resp.status < 200 || resp.status > 299)
+				kw_write_raise(cfg, what, &resp);
+			PG_RETURN_DATUM(result(fcinfo, (Datum) 0, true, "applied", (Datum) 0, true));
+		}
+		{
+			QueuedRequest q = {0};
+
+			q.server = server;
+			q.api_group = r.api_group;
+			q.api_version = r.api_group[0] ? psprintf("%s/%s", r.api_group, r.api_version) : r.api_version;
+			q.resource = r.plural;
+			q.kind = r.kind;
+			q.namespace = namespace;
+			q.name = name;
+			q.field_manager = "kwatch";
+			q.force = false;
+			q.verb = "delete";
+			q.delete_options = DirectFunctionCall1(jsonb_in, CStringGetDatum(real));
+			q.validated = true;
+			q.deadline = deadline;
+			PG_RETURN_DATUM(result(fcinfo, queue_request(fcinfo, &q), false, "pending", (Datum) 0, true));
+		}
 	}
 }
 

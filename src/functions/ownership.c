@@ -90,6 +90,8 @@ typedef struct KwExtension
 {
 	Oid			owner;
 	char	   *schema;			/* quoted */
+	bool		follows_servers;	/* 0.7.0's _servers_gone and apply_queue are
+									 * there (not before ALTER EXTENSION UPDATE) */
 } KwExtension;
 
 /*
@@ -118,6 +120,9 @@ extension_here(KwExtension *ext)
 									  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 																	 SPI_tuptable->tupdesc, 3, &isnull)))))
 		return false;
+	ext->follows_servers = OidIsValid(get_relname_relid("apply_queue",
+														DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+																					   SPI_tuptable->tupdesc, 3, &isnull))));
 	ext->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 												SPI_tuptable->tupdesc, 1, &isnull));
 	ext->schema = pstrdup(quote_identifier(SPI_getvalue(SPI_tuptable->vals[0],
@@ -401,11 +406,15 @@ watched_servers(MemoryContext cxt)
 	Datum		result = (Datum) 0;
 
 	SPI_connect();
-	if (extension_here(&ext))
+	if (extension_here(&ext) && ext.follows_servers)
 	{
-		char	   *sql = psprintf("SELECT pg_catalog.array_agg(DISTINCT r.server) FROM %s.registrations r"
+		/* servers with a watch or a pending apply (kwatch.apply() at commit) */
+		char	   *sql = psprintf("SELECT pg_catalog.array_agg(DISTINCT x.server) FROM"
+								   " (SELECT r.server FROM %1$s.registrations r"
+								   "  UNION ALL SELECT q.server FROM %1$s.apply_queue q"
+								   "  WHERE q.state OPERATOR(pg_catalog.=) 'pending') x"
 								   " WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_foreign_server s"
-								   "               WHERE s.srvname OPERATOR(pg_catalog.=) r.server)",
+								   "               WHERE s.srvname OPERATOR(pg_catalog.=) x.server)",
 								   ext.schema);
 		bool		isnull;
 		Datum		servers;
@@ -441,7 +450,7 @@ servers_gone(Datum before, const char *how)
 	KwExtension ext;
 
 	SPI_connect();
-	if (extension_here(&ext))
+	if (extension_here(&ext) && ext.follows_servers)
 	{
 		char	   *check = psprintf("SELECT r[1], r[2] FROM %s._servers_gone($1, 'check') r", ext.schema);
 		char	   *cascade = psprintf("SELECT %s._servers_gone($1, 'cascade')", ext.schema);
@@ -518,7 +527,7 @@ check_server_name_held(const char *name)
 	if (superuser())
 		return;
 	SPI_connect();
-	if (extension_here(&ext))
+	if (extension_here(&ext) && ext.follows_servers)
 	{
 		char	   *sql = psprintf("SELECT %s._server_name_held($1, $2)", ext.schema);
 		Oid			argtypes[2] = {TEXTOID, OIDOID};

@@ -29,7 +29,11 @@
  * Sending the same apply twice is harmless: a server-side apply of one
  * manifest by one field manager is idempotent (the same fields, the same
  * values, the same owner), so a send whose answer was lost and is tried
- * again changes nothing more; a delete is not sent by this process yet.
+ * again changes nothing more.  A delete (kwatch.delete()) is sent with its
+ * DeleteOptions; answered 404 it is done (the object is gone: an earlier
+ * attempt whose answer was lost, or another client), and its uid
+ * precondition keeps a retry from deleting an object recreated under the
+ * same name (409: failed, 40001).
  *
  *-------------------------------------------------------------------------
  */
@@ -41,6 +45,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "foreign/foreign.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -95,11 +100,13 @@ pick_due(void *arg)
 
 	d->n = 0;
 	d->next_ms = SENDER_IDLE_MS;
-	if (SPI_execute("SELECT q.id FROM kwatch.apply_queue q"
+	/* one per role and round: a role's slow server delays others by one request */
+	if (SPI_execute("SELECT x.id FROM (SELECT q.id, pg_catalog.row_number() OVER (PARTITION BY q.role ORDER BY q.id) AS turn"
+					" FROM kwatch.apply_queue q"
 					" WHERE q.state = 'pending' AND q.next_attempt_at <= pg_catalog.now()"
 					" AND NOT EXISTS (SELECT 1 FROM kwatch.apply_queue p WHERE p.state = 'pending'"
-					"                 AND p.object_key = q.object_key AND p.id < q.id)"
-					" ORDER BY q.id LIMIT " CppAsString2(SENDER_BATCH), true, 0) != SPI_OK_SELECT)
+					"                 AND p.object_key = q.object_key AND p.id < q.id)) x"
+					" WHERE x.turn = 1 ORDER BY x.id LIMIT " CppAsString2(SENDER_BATCH), true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read kwatch.apply_queue");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -107,8 +114,10 @@ pick_due(void *arg)
 
 		d->ids[d->n++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 	}
-	if (SPI_execute("SELECT GREATEST(0, LEAST(10000, ceil(extract(epoch FROM GREATEST(min(next_attempt_at), pg_catalog.now()) - pg_catalog.now()) * 1000)))::int8"
-					" FROM kwatch.apply_queue WHERE state = 'pending'", true, 1) == SPI_OK_SELECT &&
+	if (SPI_execute("SELECT GREATEST(0, LEAST(10000, ceil(extract(epoch FROM GREATEST(min(q.next_attempt_at), pg_catalog.now()) - pg_catalog.now()) * 1000)))::int8"
+					" FROM kwatch.apply_queue q WHERE q.state = 'pending'"
+					" AND NOT EXISTS (SELECT 1 FROM kwatch.apply_queue p WHERE p.state = 'pending'"
+					"                 AND p.object_key = q.object_key AND p.id < q.id)", true, 1) == SPI_OK_SELECT &&
 		SPI_processed == 1)
 	{
 		bool		isnull;
@@ -117,6 +126,26 @@ pick_due(void *arg)
 		if (!isnull)
 			d->next_ms = Max(50, (long) DatumGetInt64(v));
 	}
+}
+
+/*
+ * clean_text: `s` as valid text of the database's encoding: an API server's
+ * words are stored as they came only when they are; else their bytes
+ * outside ASCII become '?' (a row that cannot be written would be tried
+ * again for ever).
+ */
+static char *
+clean_text(const char *s)
+{
+	char	   *c;
+
+	if (pg_verifymbstr(s, strlen(s), true))
+		return (char *) s;
+	c = pstrdup(s);
+	for (char *p = c; *p; p++)
+		if ((unsigned char) *p >= 0x80)
+			*p = '?';
+	return c;
 }
 
 /* finish: records the outcome of apply `id`; `state` 'applied' or 'failed' or 'pending' (retry in retry_ms). */
@@ -135,7 +164,7 @@ record(int64 id, const char *state, long http_status, const char *sqlstate,
 	values[2] = Int32GetDatum((int32) http_status);
 	if (http_status == 0)
 		nulls[2] = 'n';
-#define TEXT_OR_NULL(i, s) do { if (s) values[i] = CStringGetTextDatum(s); else nulls[i] = 'n'; } while (0)
+#define TEXT_OR_NULL(i, s) do { if (s) values[i] = CStringGetTextDatum(clean_text(s)); else nulls[i] = 'n'; } while (0)
 	TEXT_OR_NULL(3, sqlstate);
 	TEXT_OR_NULL(4, message);
 	TEXT_OR_NULL(5, detail);
@@ -191,6 +220,8 @@ send_one(void *arg)
 	bool		force;
 	char	   *manifest;
 	bool		validated;
+	bool		is_delete;
+	char	   *delete_options;
 	bool		past_deadline;
 	int			attempts;
 	bool		isnull;
@@ -201,7 +232,7 @@ send_one(void *arg)
 
 	if (SPI_execute_with_args("SELECT server, role, api_version, resource, kind, namespace, name,"
 							  " field_manager, force, manifest::text, validated,"
-							  " pg_catalog.now() > deadline, attempts, message"
+							  " pg_catalog.now() > deadline, attempts, message, verb, delete_options::text, role_name"
 							  " FROM kwatch.apply_queue WHERE id = $1 AND state = 'pending' FOR UPDATE",
 							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read apply " INT64_FORMAT, id);
@@ -222,6 +253,8 @@ send_one(void *arg)
 	validated = DatumGetBool(SPI_getbinval(row, desc, 11, &isnull));
 	past_deadline = DatumGetBool(SPI_getbinval(row, desc, 12, &isnull));
 	attempts = DatumGetInt32(SPI_getbinval(row, desc, 13, &isnull));
+	is_delete = strcmp(SPI_getvalue(row, desc, 15), "delete") == 0;
+	delete_options = SPI_getvalue(row, desc, 16);
 
 	if (past_deadline)
 	{
@@ -231,7 +264,8 @@ send_one(void *arg)
 			   last ? psprintf("The last attempt: %s", last) : NULL, NULL, NULL, 0);
 		return;
 	}
-	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)) ||
+		strcmp(GetUserNameFromId(role, false), SPI_getvalue(row, desc, 17)) != 0)
 	{
 		record(id, "failed", 0, "42501", "the role that made the apply no longer exists",
 			   NULL, NULL, NULL, 0);
@@ -275,7 +309,10 @@ send_one(void *arg)
 			r.namespaced = namespace != NULL;
 		}
 		path = kw_write_path(&r, namespace, name);
-		kw_write_apply(cfg, path, manifest, field_manager, force, false, &resp);
+		if (is_delete)
+			kw_write_delete(cfg, path, delete_options, &resp);
+		else
+			kw_write_apply(cfg, path, manifest, field_manager, force, false, &resp);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
@@ -294,7 +331,9 @@ send_one(void *arg)
 	if (caught != NULL)
 	{
 		int			code = caught->sqlerrcode;
+		/* transport failures (kw_http_curl_sqlstate), and a deferred CRD's kind not served yet */
 		bool		retry = ERRCODE_TO_CATEGORY(code) == ERRCODE_CONNECTION_EXCEPTION ||
+			code == ERRCODE_FDW_UNABLE_TO_ESTABLISH_CONNECTION || code == ERRCODE_FDW_ERROR ||
 			(!validated && code == ERRCODE_UNDEFINED_OBJECT);
 
 		if (retry)
@@ -327,6 +366,12 @@ send_one(void *arg)
 				   uid ? pstrdup(uid) : NULL, 0);
 			if (obj)
 				json_object_put(obj);
+			return;
+		}
+		/* a delete answered 404: the object is gone (an earlier attempt, or another client) */
+		if (is_delete && resp.status == 404)
+		{
+			record(id, "applied", resp.status, NULL, NULL, NULL, NULL, NULL, 0);
 			return;
 		}
 		/* a deferred apply whose namespace does not exist yet waits for it */

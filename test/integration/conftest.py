@@ -214,6 +214,15 @@ class TestContext:
         name = (self.base + suffix)[:63]
         if not self.plane.modern:
             self.plane.kubectl("create", "namespace", name)
+            # the controller-manager publishes kube-root-ca.crt into every
+            # namespace, at once on a quiet machine and seconds later on a
+            # busy one (a random-order run found tests that count it): wait
+            deadline = time.monotonic() + 30
+            while not self.plane.kubectl("get", "configmap", "kube-root-ca.crt", "-n", name,
+                                         "--ignore-not-found", "-o", "name", check=False).strip():
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
         self.namespaces.append(name)
         return name
 

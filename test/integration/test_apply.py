@@ -195,3 +195,101 @@ def test_a_secret_applied_at_commit_leaves_its_data_nowhere(ctx):
     assert sql_one("SELECT manifest FROM kwatch.apply_queue WHERE id = %s", (r[0],)) is None
     assert "hunter2" not in json.dumps(sql("SELECT * FROM kwatch.applies WHERE id = %s", (r[0],)), default=str)
     assert kubectl_json("get", "secret", "s", "-n", ns)["data"]["password"]
+
+
+def test_delete_at_commit_now_and_with_a_uid_precondition(ctx):
+    """kwatch.delete(): dry run first; at commit sent after COMMIT; a uid
+    precondition refuses (40001) an object recreated under the same name,
+    so the object deleted is the one the caller saw."""
+    srv = ctx.server()
+    ns = ctx.namespace()
+    for name in ("a", "b", "c"):
+        kubectl("create", "configmap", name, "-n", ns, "--from-literal=k=v")
+    # a dry run deletes nothing; a missing object fails at once
+    assert sql_one("SELECT (kwatch.delete('configmaps', 'a', namespace => %s, server => %s,"
+                   " dry_run => true)).state", (ns, srv)) == "dry run"
+    assert exists("configmap", ns, "a")
+    e = error("SELECT kwatch.delete('configmaps', 'nope', namespace => %s, server => %s)", (ns, srv))
+    assert e.pgcode == "42704", e.pgerror
+    # at commit
+    conn = conftest.PG.connect(autocommit=False)
+    try:
+        sql("SELECT kwatch.delete('configmaps', 'a', namespace => %s, server => %s)", (ns, srv), conn=conn)
+        conn.rollback()
+    finally:
+        conn.close()
+    time.sleep(1)
+    assert exists("configmap", ns, "a")
+    aid = sql_one("SELECT (kwatch.delete('configmap', 'a', namespace => %s, server => %s)).id", (ns, srv))
+    sql("SELECT kwatch.wait_apply(%s, '1 min')", (aid,))
+    assert not exists("configmap", ns, "a")
+    assert sql_one("SELECT verb FROM kwatch.applies WHERE id = %s", (aid,)) == "delete"
+    # at once, with the uid the caller saw
+    uid = kubectl_json("get", "configmap", "b", "-n", ns)["metadata"]["uid"]
+    assert sql_one("SELECT (kwatch.delete('configmaps', 'b', namespace => %s, server => %s, uid => %s,"
+                   " at => 'now')).state", (ns, srv, uid)) == "applied"
+    assert not exists("configmap", ns, "b")
+    # recreated under the same name: the old uid deletes nothing
+    old = kubectl_json("get", "configmap", "c", "-n", ns)["metadata"]["uid"]
+    kubectl("delete", "configmap", "c", "-n", ns)
+    kubectl("create", "configmap", "c", "-n", ns, "--from-literal=k=new")
+    e = error("SELECT kwatch.delete('configmaps', 'c', namespace => %s, server => %s, uid => %s)", (ns, srv, old))
+    assert e.pgcode == "40001", e.pgerror
+    assert exists("configmap", ns, "c")
+
+
+def test_a_crd_and_its_custom_resource_in_one_transaction(ctx):
+    """The custom resource's kind is not served at its dry run: since the
+    same transaction queued the CRD of its group, its check is left to the
+    send, which retries until the CRD is established."""
+    srv = ctx.server()
+    ns = ctx.namespace()
+    group = "kw%d.example.com" % (abs(hash(ctx.base)) % 10**8)
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "widgets." + group},
+           "spec": {"group": group, "scope": "Namespaced",
+                    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": {"type": "object",
+                                                                 "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    ctx.crds.append("widgets." + group)
+    widget = {"apiVersion": group + "/v1", "kind": "Widget", "metadata": {"name": "w1", "namespace": ns},
+              "spec": {"size": 3}}
+    # alone, the custom resource's kind is unknown at once
+    e = error("SELECT kwatch.apply(%s::jsonb, server => %s)", (json.dumps(widget), srv))
+    assert e.pgcode == "42704", e.pgerror
+    conn = conftest.PG.connect(autocommit=False)
+    try:
+        a = sql_one("SELECT (kwatch.apply(%s::jsonb, server => %s)).id", (json.dumps(crd), srv), conn=conn)
+        b = sql_one("SELECT (kwatch.apply(%s::jsonb, server => %s)).id", (json.dumps(widget), srv), conn=conn)
+        conn.commit()
+    finally:
+        conn.close()
+    for i in (a, b):
+        sql("SELECT kwatch.wait_apply(%s, '2 min')", (i,))
+    assert kubectl_json("get", "widgets." + group, "w1", "-n", ns)["spec"]["size"] == 3
+
+
+def test_a_pending_apply_depends_on_its_server(ctx):
+    """DROP SERVER of a server with a pending apply: refused without
+    CASCADE; with CASCADE the apply fails and is never sent (a server
+    created later under the same name, with other credentials, gets
+    nothing)."""
+    srv = ctx.server()
+    ns = ctx.namespace()
+    conn = conftest.PG.connect(autocommit=False)
+    try:
+        aid = sql_one("SELECT (kwatch.apply(%s::jsonb, server => %s)).id", (cm(ns, "orphan", k="v"), srv), conn=conn)
+        sql("SAVEPOINT s", conn=conn)
+        e = error(pgsql.SQL("DROP SERVER {}").format(pgsql.Identifier(srv)), conn=conn)
+        assert e.pgcode == "2BP01" and "pending apply %s of ConfigMap orphan" % aid in e.diag.message_detail, e.pgerror
+        sql("ROLLBACK TO SAVEPOINT s", conn=conn)
+        sql(pgsql.SQL("DROP SERVER {} CASCADE").format(pgsql.Identifier(srv)), conn=conn)
+        conn.commit()
+    finally:
+        conn.close()
+    assert sql("SELECT state, sqlstate FROM kwatch.applies WHERE id = %s", (aid,)) == [("failed", "42704")]
+    e = error("SELECT kwatch.wait_apply(%s, '10s')", (aid,))
+    assert e.pgcode == "42704" and "was dropped" in e.diag.message_primary, e.pgerror
+    time.sleep(1)
+    assert not exists("configmap", ns, "orphan")

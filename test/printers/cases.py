@@ -892,6 +892,12 @@ case("event", T + "[7] empty Source", event("event2", "Deployment", "Deployment 
     "reportingComponent": "kubelet", "reportingInstance": "test",
     "firstTimestamp": D3, "lastTimestamp": D2, "count": 6}),
     event_cells("2d", "Warning", "deployment/Deployment Name", "3d", 6, "kubelet, test", D2, D3))
+# strings.TrimSpace trims white space only: a message ending in "v" (PostgreSQL's
+# E'\v' is a plain "v", which the first port trimmed) keeps it; a vertical tab goes
+for msg, shown in (("Created pod: web-6bc9f8778c-cqnwv", "Created pod: web-6bc9f8778c-cqnwv"),
+                   ("\x0bvolume v\x0b\t ", "volume v")):
+    case("event", "kwatch: message " + repr(msg), event("event8", "Pod", "p", "Normal", {"message": msg}),
+         {"event_message": shown})
 
 # ---------------------------------------------------------------------------
 # HorizontalPodAutoscalers (autoscaling/v2 JSON)
