@@ -3491,6 +3491,8 @@ CREATE TABLE @extschema@.apply_queue (
   finished_at timestamptz
 );
 CREATE INDEX apply_queue_pending ON @extschema@.apply_queue (id) WHERE state = 'pending';
+-- the sender's "first pending apply of its object" test
+CREATE INDEX apply_queue_pending_object ON @extschema@.apply_queue (object_key, id) WHERE state = 'pending';
 CREATE INDEX apply_queue_finished ON @extschema@.apply_queue (finished_at) WHERE state <> 'pending';
 REVOKE ALL ON @extschema@.apply_queue FROM PUBLIC;
 REVOKE ALL ON SEQUENCE @extschema@.apply_queue_id_seq FROM PUBLIC;

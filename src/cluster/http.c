@@ -808,6 +808,38 @@ kw_http_get_accept(KwClusterConfig *cfg, const char *path, const char *accept,
 }
 
 /*
+ * Connections kept between requests of one process (kw_http_keep_connections):
+ * a libcurl share of its connection cache and TLS sessions.  The process is
+ * single-threaded, so the share needs no lock callbacks.
+ */
+static CURLSH *sync_share = NULL;
+
+/*
+ * kw_http_keep_connections: from now on the requests of kw_http_request in
+ * this process reuse their connections (keep-alive, TLS sessions) instead
+ * of one connection each; libcurl reuses a connection only for the same
+ * host, port, proxy and TLS settings (client certificate included), and
+ * every request carries its own Authorization.  Called by the request
+ * sender, which sends many requests to few servers.  ERRORs 53200 when
+ * libcurl cannot make the share.
+ */
+void
+kw_http_keep_connections(void)
+{
+	if (sync_share != NULL)
+		return;
+	kw_http_global_init();
+	sync_share = curl_share_init();
+	if (sync_share == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("could not create a libcurl share")));
+	curl_share_setopt(sync_share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+	curl_share_setopt(sync_share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+	curl_share_setopt(sync_share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+}
+
+/*
  * kw_http_request: one request `method` ("GET", "PATCH", "POST", "DELETE")
  * of `path` to cfg's API server, with `body` (NULL: none) of media type
  * `content_type` (e.g. "application/apply-patch+yaml" for server-side
@@ -840,6 +872,8 @@ kw_http_request(KwClusterConfig *cfg, const char *method, const char *path,
 			t = kw_http_transfer_create(cfg, url, false, sync_feed, &resp->body, NULL);
 			if (accept)
 				set_accept(t, accept);
+			if (sync_share != NULL)
+				curl_easy_setopt((CURL *) t->easy, CURLOPT_SHARE, sync_share);
 			if (strcmp(method, "GET") != 0)
 			{
 				curl_easy_setopt((CURL *) t->easy, CURLOPT_CUSTOMREQUEST, method);

@@ -111,6 +111,7 @@ extern void kw_http_get(KwClusterConfig *cfg, const char *path,
 						KwHttpResponse *resp);
 extern void kw_http_get_accept(KwClusterConfig *cfg, const char *path,
 							   const char *accept, KwHttpResponse *resp);
+extern void kw_http_keep_connections(void);
 extern void kw_http_request(KwClusterConfig *cfg, const char *method,
 							const char *path, const char *accept,
 							const char *content_type, const char *body,

@@ -435,6 +435,7 @@ kwatch_sender_main(Datum main_arg)
 	pgstat_report_appname("kwatch request sender");
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_SESSION);
 	SetConfigOption("lock_timeout", "5s", PGC_SUSET, PGC_S_SESSION);
+	kw_http_keep_connections();
 	before_shmem_exit(sender_shutdown, (Datum) 0);
 	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
 	kw_shared->sender_latch = MyLatch;
@@ -466,7 +467,8 @@ kwatch_sender_main(Datum main_arg)
 						ereport(LOG, (errmsg("kwatch request sender: apply " INT64_FORMAT ": %s",
 											 due.ids[i], err)));
 				}
-				wait_ms = due.n == SENDER_BATCH ? 0 : due.next_ms;
+				/* one per role and round: go round again at once while any was due */
+				wait_ms = due.n > 0 ? 0 : due.next_ms;
 			}
 			else
 				ereport(LOG, (errmsg("kwatch request sender: %s", err)));

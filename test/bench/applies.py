@@ -26,11 +26,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import db  # noqa: E402
 
-NS = "kwatch-bench-apply"
+NS = "kwatch-bench-apply-%d" % int(time.time())   # fresh objects each run
 
 
 def kubectl(*args, input=None):
-    return subprocess.run(["kubectl", *args], input=input, capture_output=True, text=True, check=True).stdout
+    p = subprocess.run(["kubectl", *args], input=input, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit("kubectl %s: %s" % (" ".join(args), p.stderr[-2000:]))
+    return p.stdout
 
 
 def manifest(i, value):
@@ -68,7 +71,8 @@ def main():
     tx.autocommit = False
     tc = tx.cursor()
     for i in range(a.objects):
-        tc.execute("SELECT (kwatch.apply(%s::jsonb, server => 'bench')).id", (json.dumps(manifest(i, "1")),))
+        tc.execute("SELECT (kwatch.apply(%s::jsonb, server => 'bench', force => true)).id",
+                   (json.dumps(manifest(i, "1")),))
         if i == 0:
             first = tc.fetchone()[0]
     t0 = time.time()
@@ -77,14 +81,14 @@ def main():
     kwatch_s = time.time() - t0
     tx.close()
 
-    doc = "\n---\n".join(json.dumps(manifest(i, "2")) for i in range(a.objects))
+    doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": [manifest(i, "2") for i in range(a.objects)]})
     t0 = time.time()
-    kubectl("apply", "--server-side", "--field-manager=bench-kubectl", "-f", "-", input=doc)
+    kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=bench-kubectl", "-f", "-", input=doc)
     kubectl_all_s = time.time() - t0
     sample = min(50, a.objects)
     t0 = time.time()
     for i in range(sample):
-        kubectl("apply", "--server-side", "--field-manager=bench-kubectl", "-f", "-",
+        kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=bench-kubectl", "-f", "-",
                 input=json.dumps(manifest(i, "3")))
     kubectl_each_s = (time.time() - t0) / sample
 
