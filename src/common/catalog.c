@@ -63,14 +63,21 @@ wake_xact_callback(XactEvent event, void *arg)
  * current transaction commits; nothing happens if it aborts.  Any backend;
  * harmless when kwatch was not preloaded.
  */
-void
-kw_wake_worker_at_commit(void)
+/* register_wake_callback: wake_xact_callback, once per process */
+static void
+register_wake_callback(void)
 {
 	if (!callback_registered)
 	{
 		RegisterXactCallback(wake_xact_callback, NULL);
 		callback_registered = true;
 	}
+}
+
+void
+kw_wake_worker_at_commit(void)
+{
+	register_wake_callback();
 	wake_pending = true;
 }
 
@@ -94,11 +101,7 @@ kw_retry_connect_at_commit(void)
 void
 kw_wake_sender_at_commit(void)
 {
-	if (!callback_registered)
-	{
-		RegisterXactCallback(wake_xact_callback, NULL);
-		callback_registered = true;
-	}
+	register_wake_callback();
 	sender_wake_pending = true;
 }
 

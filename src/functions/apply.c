@@ -92,6 +92,21 @@ free_json(void *arg)
 	json_object_put((json_object *) arg);
 }
 
+/*
+ * free_with_call: json-c's memory is malloc'd: `obj` is freed when the
+ * call's memory context is reset, on every path, errors included.
+ */
+static json_object *
+free_with_call(json_object *obj)
+{
+	MemoryContextCallback *cb = palloc0(sizeof(MemoryContextCallback));
+
+	cb->func = free_json;
+	cb->arg = obj;
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, cb);
+	return obj;
+}
+
 /* valid_api_version: a group/version or version made of [a-z0-9.-]. */
 static bool
 valid_api_version(const char *s)
@@ -130,17 +145,11 @@ read_manifest(Jsonb *manifest, Manifest *m)
 	m->text = text;
 	{
 		json_tokener *tok = json_tokener_new_ex(256);
-		MemoryContextCallback *cb = palloc0(sizeof(MemoryContextCallback));
 
 		m->doc = json_tokener_parse_ex(tok, text, (int) strlen(text));
 		json_tokener_free(tok);
-		/* json-c's memory is malloc'd: freed with the call's memory context */
 		if (m->doc)
-		{
-			cb->func = free_json;
-			cb->arg = m->doc;
-			MemoryContextRegisterResetCallback(CurrentMemoryContext, cb);
-		}
+			free_with_call(m->doc);
 	}
 	if (m->doc == NULL || !json_object_is_type(m->doc, json_type_object))
 		ereport(ERROR,
@@ -516,13 +525,13 @@ resolve_server(FunctionCallInfo fcinfo, char *server)
 
 	if (server == NULL)
 	{
+		MemoryContext cxt = CurrentMemoryContext;
+
 		SPI_connect();
 		if (SPI_execute(psprintf("SELECT %s._default_server()", extension_schema(fcinfo)), true, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not find the default server");
-		server = MemoryContextStrdup(TopTransactionContext,
-									 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+		server = MemoryContextStrdup(cxt, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
 		SPI_finish();
-		server = pstrdup(server);
 	}
 	srv = GetForeignServerByName(server, false);
 	if (kw_server_usage(srv->serverid, GetUserId()) != ACLCHECK_OK)
@@ -738,14 +747,7 @@ kwatch_delete(PG_FUNCTION_ARGS)
 	path = kw_write_path(&r, namespace, name);
 	what = psprintf("the delete of %s \"%s\"", r.kind, kw_excerpt(name));
 
-	options = json_object_new_object();
-	{
-		MemoryContextCallback *cb = palloc0(sizeof(MemoryContextCallback));
-
-		cb->func = free_json;
-		cb->arg = options;
-		MemoryContextRegisterResetCallback(CurrentMemoryContext, cb);
-	}
+	options = free_with_call(json_object_new_object());
 	json_object_object_add(options, "kind", json_object_new_string("DeleteOptions"));
 	json_object_object_add(options, "apiVersion", json_object_new_string("v1"));
 	if (uid || rv)
@@ -833,7 +835,7 @@ kwatch_wait_apply(PG_FUNCTION_ARGS)
 	Oid			types[2] = {INT8OID, OIDOID};
 	Datum		values[2] = {Int64GetDatum(id), ObjectIdGetDatum(GetUserId())};
 	char	   *query = psprintf("SELECT q.state, q.sqlstate, q.message, q.detail, q.xmin::text,"
-								 " q.server, q.api_group, q.resource, q.resource_version"
+								 " q.server, q.api_group, q.resource"
 								 " FROM %s.apply_queue q WHERE q.id OPERATOR(pg_catalog.=) $1"
 								 " AND (pg_catalog.pg_has_role($2, q.role, 'USAGE')"
 								 "      OR (SELECT a.rolsuper FROM pg_catalog.pg_roles a WHERE a.oid OPERATOR(pg_catalog.=) $2))",
@@ -858,7 +860,6 @@ kwatch_wait_apply(PG_FUNCTION_ARGS)
 		char	   *server;
 		char	   *group;
 		char	   *resource;
-		char	   *rv;
 
 		CHECK_FOR_INTERRUPTS();
 		SPI_connect();
@@ -885,7 +886,6 @@ kwatch_wait_apply(PG_FUNCTION_ARGS)
 		server = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6);
 		group = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 7);
 		resource = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 8);
-		rv = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 9);
 		if (strcmp(state, "failed") == 0)
 		{
 			int			code = sqlstate && strlen(sqlstate) == 5 ?
@@ -918,7 +918,6 @@ kwatch_wait_apply(PG_FUNCTION_ARGS)
 					elog(ERROR, "could not wait for the mirror");
 				SPI_finish();
 			}
-			(void) rv;
 			PG_RETURN_DATUM(result(fcinfo, Int64GetDatum(id), false, "applied", (Datum) 0, true));
 		}
 		SPI_finish();
