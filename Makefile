@@ -46,6 +46,8 @@ OBJS = \
 	src/live/events_deparse.o \
 	src/live/events_fdw.o \
 	src/live/live_column.o \
+	src/live/live_table.o \
+	src/live/fdw_modify.o \
 	src/live/fdw_deparse.o \
 	src/live/live_scan.o \
 	src/live/fdw.o \

@@ -116,6 +116,10 @@ static const KwFdwOption fdw_options[] = {
 	{"use_remote_estimate", ForeignServerRelationId, KW_OPT_BOOL | KW_OPT_PLAIN},
 	{"use_remote_estimate", ForeignTableRelationId, KW_OPT_BOOL | KW_OPT_PLAIN},
 
+	/* SERVER and FOREIGN TABLE: whether live tables take INSERT/UPDATE/DELETE (fdw_modify.c; postgres_fdw's option) */
+	{"updatable", ForeignServerRelationId, KW_OPT_BOOL | KW_OPT_PLAIN},
+	{"updatable", ForeignTableRelationId, KW_OPT_BOOL | KW_OPT_PLAIN},
+
 	/* FOREIGN TABLE: a live table (fdw.c) */
 	{"resource", ForeignTableRelationId, KW_OPT_HEADER},
 	{"namespace", ForeignTableRelationId, KW_OPT_DNS_LABEL},

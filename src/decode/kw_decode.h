@@ -42,6 +42,10 @@ extern bool kw_sanitize_json(char **json, int *len);
 extern bool kw_is_secret_resource(const char *api_group, const char *plural);
 extern void kw_redact_secret_object(void *obj);
 extern bool kw_redact_secret_json(char **json, int *len);
+extern bool kw_redacted_value_in(void *obj);
+
+/* How every redacted value begins (redact.c). */
+#define KW_REDACTED_PREFIX "<redacted hmac-sha256:"
 
 /* Paged LIST decoder (PROTOCOL 5, 6). */
 typedef struct KwListDecoder KwListDecoder;

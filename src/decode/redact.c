@@ -210,7 +210,7 @@ digest_value(const DigestPlace *place, const char *key, const char *data, size_t
 				 errmsg("could not compute a Secret value's digest: %s", why)));
 	}
 	pg_hmac_free(ctx);
-	o = snprintf(out, sizeof(out), "<redacted hmac-sha256:");
+	o = snprintf(out, sizeof(out), "%s", KW_REDACTED_PREFIX);
 	for (int i = 0; i < KW_DIGEST_HEX / 2; i++)
 		o += snprintf(out + o, sizeof(out) - o, "%02x", mac[i]);
 	snprintf(out + o, sizeof(out) - o, ">");
@@ -388,4 +388,43 @@ kwatch_redact_secret(PG_FUNCTION_ARGS)
 				 errmsg("kwatch.redact_secret() takes a JSON object")));
 	/* fmgrprotos.h's json_object() collides with json-c's type: by oid */
 	PG_RETURN_DATUM(OidFunctionCall1(F_JSONB_IN, CStringGetDatum(text)));
+}
+
+/*
+ * kw_redacted_value_in: whether the json-c value `obj` (any type, NULL =
+ * JSON null) holds, at any depth, a string that begins as a redacted value
+ * does ("<redacted hmac-sha256:").  A write through a redacting live table
+ * (fdw_modify.c) refuses such a value: it would store the digest in place of
+ * the Secret's value.
+ */
+bool
+kw_redacted_value_in(void *obj)
+{
+	json_object *o = (json_object *) obj;
+
+	if (o == NULL)
+		return false;
+	switch (json_object_get_type(o))
+	{
+		case json_type_string:
+			return strncmp(json_object_get_string(o), KW_REDACTED_PREFIX,
+						   strlen(KW_REDACTED_PREFIX)) == 0;
+		case json_type_array:
+			for (size_t i = 0; i < json_object_array_length(o); i++)
+				if (kw_redacted_value_in(json_object_array_get_idx(o, i)))
+					return true;
+			return false;
+		case json_type_object:
+			{
+				json_object_object_foreach(o, key, val)
+				{
+					(void) key;
+					if (kw_redacted_value_in(val))
+						return true;
+				}
+				return false;
+			}
+		default:
+			return false;
+	}
 }

@@ -20,7 +20,7 @@
  *	 ExplainForeignScan	 the request, e.g. "GET /api/v1/namespaces/shop/
  *						 pods?labelSelector=app=web&limit=500"
  *	 ImportForeignSchema one CREATE FOREIGN TABLE per listable resource
- *	 PlanForeignModify	 live tables are read-only: a clear error
+ *	 the write callbacks	 fdw_modify.c (INSERT, UPDATE, DELETE act on the cluster)
  *
  * Row estimates (GetForeignRelSize) aim at "right order of magnitude,
  * cheaply", as postgres_fdw's use_remote_estimate but without a full
@@ -99,8 +99,7 @@
 #include KW_EXPLAIN_STATE_H
 #include KW_EXPLAIN_FORMAT_H
 
-/* How long a discovery result or a remote count is reused. */
-#define KW_DISCOVERY_TTL_S 60
+/* How long a remote count is reused. */
 #define KW_ESTIMATE_TTL_S 10
 /* Objects assumed when nothing better is known (postgres_fdw's default). */
 #define KW_DEFAULT_ROWS 1000.0
@@ -134,10 +133,7 @@ typedef struct KwScanState
 	int			pages_done;		/* by the LISTs of earlier namespaces */
 	char	   *labels;			/* bound selectors, for the next namespace */
 	char	   *fields;
-	int			natts;
-	ExprState **exprs;			/* per attribute, NULL = not retrieved */
-	ExprContext *econtext;		/* evaluates exprs; own ParamListInfo */
-	ParamListInfo params;		/* $1 object, $2 cluster */
+	KwLiveRow  *row;			/* computes the retrieved columns */
 	MemoryContext scan_cxt;
 	KwLiveScan *scan;
 } KwScanState;
@@ -169,16 +165,7 @@ plan_table(List *priv, KwLiveTable *t)
 	t->namespaced = boolVal(list_nth(priv, FdwPrivNamespaced));
 }
 
-/* Caches (backend lifetime, TopMemoryContext). */
-typedef struct DiscoveryCacheEntry
-{
-	Oid			serverid;
-	Oid			userid;
-	char	   *resource;
-	KwResource	res;
-	TimestampTz at;
-} DiscoveryCacheEntry;
-
+/* Cache (backend lifetime, TopMemoryContext). */
 typedef struct EstimateCacheEntry
 {
 	Oid			serverid;
@@ -188,7 +175,6 @@ typedef struct EstimateCacheEntry
 	TimestampTz at;
 } EstimateCacheEntry;
 
-static List *discovery_cache = NIL;
 static List *estimate_cache = NIL;
 
 PG_FUNCTION_INFO_V1(kwatch_fdw_handler);
@@ -197,169 +183,6 @@ PG_FUNCTION_INFO_V1(kwatch_fdw_handler);
  * Resolving a foreign table
  * ---------------------------------------------------------------------
  */
-
-/*
- * discover_cached: kw_discover_resource through a per-backend cache of
- * KW_DISCOVERY_TTL_S.  ERRORs 42704 when the cluster does not serve it.
- */
-static void
-discover_cached(KwClusterConfig *cfg, Oid serverid, Oid userid,
-				const char *resource, KwResource *out)
-{
-	ListCell   *lc;
-	TimestampTz now = GetCurrentTimestamp();
-	DiscoveryCacheEntry *e;
-	MemoryContext old;
-	KwResource	r;
-	char	   *name;
-
-	foreach(lc, discovery_cache)
-	{
-		e = (DiscoveryCacheEntry *) lfirst(lc);
-		if (e->serverid == serverid && e->userid == userid &&
-			strcmp(e->resource, resource) == 0 &&
-			!TimestampDifferenceExceeds(e->at, now, KW_DISCOVERY_TTL_S * 1000))
-		{
-			*out = e->res;
-			return;
-		}
-	}
-	name = asc_tolower(resource, strlen(resource));
-	if (!kw_discover_resource(cfg, name, &r))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("resource \"%s\" not found on server \"%s\"",
-						kw_excerpt(resource), cfg->server_name),
-				 errhint("\"kubectl api-resources\" lists the resources the cluster serves; fix the foreign table's option \"resource\".")));
-	{
-		bool		can_list = false;
-
-		foreach(lc, r.verbs)
-			if (strcmp((char *) lfirst(lc), "list") == 0)
-				can_list = true;
-		if (!can_list)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("resource \"%s\" cannot be listed", resource)));
-	}
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	e = palloc0(sizeof(DiscoveryCacheEntry));
-	e->serverid = serverid;
-	e->userid = userid;
-	e->resource = pstrdup(resource);
-	e->res.api_group = pstrdup(r.api_group);
-	e->res.api_version = pstrdup(r.api_version);
-	e->res.plural = pstrdup(r.plural);
-	e->res.kind = pstrdup(r.kind);
-	e->res.namespaced = r.namespaced;
-	e->at = now;
-	/* drop expired entries of the same key */
-	foreach(lc, discovery_cache)
-	{
-		DiscoveryCacheEntry *x = (DiscoveryCacheEntry *) lfirst(lc);
-
-		if (x->serverid == serverid && x->userid == userid &&
-			strcmp(x->resource, resource) == 0)
-			discovery_cache = foreach_delete_current(discovery_cache, lc);
-	}
-	discovery_cache = lappend(discovery_cache, e);
-	MemoryContextSwitchTo(old);
-	*out = e->res;
-}
-
-/*
- * resolve_table: the live table `relid` as user `userid` sees it, and the
- * cluster config (*cfg) for its server and that user.  With options
- * api_version and namespaced (as IMPORT FOREIGN SCHEMA writes them) the
- * resource option is taken as plural[.group] without asking the server;
- * otherwise it is resolved by discovery (cached).  The objects' kind comes
- * from the option kind (IMPORT writes it too), else from discovery when it
- * was asked anyway; NULL otherwise (a table made by hand or imported by
- * kwatch 0.1.0: the scan takes it from the LIST, kw_list_decoder_create).  ERRORs: 42704 unknown resource,
- * 42703 a column no live table has, and whatever the server config raises.
- */
-static KwLiveTable *
-resolve_table(Oid relid, Oid userid, KwClusterConfig **cfg)
-{
-	ForeignTable *ft = GetForeignTable(relid);
-	ForeignServer *srv = GetForeignServer(ft->serverid);
-	KwLiveTable *t = palloc0(sizeof(KwLiveTable));
-	char	   *resource = kw_option_string(ft->options, "resource");
-	char	   *api_version = kw_option_string(ft->options, "api_version");
-	DefElem    *namespaced = kw_get_option(ft->options, "namespaced");
-	char	   *kind = kw_option_string(ft->options, "kind");
-	DefElem    *estimate = kw_get_option(ft->options, "use_remote_estimate");
-	Relation	rel;
-	TupleDesc	desc;
-
-	if (resource == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_OPTION_NAME_NOT_FOUND),
-				 errmsg("foreign table \"%s\" has no option \"resource\"",
-						get_rel_name(relid))));
-	if (estimate == NULL)
-		estimate = kw_get_option(srv->options, "use_remote_estimate");
-
-	t->relid = relid;
-	t->server = pstrdup(srv->servername);
-	t->namespace = kw_option_string(ft->options, "namespace");
-	t->use_remote_estimate = estimate ? defGetBoolean(estimate) : true;
-	*cfg = kw_cluster_config_for_server(srv->servername, userid);
-
-	if (api_version && namespaced)
-	{
-		char	   *dot = strchr(resource, '.');
-
-		t->plural = dot ? pnstrdup(resource, dot - resource) : pstrdup(resource);
-		t->api_group = dot ? pstrdup(dot + 1) : pstrdup("");
-		t->api_version = pstrdup(api_version);
-		t->namespaced = defGetBoolean(namespaced);
-		t->kind = kind ? pstrdup(kind) : NULL;
-	}
-	else
-	{
-		KwResource	r;
-
-		discover_cached(*cfg, srv->serverid, userid, resource, &r);
-		t->plural = r.plural;
-		t->api_group = r.api_group;
-		t->api_version = api_version ? pstrdup(api_version) : r.api_version;
-		t->namespaced = r.namespaced;
-		t->kind = kind ? pstrdup(kind) : r.kind;
-	}
-	{
-		DefElem    *secret_data = kw_get_option(ft->options, "secret_data");
-
-		t->redact = kw_is_secret_resource(t->api_group, t->plural) &&
-			!(secret_data && defGetBoolean(secret_data));
-	}
-	if (t->namespace && !t->namespaced)
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
-				 errmsg("resource \"%s\" is cluster-scoped", resource),
-				 errhint("Drop the foreign table's option \"namespace\".")));
-	t->columns = kw_live_columns(t->api_group, t->plural);
-
-	/* every column must be one a live table can compute */
-	rel = table_open(relid, NoLock);
-	desc = RelationGetDescr(rel);
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute a = TupleDescAttr(desc, i);
-
-		if (a->attisdropped)
-			continue;
-		if (kw_live_column_find(t->columns, NameStr(a->attname)) == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("column \"%s\" of foreign table \"%s\" is not a column of live %s tables",
-							NameStr(a->attname), RelationGetRelationName(rel), t->plural),
-					 errhint("Live tables have the columns of the mirror tables; see kwatch.live_columns(%s, %s).",
-							 quote_literal_cstr(t->api_group), quote_literal_cstr(t->plural))));
-	}
-	table_close(rel, NoLock);
-	return t;
-}
 
 /* ---------------------------------------------------------------------
  * Estimates
@@ -494,7 +317,7 @@ kwatchGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 	ListCell   *lc;
 	char	   *ns;
 
-	ps->table = resolve_table(foreigntableid, userid, &cfg);
+	ps->table = kw_live_table_resolve(foreigntableid, userid, &cfg);
 	kw_classify_conditions(root, baserel, ps->table, &ps->req);
 	baserel->fdw_private = ps;
 
@@ -679,16 +502,14 @@ kwatchBeginForeignScan(ForeignScanState *node, int eflags)
 	ForeignScan *fsplan = (ForeignScan *) node->ss.ps.plan;
 	EState	   *estate = node->ss.ps.state;
 	Relation	rel = node->ss.ss_currentRelation;
-	TupleDesc	desc = RelationGetDescr(rel);
 	KwScanState *st;
-	ListCell   *lc;
 
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
 
 	st = palloc0(sizeof(KwScanState));
 	node->fdw_state = st;
-	st->table = resolve_table(RelationGetRelid(rel),
+	st->table = kw_live_table_resolve(RelationGetRelid(rel),
 							  scan_user(KW_FOREIGN_SCAN_USER(fsplan, estate)), &st->cfg);
 	st->namespace = strVal(list_nth(fsplan->fdw_private, FdwPrivNamespace));
 	st->label_terms = (List *) list_nth(fsplan->fdw_private, FdwPrivLabels);
@@ -700,47 +521,9 @@ kwatchBeginForeignScan(ForeignScanState *node, int eflags)
 	st->page_size = page_size(intVal(list_nth(fsplan->fdw_private, FdwPrivLimit)));
 	st->scan_cxt = estate->es_query_cxt;
 
-	st->params = makeParamList(2);
-	st->params->numParams = 2;
-	st->params->params[0].ptype = JSONBOID;
-	st->params->params[0].pflags = PARAM_FLAG_CONST;
-	st->params->params[0].isnull = true;
-	st->params->params[1].ptype = TEXTOID;
-	st->params->params[1].pflags = PARAM_FLAG_CONST;
-	st->params->params[1].value = CStringGetTextDatum(st->table->server);
-	st->params->params[1].isnull = false;
-	st->econtext = CreateExprContext(estate);
-	st->econtext->ecxt_param_list_info = st->params;
-
-	st->natts = desc->natts;
-	st->exprs = palloc0(sizeof(ExprState *) * Max(1, desc->natts));
-	foreach(lc, (List *) list_nth(fsplan->fdw_private, FdwPrivRetrieved))
-	{
-		int			attno = lfirst_int(lc);
-		Form_pg_attribute a = TupleDescAttr(desc, attno - 1);
-		KwLiveColumn *col = kw_live_column_find(st->table->columns, NameStr(a->attname));
-		Node	   *expr;
-
-		Assert(col != NULL);
-		expr = (Node *) copyObject(col->expr);
-		if (col->type != a->atttypid || (a->atttypmod >= 0 && col->typmod != a->atttypmod))
-		{
-			Node	   *coerced = coerce_to_target_type(NULL, expr, col->type,
-														a->atttypid, a->atttypmod,
-														COERCION_EXPLICIT,
-														COERCE_EXPLICIT_CAST, -1);
-
-			if (coerced == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_DATATYPE_MISMATCH),
-						 errmsg("column \"%s\" of foreign table \"%s\" has type %s, but live tables compute %s",
-								NameStr(a->attname), RelationGetRelationName(rel),
-								format_type_be(a->atttypid), format_type_be(col->type))));
-			expr = coerced;
-		}
-		/* own ParamListInfo: a plpgsql caller's paramCompile hook must not see $1 */
-		st->exprs[attno - 1] = ExecInitExprWithParams((Expr *) expr, st->params);
-	}
+	st->row = kw_live_row_begin(st->table, rel,
+								(List *) list_nth(fsplan->fdw_private, FdwPrivRetrieved),
+								estate);
 }
 
 /* bind_terms: the selector of `terms` with parameter values bound. */
@@ -870,29 +653,8 @@ kwatchIterateForeignScan(ForeignScanState *node)
 		st->scan = next;
 	}
 
-	ResetExprContext(st->econtext);
-	old = MemoryContextSwitchTo(st->econtext->ecxt_per_tuple_memory);
-	(void) kw_sanitize_json(&json, &len);
-	if (st->table->redact && !kw_redact_secret_json(&json, &len))
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
-				 errmsg("malformed Secret in the LIST response of server \"%s\": not a JSON object",
-						st->table->server)));
-	st->params->params[0].value = DirectFunctionCall1(jsonb_in, CStringGetDatum(json));
-	st->params->params[0].isnull = false;
-	for (int i = 0; i < st->natts; i++)
-	{
-		if (st->exprs[i])
-			slot->tts_values[i] = ExecEvalExpr(st->exprs[i], st->econtext,
-											   &slot->tts_isnull[i]);
-		else
-		{
-			slot->tts_values[i] = (Datum) 0;
-			slot->tts_isnull[i] = true;
-		}
-	}
-	MemoryContextSwitchTo(old);
-	return ExecStoreVirtualTuple(slot);
+	kw_live_row_store(st->row, json, len, slot);
+	return slot;
 }
 
 /* kwatchReScanForeignScan: the next fetch starts a new LIST. */
@@ -983,36 +745,6 @@ kwatchExplainForeignScan(ForeignScanState *node, ExplainState *es)
 		kw_live_scan_counts(st->scan, &pages, &items);
 		ExplainPropertyInteger("Kubernetes Pages", NULL, st->pages_done + pages, es);
 	}
-}
-
-/*
- * kwatchPlanForeignModify: live tables are read-only; says so at planning of
- * INSERT, UPDATE, DELETE (and MERGE).  ERRCODE_FEATURE_NOT_SUPPORTED.
- */
-static List *
-kwatchPlanForeignModify(PlannerInfo *root, ModifyTable *plan,
-						Index resultRelation, int subplan_index)
-{
-	RangeTblEntry *rte = planner_rt_fetch(resultRelation, root);
-
-	ereport(ERROR,
-			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("live table \"%s\" is read-only", get_rel_name(rte->relid)),
-			 errdetail("kwatch foreign tables read the API server; %s is not supported.",
-					   plan->operation == CMD_INSERT ? "INSERT" :
-					   plan->operation == CMD_UPDATE ? "UPDATE" : "DELETE"),
-			 errhint("Change Kubernetes objects through the API server, e.g. with kubectl.")));
-	return NIL;
-}
-
-/*
- * kwatchIsForeignRelUpdatable: none of INSERT/UPDATE/DELETE
- * (information_schema).
- */
-static int
-kwatchIsForeignRelUpdatable(Relation rel)
-{
-	return 0;
 }
 
 /* ---------------------------------------------------------------------
@@ -1178,8 +910,7 @@ kwatch_fdw_handler(PG_FUNCTION_ARGS)
 	routine->ReScanForeignScan = kwatchReScanForeignScan;
 	routine->EndForeignScan = kwatchEndForeignScan;
 	routine->ExplainForeignScan = kwatchExplainForeignScan;
-	routine->PlanForeignModify = kwatchPlanForeignModify;
-	routine->IsForeignRelUpdatable = kwatchIsForeignRelUpdatable;
+	kw_live_modify_routine(routine);	/* INSERT, UPDATE, DELETE: fdw_modify.c */
 	routine->ImportForeignSchema = kwatchImportForeignSchema;
 	PG_RETURN_POINTER(routine);
 }

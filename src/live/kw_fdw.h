@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * kw_fdw.h
- *		Live foreign tables: discovery.c, live_column.c, fdw_deparse.c,
- *		live_scan.c, fdw.c.
+ *		Live foreign tables: live_table.c, live_column.c, fdw_deparse.c,
+ *		live_scan.c, fdw.c, fdw_modify.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -13,7 +13,9 @@
 #include "kw_cluster.h"
 
 #include "nodes/pathnodes.h"
+#include "nodes/execnodes.h"
 #include "nodes/primnodes.h"
+#include "utils/relcache.h"
 
 /* ---------------------------------------------------------------------
  * Live foreign tables: discovery.c, live_column.c,
@@ -64,6 +66,32 @@ typedef struct KwLiveTable
 	bool		redact;			/* Secrets without option secret_data (redact.c) */
 	KwLiveColumns *columns;
 } KwLiveTable;
+
+extern KwLiveTable *kw_live_table_resolve(Oid relid, Oid userid,
+										  KwClusterConfig **cfg);
+
+/*
+ * The columns of one foreign table computed from an object (live_column.c):
+ * the compiled expressions of the columns retrieved, evaluated with the
+ * object as $1 and the server name as $2.
+ */
+typedef struct KwLiveRow
+{
+	KwLiveTable *table;
+	int			natts;
+	ExprState **exprs;			/* per attribute, NULL = not retrieved */
+	ExprContext *econtext;		/* evaluates exprs; own ParamListInfo */
+	ParamListInfo params;		/* $1 object, $2 cluster */
+} KwLiveRow;
+
+extern KwLiveRow *kw_live_row_begin(KwLiveTable *table, Relation rel,
+									List *attnos, EState *estate);
+extern void kw_live_row_store(KwLiveRow *row, char *json, int len,
+							  TupleTableSlot *slot);
+
+/* INSERT, UPDATE, DELETE on live tables (fdw_modify.c). */
+struct FdwRoutine;
+extern void kw_live_modify_routine(struct FdwRoutine *routine);
 
 /* What the WHERE clauses became (fdw_deparse.c). */
 typedef struct KwLiveRequest

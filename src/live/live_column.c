@@ -30,19 +30,23 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/plannodes.h"
 #include "parser/analyze.h"
+#include "parser/parse_coerce.h"
 #include "parser/parse_type.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 #include "utils/syscache.h"
 
 #include "kw_common.h"
+#include "kw_decode.h"
 #include "kw_fdw.h"
 
 /* Backend cache: KwLiveColumns * of resources used so far. */
@@ -228,4 +232,103 @@ kw_live_column_find(KwLiveColumns *cols, const char *name)
 		if (strcmp(cols->columns[i].name, name) == 0)
 			return &cols->columns[i];
 	return NULL;
+}
+
+/*
+ * kw_live_row_begin: compiles, for the foreign table `rel` resolved as
+ * `table`, the column expressions of the attributes `attnos` (a List of
+ * int, attribute numbers; the others stay NULL), each coerced to the type
+ * the table declares, in an expression context of `estate`.  Returns the
+ * builder kw_live_row_store() uses (palloc'd in the current context).
+ * ERRORs 42804 when a declared type has no cast from the computed one.
+ */
+KwLiveRow *
+kw_live_row_begin(KwLiveTable *table, Relation rel, List *attnos, EState *estate)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	KwLiveRow  *row = palloc0(sizeof(KwLiveRow));
+	ListCell   *lc;
+
+	row->table = table;
+	row->params = makeParamList(2);
+	row->params->numParams = 2;
+	row->params->params[0].ptype = JSONBOID;
+	row->params->params[0].pflags = PARAM_FLAG_CONST;
+	row->params->params[0].isnull = true;
+	row->params->params[1].ptype = TEXTOID;
+	row->params->params[1].pflags = PARAM_FLAG_CONST;
+	row->params->params[1].value = CStringGetTextDatum(table->server);
+	row->params->params[1].isnull = false;
+	row->econtext = CreateExprContext(estate);
+	row->econtext->ecxt_param_list_info = row->params;
+
+	row->natts = desc->natts;
+	row->exprs = palloc0(sizeof(ExprState *) * Max(1, desc->natts));
+	foreach(lc, attnos)
+	{
+		int			attno = lfirst_int(lc);
+		Form_pg_attribute a = TupleDescAttr(desc, attno - 1);
+		KwLiveColumn *col = kw_live_column_find(table->columns, NameStr(a->attname));
+		Node	   *expr;
+
+		Assert(col != NULL);
+		expr = (Node *) copyObject(col->expr);
+		if (col->type != a->atttypid || (a->atttypmod >= 0 && col->typmod != a->atttypmod))
+		{
+			Node	   *coerced = coerce_to_target_type(NULL, expr, col->type,
+														a->atttypid, a->atttypmod,
+														COERCION_EXPLICIT,
+														COERCE_EXPLICIT_CAST, -1);
+
+			if (coerced == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("column \"%s\" of foreign table \"%s\" has type %s, but live tables compute %s",
+								NameStr(a->attname), RelationGetRelationName(rel),
+								format_type_be(a->atttypid), format_type_be(col->type))));
+			expr = coerced;
+		}
+		/* own ParamListInfo: a plpgsql caller's paramCompile hook must not see $1 */
+		row->exprs[attno - 1] = ExecInitExprWithParams((Expr *) expr, row->params);
+	}
+	return row;
+}
+
+/*
+ * kw_live_row_store: stores in `slot` (cleared first) the row of the object
+ * `json` (`len` bytes of JSON text, as the API server sent it; modified in
+ * place: invalid UTF-8 replaced, a Secret's values redacted when the table
+ * redacts).  Values live in the builder's per-tuple memory, valid until the
+ * next call.  ERRORs HV004 when a Secret to redact is not a JSON object,
+ * 22P02 when the text is not JSON.
+ */
+void
+kw_live_row_store(KwLiveRow *row, char *json, int len, TupleTableSlot *slot)
+{
+	MemoryContext old;
+
+	ExecClearTuple(slot);
+	ResetExprContext(row->econtext);
+	old = MemoryContextSwitchTo(row->econtext->ecxt_per_tuple_memory);
+	(void) kw_sanitize_json(&json, &len);
+	if (row->table->redact && !kw_redact_secret_json(&json, &len))
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+				 errmsg("malformed Secret in the answer of server \"%s\": not a JSON object",
+						row->table->server)));
+	row->params->params[0].value = DirectFunctionCall1(jsonb_in, CStringGetDatum(json));
+	row->params->params[0].isnull = false;
+	for (int i = 0; i < row->natts; i++)
+	{
+		if (row->exprs[i])
+			slot->tts_values[i] = ExecEvalExpr(row->exprs[i], row->econtext,
+											   &slot->tts_isnull[i]);
+		else
+		{
+			slot->tts_values[i] = (Datum) 0;
+			slot->tts_isnull[i] = true;
+		}
+	}
+	MemoryContextSwitchTo(old);
+	ExecStoreVirtualTuple(slot);
 }

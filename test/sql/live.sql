@@ -102,10 +102,17 @@ EXPLAIN (COSTS OFF) SELECT p.name FROM live.pods p JOIN live.nodes n ON n.name =
 -- a column no live table has
 EXPLAIN (COSTS OFF) SELECT name FROM live.odd;
 
--- read-only
-INSERT INTO live.pods (name) VALUES ('x');
+-- writes (fdw_modify.c): computed columns are refused before any request,
+-- EXPLAIN names the request of each row, option updatable turns them off
 UPDATE live.pods SET name = 'y' WHERE name = 'x';
+UPDATE live.pods SET phase = 'Failed', labels = '{}';
+INSERT INTO live.pods (object, ready) VALUES ('{}', true);
+EXPLAIN (COSTS OFF) UPDATE live.pods SET labels = labels || '{"tier": "web"}' WHERE namespace = 'shop';
+EXPLAIN (COSTS OFF) DELETE FROM live.pods WHERE namespace = 'shop' AND name = 'x';
+EXPLAIN (COSTS OFF) INSERT INTO live.pods (namespace, name, object) VALUES ('shop', 'x', '{}');
+ALTER FOREIGN TABLE live.pods OPTIONS (ADD updatable 'false');
 DELETE FROM live.pods WHERE name = 'x';
+ALTER FOREIGN TABLE live.pods OPTIONS (DROP updatable);
 
 -- IMPORT FOREIGN SCHEMA: one remote schema, no options
 IMPORT FOREIGN SCHEMA kube_system FROM SERVER live_nowhere INTO live;
