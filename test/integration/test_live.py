@@ -1,6 +1,7 @@
 """Live foreign tables (src/live/fdw.c): IMPORT FOREIGN SCHEMA, scans compared with
 `kubectl get -o json` object by object, selector pushdown and its local
-re-check, pagination, LIMIT, estimates, read-only, error SQLSTATEs, cancel."""
+re-check, pagination, LIMIT, estimates, error SQLSTATEs, cancel (writes:
+test_live_write.py)."""
 import json
 import os
 import re
@@ -298,16 +299,6 @@ def test_estimates_and_join_with_local_table(ctx, live):
         assert foreign_scan(plan)["Actual Loops"] == 1
     finally:
         sql("DROP TABLE %s" % tmp)
-
-
-def test_read_only(live):
-    srv, s = live
-    for q in ("INSERT INTO %s.pods (name) VALUES ('x')" % s,
-              "UPDATE %s.pods SET name = 'y'" % s,
-              "DELETE FROM %s.pods" % s):
-        e = sql_error(q)
-        assert e.pgcode == "0A000", e.pgerror
-        assert "read-only" in e.diag.message_primary
 
 
 # ------------------------------------------------------------------ errors
