@@ -42,8 +42,9 @@ class Cluster:
     def __repr__(self):
         return "<%s %s %s>" % (type(self).__name__, self.version, self.dir)
 
-    def _sh(self, command, timeout=180):
-        return run(["bash", self.script, command, self.dir], timeout=timeout)
+    def _sh(self, command, timeout=180, env=None):
+        return run(["bash", self.script, command, self.dir], timeout=timeout,
+                   env=dict(os.environ, **env) if env else None)
 
     def start(self):
         self._sh("start")
@@ -74,8 +75,11 @@ class Cluster:
     def compact(self):
         return self._sh("compact").stdout.strip()
 
-    def restart_apiserver(self):
-        self._sh("restart-apiserver")
+    def restart_apiserver(self, down_s=0):
+        """Kills kube-apiserver and starts it again on its port (after
+        `down_s` seconds down), waiting until it is ready."""
+        self._sh("restart-apiserver", timeout=180 + down_s,
+                 env={"KWATCH_APISERVER_DOWN_S": str(down_s)} if down_s else None)
 
     def stop_etcd(self):
         self._sh("stop-etcd")
@@ -97,7 +101,7 @@ class Cluster:
         env = dict(os.environ, KUBECONFIG=self.kubeconfig)
         return run([KUBECTL, *args], input=input, env=env, timeout=120, check=check).stdout
 
-    # ---- the audit log (cluster.sh: list and watch requests, Metadata level)
+    # ---- the audit log (cluster.sh: list and watch requests and some writes, Metadata level)
     @property
     def audit_log(self):
         return self.dir / "audit.log"
@@ -109,12 +113,14 @@ class Cluster:
         except FileNotFoundError:
             return 0
 
-    def audit_requests(self, since=0, user_agent="kwatch/", stage=None):
+    def audit_requests(self, since=0, user_agent="kwatch/", stage=None, verbs=("list", "watch")):
         """The audit events (dicts: verb, requestURI, userAgent, stage,
-        responseStatus.code, ...) written after byte offset `since`, of
-        clients whose User-Agent starts with `user_agent` (None: all), in
-        `stage` if given ("ResponseStarted": a WATCH began; "ResponseComplete":
-        a LIST or WATCH ended).  Only list and watch verbs are logged."""
+        responseStatus.code, user.username, ...) written after byte offset
+        `since`, of clients whose User-Agent starts with `user_agent` (None:
+        all), in `stage` if given ("ResponseStarted": a WATCH began;
+        "ResponseComplete": a LIST or WATCH ended), of the `verbs` given.
+        The log holds list and watch, and the writes of configmaps, secrets
+        and namespaces (create, patch, update, delete; cluster.sh)."""
         events = []
         try:
             with open(self.audit_log, "rb") as f:
@@ -130,6 +136,8 @@ class Cluster:
             if user_agent is not None and not ev.get("userAgent", "").startswith(user_agent):
                 continue
             if stage is not None and ev.get("stage") != stage:
+                continue
+            if ev.get("verb") not in verbs:
                 continue
             events.append(ev)
         return events
@@ -317,3 +325,11 @@ def json_documents(text):
 
 def server_uids(*kubectl_get_args):
     return {i["metadata"]["uid"] for i in kubectl_json("get", *kubectl_get_args)["items"]}
+
+
+def audit_writes(cluster, since=0, user_agent="kwatch/"):
+    """(verb, user, HTTP status, request URI) of each create/patch/update/
+    delete of configmaps, secrets or namespaces logged after offset `since`."""
+    return [(ev.get("verb"), ev.get("user", {}).get("username"),
+             ev.get("responseStatus", {}).get("code"), ev["requestURI"])
+            for ev in cluster.audit_requests(since, user_agent, verbs=("create", "patch", "update", "delete"))]

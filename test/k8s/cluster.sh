@@ -5,6 +5,7 @@
 #   cluster.sh start DIR              start (or complete) the cluster, wait until ready, write DIR/env, DIR/kubeconfig
 #   cluster.sh stop DIR               stop all processes (DIR is kept)
 #   cluster.sh restart-apiserver DIR  kill and restart kube-apiserver on the same port, wait until ready
+#                                     (KWATCH_APISERVER_DOWN_S=n: stay down n seconds first)
 #   cluster.sh stop-etcd DIR          stop etcd only
 #   cluster.sh start-etcd DIR         start etcd again (same ports, same data), wait until healthy
 #   cluster.sh compact DIR            compact etcd to its current revision (prints the revision)
@@ -19,7 +20,7 @@
 #   KWATCH_K8S_SA_ADMISSION=1  keep the ServiceAccount admission plugin (default: disabled)
 #   KWATCH_K8S_NO_CM=1      do not run kube-controller-manager
 #   KWATCH_K8S_READY_TIMEOUT  seconds to wait for /readyz (default 60)
-#   KWATCH_K8S_AUDIT=0      no audit log (default: DIR/audit.log, Metadata level, list and watch only)
+#   KWATCH_K8S_AUDIT=0      no audit log (default: DIR/audit.log, Metadata level, list, watch and some writes)
 # `start` uses the env values (or defaults) and saves them in DIR/settings; `restart-apiserver`
 # uses an env value when set, else the saved one.
 #
@@ -389,10 +390,12 @@ load_settings() { # saved values, overridden by env values that are set
     NO_CM=${KWATCH_K8S_NO_CM:-$NO_CM}
 }
 
-# The audit policy: only the verbs list and watch, at Metadata level (request URI, user, user
-# agent, response code; no bodies), without the RequestReceived stage: one line per LIST and two
-# per WATCH (ResponseStarted, ResponseComplete), so tests can read the exact URIs a client sent
-# (e.g. that kwatch fell back from sendInitialEvents=true to LIST) at a negligible cost.
+# The audit policy: the verbs list and watch, and writes (create, patch, update, delete) of
+# configmaps, secrets and namespaces, at Metadata level (request URI, user, user agent, response
+# code; no bodies), without the RequestReceived stage: one line per LIST or write and two per
+# WATCH (ResponseStarted, ResponseComplete), so tests can read the exact URIs a client sent
+# (e.g. that kwatch fell back from sendInitialEvents=true to LIST) and who sent a write (the
+# role's own token, issue 32) at a negligible cost: the controllers write none of these often.
 write_audit_policy() {
     cat >"$D/audit-policy.yaml.tmp" <<'EOF'
 apiVersion: audit.k8s.io/v1
@@ -401,6 +404,11 @@ omitStages: ["RequestReceived"]
 rules:
 - level: Metadata
   verbs: ["list", "watch"]
+- level: Metadata
+  verbs: ["create", "patch", "update", "delete"]
+  resources:
+  - group: ""
+    resources: ["configmaps", "secrets", "namespaces"]
 - level: None
 EOF
     mv "$D/audit-policy.yaml.tmp" "$D/audit-policy.yaml"
@@ -495,6 +503,10 @@ cmd_restart_apiserver() {
     local t0=$SECONDS
     say "restarting kube-apiserver on https://127.0.0.1:$API_PORT..."
     halt apiserver
+    if [ "${KWATCH_APISERVER_DOWN_S:-0}" != 0 ]; then
+        say "kube-apiserver down for ${KWATCH_APISERVER_DOWN_S} s"
+        sleep "$KWATCH_APISERVER_DOWN_S"
+    fi
     # the port may linger briefly after exit
     for _ in $(seq 50); do port_free "$API_PORT" && break; sleep 0.1; done
     start_webhook

@@ -1,0 +1,146 @@
+"""Acting on the cluster (issue 32): whose identity each write carries, read
+from the API server's audit log (cluster.sh logs the writes of configmaps,
+secrets and namespaces with their user), and that an apply made at COMMIT
+reaches the cluster across an API server that is down at COMMIT and a
+PostgreSQL crash (SIGKILL of a backend) before it was sent."""
+import json
+import os
+import re
+import signal
+import threading
+import time
+
+import psycopg2
+from psycopg2 import sql as pgsql
+
+import conftest
+from cluster import audit_writes
+from conftest import kubectl, kubectl_json, sql, sql_one, wait_until
+from live_support import import_schema
+
+
+def cm(ns, name, **data):
+    return json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": name, "namespace": ns}, "data": data})
+
+
+def quietly(fn):
+    """fn() made safe to poll across a PostgreSQL restart: None on a database error."""
+    def call():
+        try:
+            return fn()
+        except psycopg2.Error:
+            conftest.PG.close()
+            return None
+    return call
+
+
+def writes_in(ns, since):
+    """(verb, user, code, uri) of the logged writes in namespace ns."""
+    return [w for w in audit_writes(conftest.CLUSTER, since) if "/namespaces/%s/" % ns in w[3]]
+
+
+def test_every_write_carries_the_roles_own_token(ctx):
+    """A role with its own user mapping writes as its own Kubernetes user
+    (kwatch-user), never as the PUBLIC mapping's (admin) or the
+    superuser's, by each way: apply at commit (sent by the request sender),
+    at once, a delete, and a live table's INSERT, UPDATE and DELETE.  A
+    rolled-back apply sends only its dry run."""
+    srv = ctx.server(auth="token")          # the superuser's own mapping: admin
+    ns = ctx.namespace()
+    role = ("kw_ident_" + ctx.base.replace("-", "_"))[:63]
+    r, s = pgsql.Identifier(role), pgsql.Identifier(srv)
+    schema = re.sub(r"[^a-z0-9]+", "_", ctx.base + "_id")[:60]
+    sql(pgsql.SQL("CREATE ROLE {} LOGIN").format(r))
+    try:
+        sql(pgsql.SQL("GRANT USAGE ON FOREIGN SERVER {} TO {};"
+                      " CREATE USER MAPPING FOR PUBLIC SERVER {} OPTIONS (token {});"
+                      " CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+            s, r, s, pgsql.Literal(conftest.CLUSTER.token),
+            r, s, pgsql.Literal(conftest.CLUSTER.env["KWATCH_K8S_USER_TOKEN"])))
+        import_schema(srv, schema, "LIMIT TO (configmaps)")
+        sql(pgsql.SQL("GRANT USAGE ON SCHEMA {} TO {}; GRANT ALL ON ALL TABLES IN SCHEMA {} TO {}")
+            .format(pgsql.Identifier(schema), r, pgsql.Identifier(schema), r))
+        since = conftest.CLUSTER.audit_size()
+
+        conn = conftest.PG.connect(autocommit=True)
+        try:
+            as_role = lambda q, p=None: sql(pgsql.SQL("SET ROLE {}; ").format(r).as_string(conn) + q, p, conn=conn)
+            # rolled back: the dry run only
+            conn.autocommit = False
+            as_role("SELECT kwatch.apply(%s::jsonb, server => %s)", (cm(ns, "rolled", k="v"), srv))
+            conn.rollback()
+            conn.autocommit = True
+            aid = as_role("SELECT (kwatch.apply(%s::jsonb, server => %s)).id", (cm(ns, "at-commit", k="v"), srv))[0][0]
+            assert as_role("SELECT (kwatch.wait_apply(%s, '1 min')).state", (aid,)) == [("applied",)]
+            as_role("SELECT kwatch.apply(%s::jsonb, server => %s, at => 'now')", (cm(ns, "at-once", k="v"), srv))
+            as_role("SELECT kwatch.delete('configmaps', 'at-once', namespace => %s, server => %s, at => 'now')",
+                    (ns, srv))
+            t = "%s.configmaps" % schema
+            as_role("INSERT INTO %s (namespace, name, object) VALUES (%%s, 'live', '{\"data\": {}}')" % t, (ns,))
+            as_role("UPDATE %s SET labels = '{\"by\": \"role\"}' WHERE namespace = %%s AND name = 'live'" % t, (ns,))
+            as_role("DELETE FROM %s WHERE namespace = %%s AND name IN ('live', 'at-commit')" % t, (ns,))
+        finally:
+            conn.close()
+
+        writes = wait_until(lambda: (lambda w: w if len(w) >= 9 else None)(writes_in(ns, since)),
+                            20, "the writes in the audit log")
+        assert {user for _, user, _, _ in writes} == {"kwatch-user"}, writes
+        rolled = [w for w in writes if "/rolled" in w[3]]
+        assert len(rolled) == 1 and "dryRun=All" in rolled[0][3], rolled
+        by_verb = sorted((verb, re.sub(r"\?.*", "", uri).rsplit("/", 1)[-1], "dryRun" in uri)
+                         for verb, _, _, uri in writes if "/rolled" not in uri)
+        assert by_verb == sorted([
+            ("patch", "at-commit", True), ("patch", "at-commit", False),   # dry run, then the apply
+            ("patch", "at-once", True), ("patch", "at-once", False),
+            ("delete", "at-once", False), ("delete", "at-once", False),  # its dry run is in the body
+            ("create", "configmaps", False),                             # INSERT: POST to the collection
+            ("patch", "live", False), ("delete", "live", False), ("delete", "at-commit", False)]), by_verb
+        assert kubectl("get", "configmaps", "-n", ns, "-o", "name").split() == ["configmap/kube-root-ca.crt"]
+    finally:
+        sql(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(pgsql.Identifier(schema)))
+        sql(pgsql.SQL("DROP OWNED BY {} CASCADE; DROP ROLE {}").format(r, r))
+
+
+def test_an_apply_survives_an_api_server_down_at_commit_and_a_crash(ctx):
+    """The API server is stopped right after the dry runs, the transaction
+    commits while it is down, PostgreSQL crashes (SIGKILL of a backend:
+    every process restarts) while the apply is still pending, and the API
+    server comes back 20 s after it stopped: the applies arrive, in commit
+    order, each once."""
+    srv = ctx.server()
+    ns = ctx.namespace()
+    conn = conftest.PG.connect(autocommit=False)
+    try:
+        first = sql_one("SELECT (kwatch.apply(%s::jsonb, server => %s)).id", (cm(ns, "late", v="1"), srv), conn=conn)
+        second = sql_one("SELECT (kwatch.apply(%s::jsonb, server => %s)).id", (cm(ns, "late", v="2"), srv), conn=conn)
+        down = threading.Thread(target=conftest.CLUSTER.restart_apiserver, kwargs={"down_s": 20})
+        t0 = time.monotonic()
+        down.start()
+        wait_until(lambda: not conftest.CLUSTER.ready(), 20, "the API server stopped")
+        conn.commit()
+    finally:
+        conn.close()
+    # the sender tries, fails to connect and waits its backoff; the apply stays pending
+    wait_until(lambda: sql_one("SELECT attempts FROM kwatch.applies WHERE id = %s", (first,)) >= 1,
+               20, "a first attempt while the API server is down")
+    assert sql("SELECT state FROM kwatch.applies WHERE id IN (%s, %s)", (first, second)) == [("pending",)] * 2
+
+    # a crash while it is pending: the queue is in a table, the sender starts again
+    backend = sql_one("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch request sender'")
+    assert backend, "no request sender running"
+    os.kill(backend, signal.SIGKILL)
+    time.sleep(1)
+    conftest.PG.close()
+    wait_until(quietly(lambda: sql_one("SELECT kwatch.worker_pid()")), 60, "PostgreSQL back")
+
+    down.join()
+    assert time.monotonic() - t0 >= 20
+    rows = wait_until(quietly(lambda: (lambda r: r if all(x[0] == "applied" for x in r) else None)(
+        sql("SELECT state, attempts, finished_at FROM kwatch.applies WHERE id IN (%s, %s) ORDER BY id",
+            (first, second)))), 120, "both applies sent once the API server is back")
+    # the first was tried while the API server was down; the second waited for it
+    assert rows[0][1] >= 2 and rows[1][1] == 1 and rows[0][2] <= rows[1][2], rows
+    late = kubectl_json("get", "configmap", "late", "-n", ns, "--show-managed-fields")
+    assert late["data"] == {"v": "2"}, late["data"]   # commit order: the later apply wins
+    assert [m["manager"] for m in late["metadata"]["managedFields"]] == ["kwatch"]
