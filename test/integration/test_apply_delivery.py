@@ -2,7 +2,8 @@
 from the API server's audit log (cluster.sh logs the writes of configmaps,
 secrets and namespaces with their user), and that an apply made at COMMIT
 reaches the cluster across an API server that is down at COMMIT and a
-PostgreSQL crash (SIGKILL of a backend) before it was sent."""
+PostgreSQL crash (SIGKILL of a backend) before it was sent; custom
+resources on both control planes."""
 import json
 import os
 import re
@@ -15,8 +16,9 @@ from psycopg2 import sql as pgsql
 
 import conftest
 from cluster import audit_writes
-from conftest import kubectl, kubectl_json, sql, sql_one, wait_until
+from conftest import kubectl, kubectl_json, sql, sql_one, wait_until, wait_watching, watch
 from live_support import import_schema
+from modern_support import CERT_GROUP, CERTS, certificate, ensure_certificate_crd
 
 
 def cm(ns, name, **data):
@@ -144,3 +146,62 @@ def test_an_apply_survives_an_api_server_down_at_commit_and_a_crash(ctx):
     late = kubectl_json("get", "configmap", "late", "-n", ns, "--show-managed-fields")
     assert late["data"] == {"v": "2"}, late["data"]   # commit order: the later apply wins
     assert [m["manager"] for m in late["metadata"]["managedFields"]] == ["kwatch"]
+
+
+def test_custom_resources_by_apply_and_through_a_live_table(plane, ctx):
+    """On both planes, Certificates (a CRD with a status subresource): a
+    rolled-back apply sends its dry run only (on 1.36, counted by the API
+    server's apiserver_request_total), one at COMMIT arrives and the mirror
+    shows it when wait_apply(wait_mirror) returns, and a live table's
+    UPDATE and DELETE reach the cluster and then the mirror."""
+    ensure_certificate_crd()
+    ns = ctx.namespace()
+    srv = ctx.server()
+    table = watch(CERTS, srv, namespace=ns)
+    wait_watching(srv, CERTS)
+
+    def patches(dry_run):
+        if not plane.modern:
+            return None
+        # server-side apply counts as verb APPLY
+        return plane.metric("apiserver_request_total", verb="APPLY", group=CERT_GROUP,
+                            resource="certificates", dry_run=dry_run)
+
+    def manifest(name, **spec):
+        c = certificate(name, 0, **spec)
+        c["metadata"] = {"name": name, "namespace": ns, "labels": c["metadata"].get("labels", {})}
+        c.pop("status", None)
+        return json.dumps(c)
+
+    dry0, real0 = patches("All"), patches("")
+    conn = conftest.PG.connect(autocommit=False)
+    try:
+        sql("SELECT kwatch.apply(%s::jsonb, server => %s)", (manifest("rolled"), srv), conn=conn)
+        conn.rollback()
+    finally:
+        conn.close()
+    aid = sql_one("SELECT (kwatch.apply(%s::jsonb, server => %s)).id", (manifest("applied", renewBefore="360h0m0s"), srv))
+    assert sql("SELECT (kwatch.wait_apply(%s, '1 min', wait_mirror => true)).state", (aid,)) == [("applied",)]
+    assert sql_one("SELECT object->'spec'->>'renewBefore' FROM %s WHERE cluster = %%s AND name = 'applied'"
+                   % table, (srv,)) == "360h0m0s"
+    assert kubectl("get", CERTS, "-n", ns, "-o", "name").split() == ["certificate.cert-manager.io/applied"]
+    if plane.modern:
+        # the rolled-back apply and the sent one each made a dry run; only one was sent
+        assert (patches("All") - dry0, patches("") - real0) == (2, 1), \
+            [l for l in plane.metrics().splitlines() if 'verb="APPLY"' in l]
+
+    schema = re.sub(r"[^a-z0-9]+", "_", ctx.base + "_cr")[:60]
+    import_schema(srv, schema, "LIMIT TO (certificates)")
+    try:
+        t = "%s.certificates" % schema
+        rv = sql_one("UPDATE %s SET object = jsonb_set(object, '{spec,renewBefore}', '\"720h0m0s\"')"
+                     " WHERE namespace = %%s AND name = 'applied' RETURNING resource_version" % t, (ns,))
+        assert kubectl_json("get", CERTS, "applied", "-n", ns)["spec"]["renewBefore"] == "720h0m0s"
+        sql("SELECT kwatch.wait_current(%s, server => %s, timeout => '1 min')", (CERTS, srv))
+        assert sql("SELECT resource_version, object->'spec'->>'renewBefore' FROM %s WHERE cluster = %%s"
+                   % table, (srv,)) == [(rv, "720h0m0s")]
+        assert sql("DELETE FROM %s WHERE namespace = %%s RETURNING name" % t, (ns,)) == [("applied",)]
+        sql("SELECT kwatch.wait_current(%s, server => %s, timeout => '1 min')", (CERTS, srv))
+        assert sql_one("SELECT count(*) FROM %s WHERE cluster = %%s" % table, (srv,)) == 0
+    finally:
+        sql(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(pgsql.Identifier(schema)))
