@@ -29,12 +29,16 @@ otherwise with the client's own Authorization header.
     px.cut()                 # close every open connection now
     px.freeze(seconds)       # open connections go silent (kept open) for s, then are cut
     px.fail_next(n, kind)    # kind: "429", "503", "html"
+    px.inject("status", on="write", code=429, retry_after=2)   # writes: PATCH, POST, PUT, DELETE
     px.stats                 # Counter: forwarded, cut, frozen, failed_<kind>
 
 The store methods of FakeAPI (create, update, compact, ...) do not apply
 to a proxy; everything under "faults", "requests" and set_down does.
 Watch events are forwarded one line (one event) at a time, as the API
-server writes them; other answers once complete.
+server writes them; other answers once complete.  Writes (PATCH, POST, PUT,
+DELETE) are forwarded with their body and Content-Type; a request's `body`
+(bytes) is kept, and faults "status" and "html" with on="write" answer them
+instead (e.g. 429 with Retry-After, 409, 422, 503).
 """
 import http.client
 import os
@@ -210,7 +214,38 @@ class _ProxyHandler(_Handler):
             return self._end()
         return self._forward(f)
 
-    def _forward(self, f):
+    def _write(self, method):
+        """PATCH/POST/PUT/DELETE: recorded (kind "write", its body kept),
+        answered by a due write fault, else forwarded."""
+        path = self._begin()
+        req = self.req
+        req.method = method
+        req.kind = "write"
+        n = int(self.headers.get("Content-Length") or 0)
+        req.body = self.rfile.read(n) if n else b""
+        parts = path.strip("/").split("/")
+        key, _, ns = collection_path("/".join([""] + parts[:-1]))
+        if not key:
+            key, _, ns = collection_path(path)
+        req.resource, req.namespace = key, ns
+        f = self.fake._take_fault(req)
+        if f and f.kind in ("status", "html"):
+            return self._simple_fault(f)
+        return self._forward(None, method, req.body)
+
+    def do_PATCH(self):
+        self._write("PATCH")
+
+    def do_POST(self):
+        self._write("POST")
+
+    def do_PUT(self):
+        self._write("PUT")
+
+    def do_DELETE(self):
+        self._write("DELETE")
+
+    def _forward(self, f, method="GET", body=None):
         fake, req = self.fake, self.req
         watching = req.kind == "watch"
         conn = fake._connect(timeout=None if watching else 60)
@@ -220,8 +255,10 @@ class _ProxyHandler(_Handler):
             headers["Authorization"] = "Bearer " + fake.token
         elif self.headers.get("Authorization"):
             headers["Authorization"] = self.headers["Authorization"]
+        if body is not None and self.headers.get("Content-Type"):
+            headers["Content-Type"] = self.headers["Content-Type"]
         try:
-            conn.request("GET", self.path, headers=headers)
+            conn.request(method, self.path, body=body, headers=headers)
             up = conn.getresponse()
         except OSError as e:
             return self._send(502, ("upstream unreachable: %s" % e).encode(), ctype="text/plain")

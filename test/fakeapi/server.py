@@ -72,7 +72,8 @@ Stable API (used by other test modules; extend, do not change):
          on: "list" (any LIST page), "first_page", "continue" (a page with a
          continue token), "watch", "watchlist" (a streaming list: a WATCH
          with sendInitialEvents=true), "discovery", "any" (LIST or WATCH,
-         not a streaming list);
+         not a streaming list), "write" (PATCH, POST, PUT or DELETE: the
+         fault proxy only; "status" and "html" faults);
          resource: as above or None for all; when: a predicate on the
          Request (e.g. lambda r: r.query.get("limit") != "1" to spare
          kwatch.watch()'s probe).  times=None: forever.  Fault.hits: the
@@ -677,7 +678,8 @@ class FakeAPI:
                  "too_old", "too_large", "expire_continue")
         if kind not in kinds:
             raise ValueError("unknown fault kind %r (one of %s)" % (kind, ", ".join(kinds)))
-        if on not in ("list", "first_page", "continue", "watch", "watchlist", "discovery", "any"):
+        if on not in ("list", "first_page", "continue", "watch", "watchlist", "discovery", "any",
+                      "write"):
             raise ValueError("unknown 'on' %r" % on)
         f = Fault(kind, on, resource, times, when, **params)
         with self.lock:

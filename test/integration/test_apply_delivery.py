@@ -16,6 +16,7 @@ from psycopg2 import sql as pgsql
 
 import conftest
 from cluster import audit_writes
+from fakeapi.proxy import FaultProxy
 from conftest import kubectl, kubectl_json, sql, sql_one, wait_until, wait_watching, watch
 from live_support import import_schema
 from modern_support import CERT_GROUP, CERTS, certificate, ensure_certificate_crd
@@ -205,3 +206,42 @@ def test_custom_resources_by_apply_and_through_a_live_table(plane, ctx):
         assert sql_one("SELECT count(*) FROM %s WHERE cluster = %%s" % table, (srv,)) == 0
     finally:
         sql(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(pgsql.Identifier(schema)))
+
+
+def test_the_sender_retries_429_after_retry_after_and_5xx(ctx):
+    """Through the fault proxy (which forwards writes to the real API
+    server): the apply's send is answered 429 with Retry-After: 3, then 503
+    twice; the request sender waits the Retry-After, backs off on the 503s,
+    and the fourth attempt lands.  In the statement (at => 'now') the same
+    503 fails the call at once, with the status in the message."""
+    cl = conftest.CLUSTER
+    px = FaultProxy.for_cluster(cl.server, cl.dir / "pki").start()
+    try:
+        srv = ctx.base + "-px"
+        s = pgsql.Identifier(srv)
+        sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {}, certificate_authority {})")
+            .format(s, pgsql.Literal(px.url), pgsql.Literal(cl.ca)))
+        ctx.servers.append(srv)
+        sql(pgsql.SQL("CREATE USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS (token {})")
+            .format(s, pgsql.Literal(cl.token)))
+        ns = ctx.namespace()
+        sent = lambda r: "dryRun" not in r.query
+        px.inject("status", on="write", code=429, retry_after=3, times=1, when=sent)
+        px.inject("status", on="write", code=503, times=2, when=sent)
+        aid = sql_one("SELECT (kwatch.apply(%s::jsonb, server => %s)).id", (cm(ns, "retried", k="v"), srv))
+        assert sql("SELECT (kwatch.wait_apply(%s, '1 min')).state", (aid,)) == [("applied",)]
+        assert sql("SELECT attempts, http_status FROM kwatch.applies WHERE id = %s", (aid,)) == [(4, 201)]
+        writes = [r for r in px.requests_for(kind="write") if sent(r) and r.path.endswith("/retried")]
+        assert [r.status for r in writes] == [429, 503, 503, 201], writes
+        assert writes[1].at - writes[0].at >= 2.9, [w.at for w in writes]   # Retry-After: 3
+        assert kubectl_json("get", "configmap", "retried", "-n", ns)["data"] == {"k": "v"}
+
+        px.inject("status", on="write", code=503, times=1, when=sent)
+        try:
+            sql("SELECT kwatch.apply(%s::jsonb, server => %s, at => 'now')", (cm(ns, "now-503", k="v"), srv))
+            raise AssertionError("a 503 at once did not fail the statement")
+        except psycopg2.Error as e:
+            assert "503" in (e.diag.message_detail or "") + e.pgerror, e.pgerror
+        assert kubectl("get", "configmap", "now-503", "-n", ns, "--ignore-not-found", "-o", "name").strip() == ""
+    finally:
+        px.stop()
