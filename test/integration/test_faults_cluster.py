@@ -13,7 +13,7 @@ from psycopg2 import sql as pgsql
 
 import conftest
 from conftest import (assert_table_matches_server, configmaps_doc, create_pods, kubectl, row_uids,
-                      sql, wait_until, wait_watching, watch, watch_status)
+                      sql, sql_one, wait_until, wait_watching, watch, watch_status)
 
 
 def logged_410(log, server):
@@ -239,3 +239,59 @@ def test_compaction_without_watch_cache(ctx, settings, alt):
     alt_converged(alt, table, srv, ns)
     wait_watching(srv, "configmaps")
     assert logged_410(pg.log_since(log_from), srv), pg.log_since(log_from)[-3000:]
+
+
+def can_i(alt, verb, ns):
+    return alt.kubectl("auth", "can-i", verb, "configmaps", "-n", ns, "--as", "kwatch-user",
+                       check=False).strip() == "yes"
+
+
+def test_writes_are_authorized_as_the_roles_own_user(ctx, alt):
+    """Under RBAC (issue 32): every write carries the mapping's token, so
+    the cluster's RBAC decides for kwatch-user.  Forbidden: 42501 with the
+    server's reason, from the dry run of an apply, a delete at once and a
+    live table's INSERT; granted: the apply is sent; revoked between the
+    dry run and the send: the apply fails with 42501, not retried."""
+    import psycopg2
+    ns = ctx.base[:50] + "-w"
+    alt.kubectl("create", "namespace", ns)
+    user = alt_server(ctx, alt, "-wuser", alt.env["KWATCH_K8S_USER_TOKEN"])
+    cm = lambda name: json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+                                  "metadata": {"name": name, "namespace": ns}, "data": {"k": "v"}})
+
+    def refused(query, params):
+        with pytest.raises(psycopg2.Error) as e:
+            sql(query, params)
+        assert e.value.pgcode == "42501", e.value.pgerror
+        assert "kwatch-user" in e.value.pgerror, e.value.pgerror   # the server's own reason
+        return e.value
+    refused("SELECT kwatch.apply(%s::jsonb, server => %s)", (cm("a"), user))
+    refused("SELECT kwatch.delete('configmaps', 'a', namespace => %s, server => %s, at => 'now')", (ns, user))
+    sql(pgsql.SQL("CREATE FOREIGN TABLE {} (namespace text, name text, object jsonb) SERVER {}"
+                  " OPTIONS (resource 'configmaps', api_version 'v1', namespaced 'true', kind 'ConfigMap')")
+        .format(pgsql.Identifier(user), pgsql.Identifier(user)))
+    try:
+        refused(pgsql.SQL("INSERT INTO {} (namespace, name, object) VALUES (%s, 'a', '{{}}')")
+                .format(pgsql.Identifier(user)), (ns,))
+    finally:
+        sql(pgsql.SQL("DROP FOREIGN TABLE {}").format(pgsql.Identifier(user)))
+
+    alt.kubectl("create", "role", "cm-writer", "-n", ns, "--verb=get,list,watch,create,patch,delete",
+                "--resource=configmaps")
+    alt.kubectl("create", "rolebinding", "cm-writer", "-n", ns, "--role=cm-writer", "--user=kwatch-user")
+    wait_until(lambda: can_i(alt, "patch", ns), 30, "the grant in effect")
+    aid = sql_one("SELECT (kwatch.apply(%s::jsonb, server => %s)).id", (cm("a"), user))
+    assert sql("SELECT (kwatch.wait_apply(%s, '1 min')).state", (aid,)) == [("applied",)]
+
+    conn = conftest.PG.connect(autocommit=False)
+    try:
+        aid = sql_one("SELECT (kwatch.apply(%s::jsonb, server => %s)).id", (cm("b"), user), conn=conn)
+        alt.kubectl("delete", "rolebinding", "cm-writer", "-n", ns)
+        wait_until(lambda: not can_i(alt, "patch", ns), 30, "the grant revoked")
+        conn.commit()
+    finally:
+        conn.close()
+    refused("SELECT kwatch.wait_apply(%s, '1 min')", (aid,))
+    assert sql("SELECT state, sqlstate, attempts, http_status FROM kwatch.applies WHERE id = %s", (aid,)) \
+        == [("failed", "42501", 1, 403)]
+    assert alt.kubectl("get", "configmaps", "-n", ns, "-o", "name").split() == ["configmap/a"]
