@@ -192,7 +192,7 @@ worker_start(int i)
 	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "kwatch");
 	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "kwatch_apply_main");
 	snprintf(bgw.bgw_name, BGW_MAXLEN, "kwatch apply worker %d", i + 1);
-	snprintf(bgw.bgw_type, BGW_MAXLEN, "kwatch apply");
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "kwatch apply worker");
 	bgw.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
 	memcpy(bgw.bgw_extra, &i, sizeof(i));
 	bgw.bgw_notify_pid = MyProcPid;

@@ -393,7 +393,7 @@ fence_apply_workers_body(void *arg)
 	if (SPI_execute("SELECT pg_catalog.count(pg_catalog.pg_terminate_backend(a.pid, 30000))"
 					" FROM pg_catalog.pg_stat_activity a"
 					" WHERE a.backend_type OPERATOR(pg_catalog.=) ANY"
-					" (ARRAY['kwatch apply', 'kwatch relist merge'])",
+					" (ARRAY['kwatch apply worker', 'kwatch apply', 'kwatch relist merge'])",
 					false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not stop the previous worker's apply workers");
 }

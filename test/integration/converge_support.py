@@ -424,7 +424,7 @@ class Faults:
 def _apply_pids():
     """The apply workers' pids, busy ones first (none when PostgreSQL is away)."""
     try:
-        return [r[0] for r in sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply'"
+        return [r[0] for r in sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply worker'"
                                   " ORDER BY state = 'active' DESC")]
     except psycopg2.Error:
         conftest.PG.close()

@@ -28,7 +28,7 @@ def percentile(values, p):
 
 
 def apply_backends(wait_event=None):
-    q = "SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply'"
+    q = "SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply worker'"
     if wait_event:
         q += " AND wait_event = %s"
         return [r[0] for r in sql(q, (wait_event,))]

@@ -300,7 +300,7 @@ def test_relists_merge_in_an_apply_worker(ctx):
                   " 'uid', 'bg-stale', 'resourceVersion', '1')))").format(pgsql.SQL(table)), (srv, ns))
     sql("SELECT kwatch.relist('configmaps', server => %s, wait => true, timeout => '60s')", (srv,))
     # written by apply workers, not by the worker that runs the transfers
-    assert sql_one("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'kwatch apply'") >= 1
+    assert sql_one("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'kwatch apply worker'") >= 1
     p = lst.wait_for(type="DELETED", cluster=srv, name="bg-stale")
     assert flags(p) == (True, True, None), p
     assert_table_matches_server(table, srv, ["configmaps", "-n", ns])

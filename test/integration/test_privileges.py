@@ -949,10 +949,10 @@ def test_one_role_cannot_take_every_apply_worker(ctx, role, settings):
             run_as(role, pgsql.SQL("CREATE TRIGGER stall AFTER INSERT ON k8s.{} FOR EACH STATEMENT"
                                    " EXECUTE FUNCTION {}.stall()").format(pgsql.Identifier(t), s))
         kubectl("create", "-n", ns, "-f", "-", input=STUCK_OBJECTS)
-        wait_until(lambda: len(sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply'"
+        wait_until(lambda: len(sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply worker'"
                                    " AND wait_event = 'PgSleep'")) >= 3, 30,
                    "three apply workers stuck in the role's triggers")
-        stuck = len(sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply'"
+        stuck = len(sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply worker'"
                         " AND wait_event = 'PgSleep'"))
         assert stuck == 3, "one role holds all apply workers but one (%d stuck)" % stuck
         lst = ctx.listener("kwatch_configmaps")
@@ -1090,7 +1090,7 @@ template: {spec: {containers: [{name: c, image: busybox}]}}
 """)
         for i in range(3):
             kubectl("label", "podtemplate", "pt", "-n", ns, "i=%d" % i, "--overwrite")
-        wait_until(lambda: sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply'"
+        wait_until(lambda: sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply worker'"
                                " AND wait_event = 'PgSleep'"), 30, "pruning stuck in the role's trigger")
         h = t + "_history"
         count = pgsql.SQL("SELECT count(*) FILTER (WHERE upper_inf(valid)), count(*) FROM k8s.{}"
@@ -1098,12 +1098,12 @@ template: {spec: {containers: [{name: c, image: busybox}]}}
         for i in range(4):
             kubectl("label", "configmap", "r", "-n", their_ns, "i=%d" % i, "--overwrite")
         wait_until(lambda: sql(count, (theirs,))[0] == (1, 5), 30, "five versions of r")
-        stuck = sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply'"
+        stuck = sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply worker'"
                     " AND wait_event = 'PgSleep'")
         wait_until(lambda: sql(count, (theirs,))[0] == (1, 1), 45,
                    "the other table's closed versions pruned while the role's trigger stalls")
         # ... by another worker: the stalled one is still in the role's trigger
-        assert set(stuck) <= set(sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply'"
+        assert set(stuck) <= set(sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'kwatch apply worker'"
                                      " AND wait_event = 'PgSleep'")), stuck
     finally:
         sql(pgsql.SQL("UPDATE {}.flag SET on_ = false").format(s))
