@@ -11,7 +11,9 @@
  * order, which apply() made their commit order (functions/apply.c); an
  * apply waiting to be retried holds back the later applies of its object,
  * so a retry never overwrites a later apply.  Applies of different objects
- * go in id order, each in its own short transaction.
+ * go in id order within a role, the roles taking turns (each role's first
+ * due apply, then each role's second, ...), each in its own short
+ * transaction.
  *
  * Each send: the row is read FOR UPDATE; a role that no longer exists, or
  * has lost USAGE on the server or its user mapping, fails it (never another
@@ -29,7 +31,13 @@
  * Sending the same apply twice is harmless: a server-side apply of one
  * manifest by one field manager is idempotent (the same fields, the same
  * values, the same owner), so a send whose answer was lost and is tried
- * again changes nothing more.  A delete (kwatch.delete()) is sent with its
+ * again changes nothing more.  That is why the outcome of an apply is
+ * committed without waiting for its WAL flush (synchronous_commit off, as
+ * PostgreSQL allows for data whose loss in a crash is tolerable): a crash
+ * within that window leaves the apply pending, and it is sent again.  The
+ * outcome of a delete is flushed: sent again after a lost outcome, a delete
+ * without a uid precondition could delete an object created since under
+ * the same name.  A delete (kwatch.delete()) is sent with its
  * DeleteOptions; answered 404 it is done (the object is gone: an earlier
  * attempt whose answer was lost, or another client), and its uid
  * precondition keeps a retry from deleting an object recreated under the
@@ -100,13 +108,17 @@ pick_due(void *arg)
 
 	d->n = 0;
 	d->next_ms = SENDER_IDLE_MS;
-	/* one per role and round: a role's slow server delays others by one request */
+	/*
+	 * roles take turns: each role's first due apply, then each role's
+	 * second, ...; a role's slow server delays another role's next request
+	 * by at most one request
+	 */
 	if (SPI_execute("SELECT x.id FROM (SELECT q.id, pg_catalog.row_number() OVER (PARTITION BY q.role ORDER BY q.id) AS turn"
 					" FROM kwatch.apply_queue q"
 					" WHERE q.state = 'pending' AND q.next_attempt_at <= pg_catalog.now()"
 					" AND NOT EXISTS (SELECT 1 FROM kwatch.apply_queue p WHERE p.state = 'pending'"
 					"                 AND p.object_key = q.object_key AND p.id < q.id)) x"
-					" WHERE x.turn = 1 ORDER BY x.id LIMIT " CppAsString2(SENDER_BATCH), true, 0) != SPI_OK_SELECT)
+					" ORDER BY x.turn, x.id LIMIT " CppAsString2(SENDER_BATCH), true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read kwatch.apply_queue");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -255,6 +267,8 @@ send_one(void *arg)
 	attempts = DatumGetInt32(SPI_getbinval(row, desc, 13, &isnull));
 	is_delete = strcmp(SPI_getvalue(row, desc, 15), "delete") == 0;
 	delete_options = SPI_getvalue(row, desc, 16);
+	/* the outcome of an apply may be lost in a crash (see the file header) */
+	SetConfigOption("synchronous_commit", is_delete ? "on" : "off", PGC_SUSET, PGC_S_SESSION);
 
 	if (past_deadline)
 	{
@@ -467,7 +481,7 @@ kwatch_sender_main(Datum main_arg)
 						ereport(LOG, (errmsg("kwatch request sender: apply " INT64_FORMAT ": %s",
 											 due.ids[i], err)));
 				}
-				/* one per role and round: go round again at once while any was due */
+				/* go round again at once while any was due */
 				wait_ms = due.n > 0 ? 0 : due.next_ms;
 			}
 			else
