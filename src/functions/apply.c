@@ -53,6 +53,7 @@
 #include "kw_cluster.h"
 #include "kw_http.h"
 #include "kw_write.h"
+#include "kw_as_owner.h"
 #include "kw_functions.h"
 
 /*
@@ -261,29 +262,33 @@ extension_owner(FunctionCallInfo fcinfo)
 
 /*
  * as_owner_execute: runs `sql` with `args` through SPI (connected) as the
- * extension's owner, search_path pinned, SECURITY_RESTRICTED_OPERATION.
- * The statements touch kwatch's own tables only, which carry no trigger.
+ * extension's owner (kw_as_owner_begin: SECURITY_RESTRICTED_OPERATION,
+ * search_path pinned, no deferral), with lock_timeout 5 s.  The
+ * statements touch kwatch's own tables only, which carry no trigger.
+ * ERRORs when SPI does not answer `expect`.
  */
 static void
 as_owner_execute(Oid owner, const char *sql, int nargs, Oid *types, Datum *values,
 				 const char *nulls, int expect)
 {
-	Oid			save_userid;
-	int			save_sec;
-	int			nest;
+	KwAsOwner	as;
 	int			rc;
 
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	nest = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	kw_as_owner_begin(owner, &as);
 	(void) set_config_option("lock_timeout", "5s", PGC_USERSET,
 							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
-	AtEOXact_GUC(false, nest);
-	SetUserIdAndSecContext(save_userid, save_sec);
+	PG_TRY();
+	{
+		rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+	}
+	PG_CATCH();
+	{
+		/* the abort restores the identity; a caught error must not leave deferral refused */
+		kw_refuse_deferral_end();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	kw_as_owner_end(&as);
 	if (rc != expect)
 		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
 }

@@ -130,29 +130,32 @@ extension_here(KwExtension *ext)
 	return true;
 }
 
-/* Runs `sql` with `args` (oid[] then, optionally, oid) as the extension's owner. */
+/*
+ * Runs `sql` with `args` (oid[] then, optionally, oid) as the extension's
+ * owner (kw_as_owner_begin).  ERRORs when SPI fails.
+ */
 static void
 execute_as_extension_owner(KwExtension *ext, const char *sql, int nargs,
 						   Oid *argtypes, Datum *values, bool read_only)
 {
-	Oid			save_userid;
-	int			save_sec_context;
-	int			save_nestlevel;
+	KwAsOwner	as;
 	int			rc;
 
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(ext->owner, save_sec_context |
-						   SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	save_nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-							 true, 0, false);
-	rc = SPI_execute_with_args(sql, nargs, argtypes, values, NULL, read_only, 0);
+	kw_as_owner_begin(ext->owner, &as);
+	PG_TRY();
+	{
+		rc = SPI_execute_with_args(sql, nargs, argtypes, values, NULL, read_only, 0);
+	}
+	PG_CATCH();
+	{
+		/* the abort restores the identity; a caught error must not leave deferral refused */
+		kw_refuse_deferral_end();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	kw_as_owner_end(&as);
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_with_args failed: %s", SPI_result_code_string(rc));
-	AtEOXact_GUC(false, save_nestlevel);
-	SetUserIdAndSecContext(save_userid, save_sec_context);
 }
 
 /* The oids of the roles a DROP ROLE / DROP OWNED / REASSIGN names. */

@@ -11,6 +11,5 @@
 
 #include "kw_common.h"
 
-extern void kw_register_sender(void);
 
 #endif							/* KW_SENDER_H */

@@ -501,23 +501,3 @@ kwatch_sender_main(Datum main_arg)
 	}
 }
 
-/*
- * kw_register_sender: registers the request sender with the postmaster
- * (called from _PG_init while shared_preload_libraries is processed); one
- * more of max_worker_processes.  Restarted 5 s after it fails.
- */
-void
-kw_register_sender(void)
-{
-	BackgroundWorker bgw;
-
-	memset(&bgw, 0, sizeof(bgw));
-	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	bgw.bgw_restart_time = 5;
-	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "kwatch");
-	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "kwatch_sender_main");
-	snprintf(bgw.bgw_name, BGW_MAXLEN, "kwatch request sender");
-	snprintf(bgw.bgw_type, BGW_MAXLEN, "kwatch request sender");
-	RegisterBackgroundWorker(&bgw);
-}

@@ -34,7 +34,6 @@ extern void kw_list_stream_support(const char *api_server, bool supported,
 								   const char *why);
 
 /* in worker.c */
-extern void kw_register_worker(void);
 PGDLLEXPORT void kwatch_worker_main(Datum arg);
 
 #endif							/* KW_WORKER_H */

@@ -78,26 +78,6 @@ static bool wes_dirty = true;
 static TimestampTz curl_deadline = 0;	/* 0 = no timer */
 static TimestampTz next_reload = 0;	/* registrations read again by then */
 
-/*
- * kw_register_worker: registers the worker with the postmaster (called
- * from _PG_init while shared_preload_libraries is processed).  Restarted 5
- * seconds after it exits abnormally.
- */
-void
-kw_register_worker(void)
-{
-	BackgroundWorker bgw;
-
-	memset(&bgw, 0, sizeof(bgw));
-	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	bgw.bgw_restart_time = 5;
-	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "kwatch");
-	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "kwatch_worker_main");
-	snprintf(bgw.bgw_name, BGW_MAXLEN, "kwatch worker");
-	snprintf(bgw.bgw_type, BGW_MAXLEN, "kwatch worker");
-	RegisterBackgroundWorker(&bgw);
-}
 
 /* ---------------------------------------------------------------------
  * libcurl multi callbacks
