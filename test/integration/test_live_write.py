@@ -13,6 +13,7 @@ import psycopg2
 import pytest
 from psycopg2 import sql as pgsql
 
+import conftest
 from conftest import kubectl, kubectl_json, sql, sql_one, watch
 from live_support import import_schema
 
@@ -208,3 +209,38 @@ def test_updatable_false_and_a_role_without_a_mapping(ctx, live):
         sql("RESET ROLE")
         sql(pgsql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(pgsql.Identifier(role), pgsql.Identifier(role)))
     assert not gone("configmap", ns, "kept")
+
+
+def test_a_trigger_in_kwatchs_own_processes_cannot_write_to_the_cluster(ctx, live):
+    """A mirror table's trigger runs in an apply worker as the table's owner,
+    in a security-restricted operation: a live-table INSERT or a
+    kwatch.apply(at => 'now') from it is refused (42501), nothing is sent,
+    and the watch reports the refusal."""
+    from conftest import wait_until, watch_status
+    srv, s = live
+    ns = ctx.namespace()
+    table = watch("configmaps", srv, namespace=ns)
+    sql("SELECT kwatch.wait_synced('configmaps', server => %s, timeout => '1 min')", (srv,))
+    fn = pgsql.Identifier(s, "echo")
+    bodies = [("cannot write to live table",
+               "INSERT INTO %s.configmaps (namespace, name, object)"
+               " VALUES (NEW.namespace, 'echo-' || NEW.name, '{}')" % s),
+              ("cannot call",
+               "PERFORM kwatch.apply(jsonb_build_object('apiVersion', 'v1', 'kind', 'ConfigMap', 'metadata',"
+               " jsonb_build_object('name', 'echo-' || NEW.name, 'namespace', NEW.namespace)),"
+               " server => %s, at => 'now')" % pgsql.Literal(srv).as_string(conftest.PG.conn))]
+    for want, body in bodies:
+        sql(pgsql.SQL("CREATE OR REPLACE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS $$"
+                      " BEGIN IF NEW.name NOT LIKE 'echo-%' THEN " + body.replace("{", "{{").replace("}", "}}") +
+                      "; END IF; RETURN NEW; END $$").format(fn))
+        sql(pgsql.SQL("CREATE TRIGGER echo AFTER INSERT ON {} FOR EACH ROW EXECUTE FUNCTION {}()")
+            .format(pgsql.SQL(table), fn))
+        try:
+            name = "t%d" % len(body)
+            kubectl("create", "configmap", name, "-n", ns, "--from-literal=k=v")
+            st = wait_until(lambda: (lambda st: st if st and st["last_error"] and want in st["last_error"] and
+                                     "security-restricted operation" in st["last_error"] else None)(
+                watch_status(srv, "configmaps")), 30, "the trigger's write refused")
+            assert gone("configmap", ns, "echo-" + name), st
+        finally:
+            sql(pgsql.SQL("DROP TRIGGER echo ON {}").format(pgsql.SQL(table)))
