@@ -3433,12 +3433,18 @@ AS 'MODULE_PATHNAME', 'kwatch_lock_server';
 REVOKE ALL ON FUNCTION @extschema@._lock_server(text) FROM PUBLIC;
 
 -- =====================================================================
--- Issue 32 (first part): acting on the cluster with server-side apply.
+-- Issue 32: acting on the cluster with server-side apply.
 -- kwatch.apply() validates every manifest with a dry run in the
 -- statement, then applies it at once (at => 'now') or records it here, in
 -- the caller's transaction, for the request sender (a background process,
 -- src/sender/sender.c) to send after COMMIT.  Results: kwatch.applies,
--- kwatch.wait_apply().
+-- kwatch.wait_apply().  Writes through live tables (INSERT, UPDATE, DELETE
+-- on a foreign table of a kwatch server; src/live/fdw_modify.c) need no
+-- SQL object: with the new library every live table takes them, unless
+-- its option updatable (or its server's) is 'false'; a role still needs
+-- the table's INSERT/UPDATE/DELETE privilege, USAGE on the server and a
+-- user mapping, and the cluster's RBAC decides the rest.  The mirror
+-- tables' apply workers are named 'kwatch apply worker' (backend_type).
 -- =====================================================================
 
 -- What kwatch.apply() and kwatch.wait_apply() return: the apply's id (NULL
