@@ -385,10 +385,7 @@ check_value(DefElem *def, const KwFdwOption *opt)
 							def->defname, kw_excerpt(value)),
 					 errhint("The API server's URL starts with \"https://\" (or \"http://\"), like \"https://127.0.0.1:6443\".")));
 
-		if ((opt->flags & KW_OPT_DNS_LABEL) &&
-			(strlen(value) > 63 ||
-			 strspn(value, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(value) ||
-			 value[0] == '-' || value[strlen(value) - 1] == '-'))
+		if ((opt->flags & KW_OPT_DNS_LABEL) && !kw_dns_label(value))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid namespace name \"%s\"", kw_excerpt(value)),

@@ -29,6 +29,7 @@ int			kw_health_check_timeout_s = 15;
 int			kw_backoff_initial_ms = 800;
 int			kw_backoff_max_ms = 30000;
 int			kw_batch_size = 1000;
+int			kw_batch_memory_kb = 16384;
 int			kw_connect_timeout_s = 10;
 bool		kw_http_compression = false;
 bool		kw_list_from_watch_cache = true;
@@ -168,6 +169,12 @@ kw_define_gucs(void)
 							"Maximum watch events or LIST items applied in one transaction.",
 							NULL, &kw_batch_size, 1000, 1, 1000000,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kwatch.batch_memory",
+							"Maximum bytes of objects (as JSON) in one batch of watch events or LIST items.",
+							"A batch ends at kwatch.batch_size entries or at this many bytes, whichever comes first.",
+							&kw_batch_memory_kb, 16384, 64, MAX_KILOBYTES,
+							PGC_SIGHUP, GUC_UNIT_KB, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("kwatch.background_merge_objects",
 							"Ignored since kwatch 0.5.0: every relist merge runs in an apply worker.",

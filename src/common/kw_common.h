@@ -68,7 +68,24 @@ kw_ascii_alnum(unsigned char c)
 	return kw_ascii_digit(c) || kw_ascii_lower(c) || (c >= 'A' && c <= 'Z');
 }
 
-/* Longest resourceVersion kept in shared memory (etcd revisions are ~20). */
+/*
+ * kw_dns_label: whether `s` is an RFC 1123 label, as Kubernetes names a
+ * namespace: 1-63 of lower-case letters, digits and '-', not at either end
+ * (apimachinery validation.IsDNS1123Label).
+ */
+static inline bool
+kw_dns_label(const char *s)
+{
+	size_t		n = strlen(s);
+
+	if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!kw_ascii_digit((unsigned char) s[i]) && !kw_ascii_lower((unsigned char) s[i]) && s[i] != '-')
+			return false;
+	return true;
+}
+
 /* Longest resourceVersion kept in shared memory (etcd revisions are ~20). */
 #define KW_RV_LEN 64
 /* Longest last_error kept in shared memory. */
@@ -89,6 +106,7 @@ extern int	kw_health_check_timeout_s;
 extern int	kw_backoff_initial_ms;
 extern int	kw_backoff_max_ms;
 extern int	kw_batch_size;
+extern int	kw_batch_memory_kb;
 extern int	kw_connect_timeout_s;
 extern bool kw_http_compression;
 extern bool kw_list_from_watch_cache;

@@ -95,19 +95,18 @@
 
 /*
  * KW_UPDATED_COLS(root, rti, rte): the columns an UPDATE of result relation
- * `rti` sets (offset by FirstLowInvalidHeapAttributeNumber), and
+ * `rti` sets (offset by FirstLowInvalidHeapAttributeNumber; optimizer/
+ * inherit.h's get_rel_all_updated_cols, in every supported version), and
  * KW_MODIFY_USER(rinfo, estate): the role a write to a result relation is
- * checked and sent as.  16 moved both out of the range table entry
- * (RTEPermissionInfo; postgres_fdw's postgresPlanForeignModify and
- * postgresBeginForeignModify of each version).
+ * checked and sent as.  16 moved the latter out of the range table entry
+ * (RTEPermissionInfo; postgres_fdw's postgresBeginForeignModify of each
+ * version).
  */
-#if PG_VERSION_NUM >= 160000
 #define KW_UPDATED_COLS(root, rti, rte) \
 	get_rel_all_updated_cols((root), find_base_rel((root), (rti)))
+#if PG_VERSION_NUM >= 160000
 #define KW_MODIFY_USER(rinfo, estate) ExecGetResultRelCheckAsUser((rinfo), (estate))
 #else
-#define KW_UPDATED_COLS(root, rti, rte) \
-	bms_union((rte)->updatedCols, (rte)->extraUpdatedCols)
 #define KW_MODIFY_USER(rinfo, estate) \
 	(exec_rt_fetch((rinfo)->ri_RangeTableIndex, (estate))->checkAsUser ? \
 	 exec_rt_fetch((rinfo)->ri_RangeTableIndex, (estate))->checkAsUser : GetUserId())

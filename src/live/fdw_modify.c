@@ -35,9 +35,16 @@
  * column's).  RETURNING computes every column from the object the server
  * answered with (for a DELETE answered by a Status, the row as read).
  *
+ * Refused before any request: a role without USAGE on the server (42501,
+ * as kwatch.apply()), a write inside a security-restricted operation
+ * (42501), COPY FROM and rows routed to a live partition, a view's WITH
+ * CHECK OPTION and INSERT ... ON CONFLICT (0A000: PostgreSQL checks them
+ * after the row is written, and Kubernetes cannot take a write back).
+ *
  * Secrets read through a redacting table hold "<redacted hmac-...>" in
  * place of each value: such a value is refused (22023) wherever it appears
- * in what would be sent, so a digest is never written back as a value.
+ * in what would be sent to any Secret, so a digest is never written back
+ * as a value.
  * Changes the server does not keep are its to drop: a change of `status`
  * of a resource with a status subresource, of managed fields, or of
  * read-only metadata is ignored by the API server; a JSON merge patch
@@ -57,13 +64,16 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "optimizer/appendinfo.h"
+#include "optimizer/inherit.h"
 #include "optimizer/pathnode.h"
+#include "parser/parse_relation.h"
 #include "parser/parsetree.h"
 /* fmgrprotos.h declares a json_object() function: keep it out of json-c's way */
 #define json_object pg_json_object_fn
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #undef json_object
+#include "utils/acl.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -81,6 +91,8 @@
 
 /* The field manager of live-table writes (managedFields show it). */
 #define KW_LIVE_FIELD_MANAGER "kwatch"
+/* Nesting json-c accepts here (its default, 32, refuses deep CRD objects). */
+#define KW_JSON_MAX_DEPTH 1000
 /* The junk column that identifies the row to UPDATE or DELETE. */
 #define KW_JUNK_OBJECT "kw_object"
 
@@ -105,6 +117,16 @@ typedef struct KwModifyState
 	KwLiveRow  *row;			/* computes RETURNING's columns */
 	MemoryContext temp_cxt;		/* per row */
 } KwModifyState;
+
+/* modify_state: the state BeginForeignModify made; ERRORs when there is none */
+static KwModifyState *
+modify_state(ResultRelInfo *rinfo)
+{
+	if (rinfo->ri_FdwState == NULL)
+		elog(ERROR, "live table \"%s\" was not prepared for writing",
+			 RelationGetRelationName(rinfo->ri_RelationDesc));
+	return (KwModifyState *) rinfo->ri_FdwState;
+}
 
 /* writable: whether column `name` may be set by `operation`. */
 static bool
@@ -193,23 +215,61 @@ request_text(CmdType operation, KwLiveTable *table)
 	}
 }
 
-/* plan_user: the role a plan's write is checked as (postgres_fdw's rule). */
+/*
+ * plan_user: the role a plan's write is checked as (postgres_fdw's rule),
+ * for resolving the table at planning; an inheritance child (16+: no
+ * RTEPermissionInfo of its own) takes its base relation's.
+ */
 static Oid
-plan_user(PlannerInfo *root, RangeTblEntry *rte)
+plan_user(PlannerInfo *root, Index rti, RangeTblEntry *rte)
 {
-#if PG_VERSION_NUM >= 160000
-	RTEPermissionInfo *perminfo = getRTEPermissionInfo(root->parse->rteperminfos, rte);
+	Oid			user = InvalidOid;
 
-	return OidIsValid(perminfo->checkAsUser) ? perminfo->checkAsUser : GetUserId();
+#if PG_VERSION_NUM >= 160000
+	if (rte->perminfoindex != 0)
+		user = getRTEPermissionInfo(root->parse->rteperminfos, rte)->checkAsUser;
+	else if (root->simple_rel_array_size > rti && root->simple_rel_array[rti] != NULL)
+		user = root->simple_rel_array[rti]->userid;
 #else
-	return OidIsValid(rte->checkAsUser) ? rte->checkAsUser : GetUserId();
+	user = rte->checkAsUser;
 #endif
+	return OidIsValid(user) ? user : GetUserId();
 }
 
 /*
- * kwatchPlanForeignModify: checks the columns an UPDATE sets (428C9 for a
- * computed one) and returns the fdw_private above.  Resolves the table
- * (kw_live_table_resolve's errors) for EXPLAIN's request text.
+ * check_write_access: ERRORs 42501 inside a security-restricted operation
+ * (a table owner's code run on another role's behalf, as kwatch.apply()
+ * refuses), or when `user`, whom the write acts as, lacks USAGE on the
+ * table's server (kwatch.apply()'s rule).  At planning and at execution.
+ */
+static void
+check_write_access(Relation rel, Oid user)
+{
+	ForeignServer *srv;
+
+	if (InSecurityRestrictedOperation())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot write to live table \"%s\" within a security-restricted operation",
+						RelationGetRelationName(rel)),
+				 errdetail("Code that runs as a table's owner on another role's behalf (a trigger the kwatch worker fires, say) may not act on a cluster.")));
+	srv = GetForeignServer(GetForeignTable(RelationGetRelid(rel))->serverid);
+	if (kw_server_usage(srv->serverid, user) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for foreign server %s", srv->servername),
+				 errdetail("Writing to live table \"%s\" acts on the cluster as role \"%s\", which needs USAGE on its server.",
+						   RelationGetRelationName(rel), GetUserNameFromId(user, false))));
+}
+
+/*
+ * kwatchPlanForeignModify: checks the access (check_write_access: 42501),
+ * refuses a view's WITH CHECK OPTION and ON CONFLICT (0A000: checked after
+ * the row is written, too late for a cluster), checks the columns an
+ * UPDATE sets (428C9 for a computed one; every writable one when a BEFORE
+ * ROW trigger may change them) and returns the fdw_private above.
+ * Resolves the table (kw_live_table_resolve's errors) for EXPLAIN's
+ * request text.
  */
 static List *
 kwatchPlanForeignModify(PlannerInfo *root, ModifyTable *plan,
@@ -225,14 +285,36 @@ kwatchPlanForeignModify(PlannerInfo *root, ModifyTable *plan,
 	KwClusterConfig *cfg;
 	KwLiveTable *table;
 
+	check_write_access(rel, plan_user(root, resultRelation, rte));
 	if (operation != CMD_INSERT && operation != CMD_UPDATE && operation != CMD_DELETE)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("live tables take INSERT, UPDATE and DELETE only")));
+	/* PostgreSQL checks these after the row is written, too late for a cluster */
+	if (plan->withCheckOptionLists != NIL &&
+		list_nth(plan->withCheckOptionLists, subplan_index) != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot write to live table \"%s\" through a view WITH CHECK OPTION",
+						RelationGetRelationName(rel)),
+				 errdetail("The request would reach the cluster before the check: Kubernetes cannot take it back."),
+				 errhint("Check the rows in a BEFORE ROW trigger on the foreign table instead.")));
+	if (plan->onConflictAction != ONCONFLICT_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("INSERT ... ON CONFLICT is not supported on live tables"),
+				 errhint("An object that exists fails the INSERT with 42710; kwatch.apply() creates or updates.")));
 	if (operation == CMD_UPDATE)
 	{
 		Bitmapset  *cols = KW_UPDATED_COLS(root, resultRelation, rte);
 		int			col = -1;
+
+		/* a BEFORE ROW trigger may change any column: send every writable one */
+		if (rel->trigdesc && rel->trigdesc->trig_update_before_row)
+			for (int i = 0; i < desc->natts; i++)
+				if (!TupleDescAttr(desc, i)->attisdropped &&
+					writable(operation, NameStr(TupleDescAttr(desc, i)->attname)))
+					cols = bms_add_member(cols, i + 1 - FirstLowInvalidHeapAttributeNumber);
 
 		while ((col = bms_next_member(cols, col)) >= 0)
 		{
@@ -249,7 +331,7 @@ kwatchPlanForeignModify(PlannerInfo *root, ModifyTable *plan,
 	}
 	table_close(rel, NoLock);
 
-	table = kw_live_table_resolve(rte->relid, plan_user(root, rte), &cfg);
+	table = kw_live_table_resolve(rte->relid, plan_user(root, resultRelation, rte), &cfg);
 	return list_make3(updated, makeBoolean(returning),
 					  makeString(request_text(operation, table)));
 }
@@ -258,7 +340,8 @@ kwatchPlanForeignModify(PlannerInfo *root, ModifyTable *plan,
  * kwatchBeginForeignModify: resolves the table for the role the write is
  * checked as, and compiles RETURNING's columns.  ERRORs 42501 inside a
  * security-restricted operation (a table owner's code run on another
- * role's behalf, as kwatch.apply() refuses), and kw_live_table_resolve's.
+ * role's behalf, as kwatch.apply() refuses) or when that role lacks USAGE
+ * on the server (kwatch.apply()'s rule), and kw_live_table_resolve's.
  */
 static void
 kwatchBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
@@ -267,20 +350,16 @@ kwatchBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	EState	   *estate = mtstate->ps.state;
 	Relation	rel = rinfo->ri_RelationDesc;
 	KwModifyState *st;
+	Oid			user;
 
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
-	if (InSecurityRestrictedOperation())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("cannot write to live table \"%s\" within a security-restricted operation",
-						RelationGetRelationName(rel)),
-				 errdetail("Code that runs as a table's owner on another role's behalf (a trigger the kwatch worker fires, say) may not act on a cluster.")));
+	user = KW_MODIFY_USER(rinfo, estate);
+	check_write_access(rel, user);
 
 	st = palloc0(sizeof(KwModifyState));
 	st->operation = mtstate->operation;
-	st->table = kw_live_table_resolve(RelationGetRelid(rel),
-									  KW_MODIFY_USER(rinfo, estate), &st->cfg);
+	st->table = kw_live_table_resolve(RelationGetRelid(rel), user, &st->cfg);
 	st->resource.api_group = st->table->api_group;
 	st->resource.api_version = st->table->api_version;
 	st->resource.plural = st->table->plural;
@@ -332,10 +411,27 @@ json_text(Datum value, Oid type)
 static json_object *
 parse_object(const char *text, const char *what)
 {
-	json_tokener *tok = json_tokener_new();
-	json_object *o = json_tokener_parse_ex(tok, text, strlen(text));
+	json_tokener *tok = json_tokener_new_ex(KW_JSON_MAX_DEPTH);
+	size_t		len = strlen(text);
+	json_object *o;
+	enum json_tokener_error err;
 
+	if (tok == NULL)
+		elog(ERROR, "out of memory");
+	o = json_tokener_parse_ex(tok, text, len);
+	err = json_tokener_get_error(tok);
+	if (err == json_tokener_success && json_tokener_get_parse_end(tok) < len &&
+		text[json_tokener_get_parse_end(tok) + strspn(text + json_tokener_get_parse_end(tok), " \t\r\n")] != '\0')
+		err = json_tokener_error_parse_unexpected;
 	json_tokener_free(tok);
+	if (err != json_tokener_success)
+	{
+		if (o)
+			json_object_put(o);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("%s is not valid JSON: %s", what, json_tokener_error_desc(err))));
+	}
 	if (o == NULL || !json_object_is_type(o, json_type_object))
 	{
 		if (o)
@@ -383,6 +479,7 @@ set_map(json_object *obj, const char *key, Datum value, bool isnull, Oid type)
 static bool
 merge_diff(json_object *from, json_object *to, json_object **patch)
 {
+	check_stack_depth();
 	*patch = NULL;
 	if (from && to && json_object_is_type(from, json_type_object) &&
 		json_object_is_type(to, json_type_object))
@@ -483,13 +580,15 @@ returning_row(KwModifyState *st, char *json, int len, TupleTableSlot *slot)
 }
 
 /*
- * check_not_redacted: ERRORs 22023 when a redacting table's write would
- * send a redacted value (see the file header).
+ * check_not_redacted: ERRORs 22023 when a write of a Secret would send a
+ * redacted value (see the file header), through a redacting table or not
+ * (a value copied from a mirror table or another live table).
  */
 static void
 check_not_redacted(KwModifyState *st, json_object *sent)
 {
-	if (st->table->redact && kw_redacted_value_in(sent))
+	if (kw_is_secret_resource(st->table->api_group, st->table->plural) &&
+		kw_redacted_value_in(sent))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("a redacted value cannot be written to a Secret"),
@@ -550,8 +649,14 @@ build_insert(KwModifyState *st, Relation rel, TupleTableSlot *slot, char **ns)
 			if (strcmp(col, "labels") == 0 || strcmp(col, "annotations") == 0)
 				set_map(obj, col, slot->tts_values[i], false, a->atttypid);
 			else if (strcmp(col, "name") == 0 || strcmp(col, "namespace") == 0)
+			{
+				Oid			out;
+				bool		varlena;
+
+				getTypeOutputInfo(a->atttypid, &out, &varlena);
 				json_object_object_add(metadata_of(obj), col,
-									   json_object_new_string(TextDatumGetCString(slot->tts_values[i])));
+									   json_object_new_string(OidOutputFunctionCall(out, slot->tts_values[i])));
+			}
 		}
 		m = metadata_of(obj);
 		api_version = kw_json_get_string(obj, "apiVersion");
@@ -592,6 +697,11 @@ build_insert(KwModifyState *st, Relation rel, TupleTableSlot *slot, char **ns)
 						 errmsg("object to insert into live table \"%s\" has no namespace",
 								RelationGetRelationName(rel)),
 						 errhint("Set the column namespace, or metadata.namespace of the object.")));
+			if (!kw_dns_label(namespace))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid namespace name \"%s\"", kw_excerpt(namespace)),
+						 errhint("Namespace names are DNS labels: lower-case letters, digits and \"-\".")));
 			if (st->table->namespace && strcmp(namespace, st->table->namespace) != 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -621,7 +731,7 @@ static TupleTableSlot *
 kwatchExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
 						TupleTableSlot *slot, TupleTableSlot *planSlot)
 {
-	KwModifyState *st = (KwModifyState *) rinfo->ri_FdwState;
+	KwModifyState *st = modify_state(rinfo);
 	MemoryContext old;
 	KwHttpResponse resp;
 	char	   *ns;
@@ -709,7 +819,8 @@ build_patch(KwModifyState *st, Relation rel, const char *old_text,
 					if (!TupleDescAttr(desc, i)->attisdropped &&
 						strcmp(NameStr(TupleDescAttr(desc, i)->attname), col) == 0)
 						break;
-				Assert(i < desc->natts);
+				if (i >= desc->natts)
+					elog(ERROR, "column \"%s\" of the UPDATE not found", col);
 				if (pass == 0)
 				{
 					json_object *replaced;
@@ -786,7 +897,7 @@ static TupleTableSlot *
 kwatchExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
 						TupleTableSlot *slot, TupleTableSlot *planSlot)
 {
-	KwModifyState *st = (KwModifyState *) rinfo->ri_FdwState;
+	KwModifyState *st = modify_state(rinfo);
 	MemoryContext old;
 	KwHttpResponse resp;
 	char	   *ns;
@@ -828,7 +939,7 @@ static TupleTableSlot *
 kwatchExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
 						TupleTableSlot *slot, TupleTableSlot *planSlot)
 {
-	KwModifyState *st = (KwModifyState *) rinfo->ri_FdwState;
+	KwModifyState *st = modify_state(rinfo);
 	MemoryContext old;
 	KwHttpResponse resp;
 	char	   *was;
@@ -897,6 +1008,28 @@ kwatchExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
 	return slot;
 }
 
+/*
+ * kwatchBeginForeignInsert: COPY FROM into a live table, and rows routed to
+ * a live table that is a partition, are refused (0A000): one request per
+ * row of a bulk load, with no statement-level checks, is not what either
+ * means.
+ */
+static void
+kwatchBeginForeignInsert(ModifyTableState *mtstate, ResultRelInfo *rinfo)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("cannot COPY into live table \"%s\" or route rows to it as a partition",
+					RelationGetRelationName(rinfo->ri_RelationDesc)),
+			 errhint("INSERT INTO the live table itself.")));
+}
+
+/* kwatchEndForeignInsert: nothing to end (BeginForeignInsert refuses). */
+static void
+kwatchEndForeignInsert(EState *estate, ResultRelInfo *rinfo)
+{
+}
+
 /* kwatchEndForeignModify: nothing is held between rows. */
 static void
 kwatchEndForeignModify(EState *estate, ResultRelInfo *rinfo)
@@ -943,6 +1076,8 @@ kw_live_modify_routine(FdwRoutine *routine)
 	routine->ExecForeignUpdate = kwatchExecForeignUpdate;
 	routine->ExecForeignDelete = kwatchExecForeignDelete;
 	routine->EndForeignModify = kwatchEndForeignModify;
+	routine->BeginForeignInsert = kwatchBeginForeignInsert;
+	routine->EndForeignInsert = kwatchEndForeignInsert;
 	routine->IsForeignRelUpdatable = kwatchIsForeignRelUpdatable;
 	routine->ExplainForeignModify = kwatchExplainForeignModify;
 }

@@ -110,6 +110,8 @@ struct KwWatch
 	KwObject   *items;
 	int			nitems;
 	int			maxitems;
+	int64		event_bytes;	/* JSON bytes of the pending events */
+	int64		item_bytes;		/* JSON bytes of the pending items */
 	char	   *pending_rv;		/* RV after the pending events */
 };
 

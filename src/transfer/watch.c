@@ -29,9 +29,10 @@
  * http.c hands body bytes to watch_feed (the transfer's KwHttpFeed); the
  * decoders turn them into pending events (in `batch_cxt`) or list items (in
  * `items_cxt`).
- * Once a batch holds kwatch.batch_size entries the feed pauses the
- * transfer (KW_FEED_PAUSE) until the batch is applied, so memory stays
- * bounded however fast the server sends.  No feed touches the database.
+ * Once a batch holds kwatch.batch_size entries, or kwatch.batch_memory
+ * bytes of objects, the feed pauses the transfer (KW_FEED_PAUSE) until the
+ * batch is applied, so memory stays bounded however fast the server sends
+ * and however large its objects are.  No feed touches the database.
  *
  * Two resourceVersions are tracked: `resume_rv`, the last one received
  * (events and bookmarks not yet applied included; the next WATCH starts
@@ -187,6 +188,7 @@ kw_watch_unapplied(KwWatch *w)
 static void
 reset_items(KwWatch *w)
 {
+	w->item_bytes = 0;
 	w->nitems = 0;
 	w->items = NULL;
 	w->maxitems = 0;
@@ -199,6 +201,7 @@ reset_items(KwWatch *w)
 static void
 reset_events(KwWatch *w)
 {
+	w->event_bytes = 0;
 	w->nevents = 0;
 	w->events = NULL;
 	w->maxevents = 0;
@@ -513,6 +516,7 @@ push_event(KwWatch *w, KwEventType t, KwObject *obj)
 	w->events[w->nevents].type = t;
 	w->events[w->nevents].obj = *obj;
 	w->nevents++;
+	w->event_bytes += obj->json_len;
 }
 
 static void
@@ -527,6 +531,7 @@ push_item(KwWatch *w, KwObject *obj)
 		w->maxitems = n;
 	}
 	w->items[w->nitems++] = *obj;
+	w->item_bytes += obj->json_len;
 }
 
 static void
@@ -873,7 +878,8 @@ list_item(KwWatch *w, KwListItem *item)
 /*
  * watch_feed: the transfer's consumer of a 200 body (KwHttpFeed): decodes
  * into the pending batch; pauses the transfer once the batch holds
- * kwatch.batch_size entries (PROTOCOL 27) and ends it when the stream is
+ * kwatch.batch_size entries or kwatch.batch_memory bytes of objects
+ * (PROTOCOL 27) and ends it when the stream is
  * malformed or a decoded event said so (abort_reason).  http.c runs it
  * under PG_TRY in batch_cxt.
  */
@@ -886,7 +892,8 @@ watch_feed(void *arg, const char *data, size_t len, char **error)
 
 	if (w->abort_reason)
 		return KW_FEED_STOP;
-	if (pending_count(w) >= kw_batch_size)
+	if (pending_count(w) >= kw_batch_size ||
+		w->event_bytes + w->item_bytes >= (int64) kw_batch_memory_kb * 1024)
 		return KW_FEED_PAUSE;	/* apply what we have, then read on */
 	if (w->xfer == XFER_LIST)
 		ok = kw_list_decoder_feed(w->ldec, (char *) data, len, on_list_item, w, &err);

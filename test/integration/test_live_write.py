@@ -194,20 +194,25 @@ def test_updatable_false_and_a_role_without_a_mapping(ctx, live):
     e = error("DELETE FROM %s WHERE namespace = %%s" % t, (ns,))
     assert e.pgcode == "55000" and "does not allow deletes" in e.pgerror, e.pgerror
     sql("ALTER FOREIGN TABLE %s OPTIONS (DROP updatable)" % t)
-    # a role with table privileges and USAGE but no user mapping sends nothing
+    # a role with the table's privileges but no USAGE on the server, then
+    # USAGE but no user mapping: nothing is sent (42501, then 42704)
     role = ctx.base.replace("-", "_")[:50] + "_w"
-    sql(pgsql.SQL("CREATE ROLE {} LOGIN").format(pgsql.Identifier(role)))
+    r = pgsql.Identifier(role)
+    sql(pgsql.SQL("CREATE ROLE {} LOGIN").format(r))
     try:
-        sql(pgsql.SQL("GRANT USAGE ON SCHEMA {} TO {}; GRANT ALL ON {} TO {};"
-                      " GRANT USAGE ON FOREIGN SERVER {} TO {}").format(
-            pgsql.Identifier(s), pgsql.Identifier(role), pgsql.SQL(t), pgsql.Identifier(role),
-            pgsql.Identifier(srv), pgsql.Identifier(role)))
-        e = error(pgsql.SQL("SET ROLE {}; DELETE FROM {} WHERE namespace = %s").format(
-            pgsql.Identifier(role), pgsql.SQL(t)), (ns,))
+        sql(pgsql.SQL("GRANT USAGE ON SCHEMA {} TO {}; GRANT ALL ON {} TO {}").format(
+            pgsql.Identifier(s), r, pgsql.SQL(t), r))
+        e = error(pgsql.SQL("SET ROLE {}; INSERT INTO {} (namespace, name, object) VALUES (%s, 'x', '{{}}')")
+                  .format(r, pgsql.SQL(t)), (ns,))
+        assert e.pgcode == "42501" and "USAGE" in e.pgerror, e.pgerror
+        delete = pgsql.SQL("SET ROLE {}; DELETE FROM {} WHERE namespace = %s").format(r, pgsql.SQL(t))
+        sql("RESET ROLE")
+        sql(pgsql.SQL("GRANT USAGE ON FOREIGN SERVER {} TO {}").format(pgsql.Identifier(srv), r))
+        e = error(delete, (ns,))
         assert e.pgcode == "42704" and "user mapping" in e.pgerror, e.pgerror
     finally:
         sql("RESET ROLE")
-        sql(pgsql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(pgsql.Identifier(role), pgsql.Identifier(role)))
+        sql(pgsql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(r, r))
     assert not gone("configmap", ns, "kept")
 
 

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from conftest import (assert_table_matches_server, create_pods, kubectl, server_uids,
-                      sql, wait_until, wait_watching, watch, watch_status)
+                      sql, sql_one, wait_until, wait_watching, watch, watch_status)
 
 
 def test_paged_list_and_small_batches(ctx, settings):
@@ -91,3 +91,26 @@ def test_large_objects(ctx, settings, compression):
     assert_table_matches_server(table, srv, cms)
     st = watch_status(srv, "configmaps")
     assert st["decode_errors"] == 0 and st["skipped_objects"] == 0, st
+
+
+def test_batches_are_bounded_by_bytes(ctx, settings):
+    """kwatch.batch_memory (issue 36): a list of large objects is applied a
+    few objects per transaction, not kwatch.batch_size of them, so no
+    process holds more than about that many bytes of objects; the rows
+    equal the server's all the same.  Each first-sync batch commits on its
+    own, so the rows' xmin tell the batches apart."""
+    ns = ctx.namespace()
+    big = "x" * 100_000
+    doc = {"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big-%02d" % i, "namespace": ns},
+         "data": {"blob": big}} for i in range(12)]}
+    kubectl("apply", "-f", "-", input=json.dumps(doc))
+    for memory, at_least, at_most in (("256kB", 4, 12), ("16MB", 1, 1)):
+        settings(batch_memory=memory)
+        srv = ctx.server("-" + memory.lower())
+        table = watch("configmaps", srv, namespace=ns, table_name="cm_" + memory.lower())
+        wait_watching(srv, "configmaps")
+        assert_table_matches_server(table, srv, ["configmaps", "-n", ns])
+        n = sql_one("SELECT count(DISTINCT xmin::text) FROM %s WHERE cluster = %%s AND name LIKE 'big-%%%%'"
+                    % table, (srv,))
+        assert at_least <= n <= at_most, (memory, n)

@@ -110,6 +110,16 @@ INSERT INTO live.pods (object, ready) VALUES ('{}', true);
 EXPLAIN (COSTS OFF) UPDATE live.pods SET labels = labels || '{"tier": "web"}' WHERE namespace = 'shop';
 EXPLAIN (COSTS OFF) DELETE FROM live.pods WHERE namespace = 'shop' AND name = 'x';
 EXPLAIN (COSTS OFF) INSERT INTO live.pods (namespace, name, object) VALUES ('shop', 'x', '{}');
+-- refused before any request: a namespace that is not a DNS label, COPY,
+-- ON CONFLICT, a view WITH CHECK OPTION (checked after the write: too late)
+INSERT INTO live.pods (namespace, name, object) VALUES ('x?dryRun=All', 'p', '{}');
+COPY live.pods (namespace, name, object) FROM STDIN;
+shop	p	{}
+\.
+INSERT INTO live.pods (namespace, name, object) VALUES ('shop', 'p', '{}') ON CONFLICT DO NOTHING;
+CREATE VIEW live.checked_pods AS SELECT * FROM live.pods WHERE namespace = 'shop' WITH CHECK OPTION;
+INSERT INTO live.checked_pods (namespace, name, object) VALUES ('kube-system', 'p', '{}');
+DROP VIEW live.checked_pods;
 ALTER FOREIGN TABLE live.pods OPTIONS (ADD updatable 'false');
 DELETE FROM live.pods WHERE name = 'x';
 ALTER FOREIGN TABLE live.pods OPTIONS (DROP updatable);

@@ -47,8 +47,10 @@ versions=("$@"); [ ${#versions[@]} -gt 0 ] || versions=(17 18)
 # The worker end to end: initial sync and watch events against the real
 # control plane (test_sync), relists after 410 and NOTIFY wake-ups
 # (test_informer: client-go's informer contract), kwatch.events and its
-# NOTIFY (test_events), live foreign tables with pushdown (test_live).
-tests=${KWATCH_VERSIONS_TESTS:-test/integration/test_sync.py test/integration/test_informer.py test/integration/test_events.py test/integration/test_live.py}
+# NOTIFY (test_events), live foreign tables with pushdown (test_live) and
+# their writes (test_live_write: the FDW's write callbacks and the
+# RTEPermissionInfo of 16+).
+tests=${KWATCH_VERSIONS_TESTS:-test/integration/test_sync.py test/integration/test_informer.py test/integration/test_events.py test/integration/test_live.py test/integration/test_live_write.py}
 
 [ "$(id -u)" -eq 0 ] || { echo "test-versions: needs root (debootstrap, chroot, mount)" >&2; exit 1; }
 
