@@ -173,7 +173,7 @@ kw_define_gucs(void)
 	DefineCustomIntVariable("kwatch.batch_memory",
 							"Maximum bytes of objects (as JSON) in one batch of watch events or LIST items.",
 							"A batch ends at kwatch.batch_size entries or at this many bytes, whichever comes first.",
-							&kw_batch_memory_kb, 16384, 64, MAX_KILOBYTES,
+							&kw_batch_memory_kb, 16384, 64, 524288,
 							PGC_SIGHUP, GUC_UNIT_KB, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("kwatch.background_merge_objects",

@@ -891,6 +891,13 @@ kwatch_wait_apply(PG_FUNCTION_ARGS)
 		server = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6);
 		group = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 7);
 		resource = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 8);
+		/*
+		 * the sender commits outcomes without waiting for their WAL flush
+		 * (sender.c): make the one seen here durable before the caller acts
+		 * on it
+		 */
+		if (strcmp(state, "pending") != 0 && !RecoveryInProgress())
+			XLogFlush(GetXLogInsertRecPtr());
 		if (strcmp(state, "failed") == 0)
 		{
 			int			code = sqlstate && strlen(sqlstate) == 5 ?

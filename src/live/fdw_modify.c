@@ -92,7 +92,7 @@
 /* The field manager of live-table writes (managedFields show it). */
 #define KW_LIVE_FIELD_MANAGER "kwatch"
 /* Nesting json-c accepts here (its default, 32, refuses deep CRD objects). */
-#define KW_JSON_MAX_DEPTH 1000
+#define KW_JSON_MAX_DEPTH 10000
 /* The junk column that identifies the row to UPDATE or DELETE. */
 #define KW_JUNK_OBJECT "kw_object"
 
@@ -471,6 +471,35 @@ set_map(json_object *obj, const char *key, Datum value, bool isnull, Oid type)
 }
 
 /*
+ * same_as_read: whether the value of column `key` (labels, annotations)
+ * equals what the row showed as read from `from`: its metadata.<key>, or
+ * {} without one (the columns' definition).  Such a column is left out of
+ * the patch, so that an object changed through `object` keeps its change
+ * when the column is set to itself (or sent because a BEFORE ROW trigger
+ * might have changed it).
+ */
+static bool
+same_as_read(json_object *from, const char *key, Datum value, bool isnull, Oid type)
+{
+	json_object *m;
+	json_object *was = NULL;
+	json_object *now;
+	bool		same;
+
+	if (isnull)
+		return false;
+	if (json_object_object_get_ex(from, "metadata", &m))
+		json_object_object_get_ex(m, key, &was);
+	now = parse_object(json_text(value, type), key);
+	if (was == NULL)
+		same = json_object_object_length(now) == 0;
+	else
+		same = json_object_equal(was, now);
+	json_object_put(now);
+	return same;
+}
+
+/*
  * merge_diff: the JSON merge patch (RFC 7396) that turns `from` into `to`
  * (NULL is JSON null): objects compared key by key (a removed key becomes
  * null), anything else replaced whole when it differs.  Returns false when
@@ -836,7 +865,8 @@ build_patch(KwModifyState *st, Relation rel, const char *old_text,
 					json_object_put(to);
 					to = replaced;
 				}
-				else
+				else if (!same_as_read(from, col, slot->tts_values[i], slot->tts_isnull[i],
+									   TupleDescAttr(desc, i)->atttypid))
 					set_map(to, col, slot->tts_values[i], slot->tts_isnull[i],
 							TupleDescAttr(desc, i)->atttypid);
 			}
@@ -986,12 +1016,13 @@ kwatchExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
 
 	/* the object as the server left it (finalizers, grace), else the row as read */
 	{
-		json_tokener *tok = json_tokener_new();
-		json_object *answer = json_tokener_parse_ex(tok, resp.body.data, resp.body.len);
+		json_tokener *tok = json_tokener_new_ex(KW_JSON_MAX_DEPTH);
+		json_object *answer = tok ? json_tokener_parse_ex(tok, resp.body.data, resp.body.len) : NULL;
 		const char *kind = answer ? kw_json_get_string(answer, "kind") : NULL;
 
 		answered_object = kind && strcmp(kind, "Status") != 0;
-		json_tokener_free(tok);
+		if (tok)
+			json_tokener_free(tok);
 		if (answer)
 			json_object_put(answer);
 	}

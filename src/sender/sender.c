@@ -35,9 +35,14 @@
  * committed without waiting for its WAL flush (synchronous_commit off, as
  * PostgreSQL allows for data whose loss in a crash is tolerable): a crash
  * within that window leaves the apply pending, and it is sent again.  The
- * outcome of a delete is flushed: sent again after a lost outcome, a delete
- * without a uid precondition could delete an object created since under
- * the same name.  A delete (kwatch.delete()) is sent with its
+ * window is closed where it would matter: each round begins by flushing
+ * the last round's outcomes (an object is sent at most once per round, so
+ * its next apply never goes out before its earlier outcome is durable),
+ * and kwatch.wait_apply() flushes before it returns an outcome.  The
+ * outcome of a delete is flushed at once: sent again after a lost outcome,
+ * a delete without a uid precondition could delete an object created
+ * since under the same name.  On a failover to a synchronous standby the
+ * outcomes of the last round may be lost and sent again.  A delete (kwatch.delete()) is sent with its
  * DeleteOptions; answered 404 it is done (the object is gone: an earlier
  * attempt whose answer was lost, or another client), and its uid
  * precondition keeps a retry from deleting an object recreated under the
@@ -48,6 +53,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
@@ -84,6 +90,7 @@
 #include "kw_sender.h"
 
 #define SENDER_BATCH 50
+#define SENDER_ROUND_MS 200		/* a round past this ends at its next turn */
 #define SENDER_IDLE_MS 10000
 #define SENDER_PRUNE_MS 60000
 
@@ -94,6 +101,7 @@ typedef struct DueApplies
 {
 	int			n;
 	int64		ids[SENDER_BATCH];
+	int64		turns[SENDER_BATCH];	/* 1 = its role's first of the round, ... */
 	long		next_ms;		/* until the next one falls due, or SENDER_IDLE_MS */
 } DueApplies;
 
@@ -110,10 +118,11 @@ pick_due(void *arg)
 	d->next_ms = SENDER_IDLE_MS;
 	/*
 	 * roles take turns: each role's first due apply, then each role's
-	 * second, ...; a role's slow server delays another role's next request
-	 * by at most one request
+	 * second, ...; the round ends at a turn's end once it has run for
+	 * SENDER_ROUND_MS (kwatch_sender_main), so a role's slow server delays
+	 * another role's next request by at most one request
 	 */
-	if (SPI_execute("SELECT x.id FROM (SELECT q.id, pg_catalog.row_number() OVER (PARTITION BY q.role ORDER BY q.id) AS turn"
+	if (SPI_execute("SELECT x.id, x.turn FROM (SELECT q.id, pg_catalog.row_number() OVER (PARTITION BY q.role ORDER BY q.id) AS turn"
 					" FROM kwatch.apply_queue q"
 					" WHERE q.state = 'pending' AND q.next_attempt_at <= pg_catalog.now()"
 					" AND NOT EXISTS (SELECT 1 FROM kwatch.apply_queue p WHERE p.state = 'pending'"
@@ -124,7 +133,8 @@ pick_due(void *arg)
 	{
 		bool		isnull;
 
-		d->ids[d->n++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		d->ids[d->n] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		d->turns[d->n++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 	}
 	if (SPI_execute("SELECT GREATEST(0, LEAST(10000, ceil(extract(epoch FROM GREATEST(min(q.next_attempt_at), pg_catalog.now()) - pg_catalog.now()) * 1000)))::int8"
 					" FROM kwatch.apply_queue q WHERE q.state = 'pending'"
@@ -268,7 +278,8 @@ send_one(void *arg)
 	is_delete = strcmp(SPI_getvalue(row, desc, 15), "delete") == 0;
 	delete_options = SPI_getvalue(row, desc, 16);
 	/* the outcome of an apply may be lost in a crash (see the file header) */
-	SetConfigOption("synchronous_commit", is_delete ? "on" : "off", PGC_SUSET, PGC_S_SESSION);
+	(void) set_config_option("synchronous_commit", is_delete ? "on" : "off", PGC_SUSET,
+							 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
 
 	if (past_deadline)
 	{
@@ -469,14 +480,32 @@ kwatch_sender_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		/*
+		 * the outcomes of the last round are durable before this round
+		 * sends: an object's next apply never goes out while a crash could
+		 * still make its earlier one pending again (and sent after it)
+		 */
+		if (!XLogRecPtrIsInvalid(XactLastCommitEnd))
+			XLogFlush(XactLastCommitEnd);
 		(void) kw_run_in_transaction(has_queue, &here, NULL, NULL);
 		if (here)
 		{
 			if (kw_run_in_transaction(pick_due, &due, &err, NULL))
 			{
+				TimestampTz round_start = GetCurrentTimestamp();
+
 				for (int i = 0; i < due.n; i++)
 				{
 					CHECK_FOR_INTERRUPTS();
+					/*
+					 * a slow server must not hold back other roles for more
+					 * than one request of each turn: past the round's budget,
+					 * a new turn starts a new round (which picks again, and
+					 * sees what was queued meanwhile)
+					 */
+					if (i > 0 && due.turns[i] != due.turns[i - 1] &&
+						TimestampDifferenceExceeds(round_start, GetCurrentTimestamp(), SENDER_ROUND_MS))
+						break;
 					if (!kw_run_in_transaction(send_one, &due.ids[i], &err, NULL))
 						ereport(LOG, (errmsg("kwatch request sender: apply " INT64_FORMAT ": %s",
 											 due.ids[i], err)));

@@ -98,19 +98,24 @@ def test_batches_are_bounded_by_bytes(ctx, settings):
     few objects per transaction, not kwatch.batch_size of them, so no
     process holds more than about that many bytes of objects; the rows
     equal the server's all the same.  Each first-sync batch commits on its
-    own, so the rows' xmin tell the batches apart."""
+    own, so the rows' xmin tell the batches apart (a batch may also end
+    sooner, when an apply worker is free: the bound is what is tested)."""
     ns = ctx.namespace()
     big = "x" * 100_000
     doc = {"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big-%02d" % i, "namespace": ns},
          "data": {"blob": big}} for i in range(12)]}
     kubectl("apply", "-f", "-", input=json.dumps(doc))
-    for memory, at_least, at_most in (("256kB", 4, 12), ("16MB", 1, 1)):
+    for memory in ("256kB", "16MB"):
         settings(batch_memory=memory)
         srv = ctx.server("-" + memory.lower())
         table = watch("configmaps", srv, namespace=ns, table_name="cm_" + memory.lower())
         wait_watching(srv, "configmaps")
         assert_table_matches_server(table, srv, ["configmaps", "-n", ns])
-        n = sql_one("SELECT count(DISTINCT xmin::text) FROM %s WHERE cluster = %%s AND name LIKE 'big-%%%%'"
-                    % table, (srv,))
-        assert at_least <= n <= at_most, (memory, n)
+        per_batch = [n for (n,) in sql("SELECT count(*) FROM %s WHERE cluster = %%s AND name LIKE 'big-%%%%'"
+                                       " GROUP BY xmin::text" % table, (srv,))]
+        assert sum(per_batch) == 12, per_batch
+        if memory == "256kB":
+            # a batch ends with the object that reaches 256 kB: at most 3 of
+            # ~100 kB (libcurl hands over at most 16 kB at a time)
+            assert max(per_batch) <= 3 and len(per_batch) >= 4, per_batch
