@@ -52,11 +52,21 @@ kwatch_delete_cluster_rows(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	kw_fire_deferred_triggers_as(kw_current_caller());	/* as_owner.c, "Deferred triggers" */
 	kw_as_owner_begin(owner, &as_owner);
-	kw_change_origin_set(KW_ORIGIN_UNWATCH);	/* for history: history.c */
-	if (SPI_execute_with_args(sql, 1, &type, &cluster, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not delete the rows of cluster from %s", get_rel_name(relid));
-	n = (int64) SPI_processed;
-	kw_change_origin_set(KW_ORIGIN_WATCH);
+	PG_TRY();
+	{
+		kw_change_origin_set(KW_ORIGIN_UNWATCH);	/* for history: history.c */
+		if (SPI_execute_with_args(sql, 1, &type, &cluster, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not delete the rows of cluster from %s", get_rel_name(relid));
+		n = (int64) SPI_processed;
+		kw_change_origin_set(KW_ORIGIN_WATCH);
+	}
+	PG_CATCH();
+	{
+		/* the abort restores the identity; a caught error must not leave deferral refused */
+		kw_refuse_deferral_end();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	kw_as_owner_end(&as_owner);
 	SPI_finish();
 	PG_RETURN_INT64(n);
@@ -88,9 +98,18 @@ kwatch_restore_columns_as_owner(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	kw_fire_deferred_triggers_as(kw_current_caller());	/* as_owner.c, "Deferred triggers" */
 	kw_as_owner_begin(kw_rel_owner(relid), &as_owner);
-	if (SPI_execute_with_args("SELECT kwatch.restore_generated_columns($1, $2, $3)",
-							  3, types, args, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not restore the generated columns of %s", get_rel_name(relid));
+	PG_TRY();
+	{
+		if (SPI_execute_with_args("SELECT kwatch.restore_generated_columns($1, $2, $3)",
+								  3, types, args, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not restore the generated columns of %s", get_rel_name(relid));
+	}
+	PG_CATCH();
+	{
+		kw_refuse_deferral_end();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	kw_as_owner_end(&as_owner);
 	SPI_finish();
 	PG_RETURN_VOID();
@@ -123,9 +142,18 @@ kwatch_execute_as_owner(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	kw_fire_deferred_triggers_as(kw_current_caller());	/* as_owner.c, "Deferred triggers" */
 	kw_as_owner_begin(kw_rel_owner(relid), &as_owner);
-	if (SPI_execute(sql, false, 0) < 0)
-		elog(ERROR, "could not run a statement on %s as its owner", get_rel_name(relid));
-	n = (int64) SPI_processed;
+	PG_TRY();
+	{
+		if (SPI_execute(sql, false, 0) < 0)
+			elog(ERROR, "could not run a statement on %s as its owner", get_rel_name(relid));
+		n = (int64) SPI_processed;
+	}
+	PG_CATCH();
+	{
+		kw_refuse_deferral_end();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	kw_as_owner_end(&as_owner);
 	SPI_finish();
 	PG_RETURN_INT64(n);

@@ -1217,3 +1217,33 @@ def test_two_roles_watch_one_resource_each_into_a_table_of_their_own(ctx, role):
         conftest.assert_table_matches_server("k8s." + t_a, srv, ["configmaps", "-n", ns_a], timeout=60)
     finally:
         drop_role(bob)
+
+
+def test_a_caught_error_in_an_owners_trigger_leaves_deferral_allowed(ctx):
+    """While kwatch acts as a table's owner, SET CONSTRAINTS ... DEFERRED is
+    refused; an error raised there (the owner's trigger refusing unwatch()'s
+    deletes) and caught by the caller's EXCEPTION block ends that refusal:
+    the rest of the transaction may defer constraints again."""
+    srv = ctx.server()
+    ns = ctx.namespace()
+    kubectl("create", "configmap", "kept", "-n", ns, "--from-literal=k=v")
+    table = watch("configmaps", srv, namespace=ns)
+    sql("SELECT kwatch.wait_synced('configmaps', server => %s, timeout => '1 min')", (srv,))
+    fn = "pg_temp_refuse_" + conftest.RUN_ID.lower()
+    sql("CREATE FUNCTION public.%s() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$BEGIN RAISE EXCEPTION 'rows stay'; END$$" % fn)
+    sql(pgsql.SQL("CREATE TRIGGER refuse BEFORE DELETE ON {} FOR EACH ROW EXECUTE FUNCTION public.{}()")
+        .format(pgsql.SQL(table), pgsql.Identifier(fn)))
+    conn = conftest.PG.connect(autocommit=False)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("DO $$BEGIN PERFORM kwatch.unwatch('configmaps', server => %s);"
+                        " EXCEPTION WHEN others THEN RAISE NOTICE 'caught: %%', SQLERRM; END$$" % (
+                            pgsql.Literal(srv).as_string(conn)))
+            assert any("rows stay" in n for n in conn.notices), conn.notices
+            cur.execute("SET CONSTRAINTS ALL DEFERRED")
+        conn.rollback()
+    finally:
+        conn.close()
+        sql(pgsql.SQL("DROP TRIGGER refuse ON {}").format(pgsql.SQL(table)))
+        sql("DROP FUNCTION public.%s()" % fn)
