@@ -108,6 +108,18 @@ def sql_one(query, params=None, conn=None):
     return rows[0][0] if rows else None
 
 
+def quietly(fn):
+    """fn() made safe to poll across a PostgreSQL restart: None on a
+    database error (the session's connection is dropped, to reconnect)."""
+    def call():
+        try:
+            return fn()
+        except psycopg2.Error:
+            PG.close()
+            return None
+    return call
+
+
 class Listener:
     """LISTENs on a channel in its own connection and collects payloads.
 

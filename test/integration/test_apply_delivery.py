@@ -15,6 +15,7 @@ import psycopg2
 from psycopg2 import sql as pgsql
 
 import conftest
+from postgres import quietly
 from cluster import audit_writes
 from fakeapi.proxy import FaultProxy
 from conftest import kubectl, kubectl_json, sql, sql_one, wait_until, wait_watching, watch
@@ -25,17 +26,6 @@ from modern_support import CERT_GROUP, CERTS, certificate, ensure_certificate_cr
 def cm(ns, name, **data):
     return json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
                        "metadata": {"name": name, "namespace": ns}, "data": data})
-
-
-def quietly(fn):
-    """fn() made safe to poll across a PostgreSQL restart: None on a database error."""
-    def call():
-        try:
-            return fn()
-        except psycopg2.Error:
-            conftest.PG.close()
-            return None
-    return call
 
 
 def writes_in(ns, since):

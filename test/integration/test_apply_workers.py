@@ -14,10 +14,10 @@ import os
 import signal
 import time
 
-import psycopg2
 from psycopg2 import sql as pgsql
 
 import conftest
+from postgres import quietly
 from conftest import (assert_table_matches_server, kubectl, sql, sql_one, wait_until,
                       watch, watch_status)
 
@@ -109,17 +109,6 @@ spec: {hard: {pods: "10"}}
     for resource in ("limitranges", "resourcequotas", "configmaps"):
         st = watch_status(srv, resource)
         assert st["state"] == "watching", st
-
-
-def quietly(fn):
-    """fn() made safe to poll across a PostgreSQL restart: None on a database error."""
-    def call():
-        try:
-            return fn()
-        except psycopg2.Error:
-            conftest.PG.close()
-            return None
-    return call
 
 
 def slow_switch(table):
