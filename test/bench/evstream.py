@@ -34,8 +34,9 @@ usage: evstream.py [--objects 1000] [--bytes 2048] [--seconds 5]
    WAL bytes per event.  The whole sweep runs --repeat times; per rate the
    round of median applied events/s is reported (every round in the JSON);
 4. with --perf RATE, the first round's phase at that rate also runs `perf
-   record -g` on the worker (a few % of overhead on that phase) and keeps
-   the top symbols by self time and by time under them in the report;
+   record -g` on the worker and the apply workers together (a few % of
+   overhead on that phase) and keeps the top symbols by self time and by
+   time under them in the report;
 5. unwatches (dropping the table) and drops the server.
 """
 import argparse
@@ -147,12 +148,16 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, max(0, int(round(len(xs) * p)) - 1))]
 
 
-def perf_top(pid, seconds, out_dir):
-    """Starts `perf record -g` of pid for `seconds`; (the process, its data file) or None without perf."""
+def perf_top(pids, seconds, out_dir):
+    """Starts `perf record -g` of the processes `pids` (the worker, which
+    decodes, and the apply workers, which write: where an event's time
+    goes, issue 36) for `seconds`; (the process, its data file) or None
+    without perf."""
     if not shutil.which("perf"):
         return None
     data = os.path.join(out_dir, "evstream-perf.data")
-    rec = subprocess.Popen(["perf", "record", "-q", "-g", "-p", str(pid), "-o", data, "--", "sleep",
+    rec = subprocess.Popen(["perf", "record", "-q", "-g", "-p", ",".join(str(p) for p in pids),
+                            "-o", data, "--", "sleep",
                             str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return rec, data
 
@@ -187,7 +192,8 @@ def phase(cur, streamer, listener, rate, count, worker, postmaster, scratch, per
     w0, pg0, s0, q0, h0, t0 = (measure.cpu_s(worker), measure.pg_cpu_s(postmaster),
                                measure.cpu_s(streamer.p.pid), measure.schedstat(worker)[1],
                                measure.cpu_s(os.getpid()), time.monotonic())
-    prof = perf_top(worker, max(2, count / rate if rate else 3), scratch) if perf else None
+    applies = [p for p in measure.children(postmaster) if "kwatch apply" in measure.cmdline(p)]
+    prof = perf_top([worker] + applies, max(2, count / rate if rate else 3), scratch) if perf else None
     sent, send_s = streamer.run(rate, count, path)
     # wait until the watch counted every event and the notifications arrived
     deadline = time.monotonic() + 60 + send_s

@@ -26,8 +26,8 @@ QUERIES = [
      ["-A", "-l", "tier in (web,ops)"], "name"),
     ("field metadata.name (1 pod)", "namespace = '%s' AND name = 'bench-000123'" % NS,
      ["-n", NS, "--field-selector", "metadata.name=bench-000123"], "name"),
-    ("field status.phase=Pending (all)", "phase = 'Pending'",
-     ["-A", "--field-selector", "status.phase=Pending"], "name"),
+    ("field status.phase=Running (all)", "phase = 'Running'",
+     ["-A", "--field-selector", "status.phase=Running"], "name"),
     ("label app=app-7, whole objects", "labels @> '{\"app\": \"app-7\"}'", ["-A", "-l", "app=app-7"],
      "object"),
 ]
