@@ -385,7 +385,12 @@ save_checkpoint(KwSyncPlans *p, KwRegistration *reg, const char *rv)
  * without moving the checkpoint (a batch of a list going straight into
  * the table): kwatch.unwatch(), which deletes the row, and the batch
  * serialize, and a watch removed meanwhile rolls the batch back instead of
- * leaving rows nobody owns.  ERRORs (ERRCODE_UNDEFINED_OBJECT) when the
+ * leaving rows nobody owns.  A share lock: the batches of one list spread
+ * over several apply workers (watch_apply.c) do not wait for each other,
+ * while the list's merge (an UPDATE of the row) waits for them all; the
+ * registration's object lock is taken first, so that a DELETE waiting
+ * for the batches in progress is not overtaken by the next ones
+ * (kw_lock_registration, src/common/catalog.c).  ERRORs (ERRCODE_UNDEFINED_OBJECT) when the
  * registration is gone.
  */
 static void
@@ -394,11 +399,13 @@ lock_registration(KwSyncPlans *p, KwRegistration *reg)
 	Datum		id = Int32GetDatum(reg->id);
 	int			rc;
 
+	/* first the registration's own lock, which a DELETE takes exclusively */
+	kw_lock_registration(reg->id, AccessShareLock);
 	if (p->lock == NULL)
 	{
 		Oid			type = INT4OID;
 
-		p->lock = prepare("SELECT 1 FROM kwatch.registrations WHERE id = $1 FOR UPDATE",
+		p->lock = prepare("SELECT 1 FROM kwatch.registrations WHERE id = $1 FOR SHARE",
 						  1, &type);
 	}
 	rc = SPI_execute_plan(p->lock, &id, NULL, false, 0);

@@ -15,8 +15,10 @@
  * A request is handed to an idle worker (kw_apply_submit) and its result
  * read without blocking (kw_apply_pool_collect, on every pass of the
  * transfer's loop: a worker's send sets the transfer's latch).  The caller
- * (watch.c) keeps at most one request per watch in flight; different
- * watches proceed in parallel, up to the pool's size.  A worker that ends
+ * (watch.c) keeps at most one request per watch in flight, plus the
+ * batches of a list it spreads over workers nobody else needs
+ * (kw_apply_spare); different watches proceed in parallel, up to the
+ * pool's size.  A worker that ends
  * with a request in flight gives the ticket a failed result with SQLSTATE
  * 57P01 (admin_shutdown): whether it committed is unknown, which the
  * caller must treat as such (watch.c relists).
@@ -253,6 +255,33 @@ role_share_used(Oid role)
 		if (pool[i].ticket != NULL && pool[i].ticket->role == role)
 			held++;
 	return held >= Max(1, pool_size - 1);
+}
+
+/*
+ * kw_apply_spare: whether a request of `role` handed over now would leave
+ * at least one more worker (idle, or a free place where one could start)
+ * for the requests of others, and one more place in the role's own share
+ * (role_share_used) for its other watches: a watch spreads one list over
+ * several workers (watch_apply.c) only with workers nobody else needs, so
+ * a big list takes idle workers and never the last one.
+ */
+bool
+kw_apply_spare(Oid role)
+{
+	int			free_workers = 0;
+	int			held = 0;
+
+	for (int i = 0; i < pool_size; i++)
+	{
+		if (pool[i].handle != NULL ? pool[i].ticket == NULL : !pool[i].failed_start)
+			free_workers++;
+		if (OidIsValid(role) && pool[i].ticket != NULL && pool[i].ticket->role == role)
+			held++;
+	}
+	/* one more worker for the role's other watches, and one for everybody */
+	if (OidIsValid(role) && held + 1 >= Max(1, pool_size - 1))
+		return false;
+	return free_workers >= 2;
 }
 
 /*

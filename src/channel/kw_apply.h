@@ -15,8 +15,9 @@
  * worker to parallel apply workers (src/backend/replication/logical/
  * applyparallelworker.c: one DSM segment, a shm_mq each way per worker).
  * A watch has at most one request in flight, so its batches commit in
- * order; the transfer never runs a table owner's code nor waits on a
- * mirror table's lock.
+ * order, except the batches of one list, which may be spread over spare
+ * workers (kw_apply_spare; transfer/watch_apply.c); the transfer never
+ * runs a table owner's code nor waits on a mirror table's lock.
  *
  *-------------------------------------------------------------------------
  */
@@ -122,6 +123,7 @@ extern void kw_apply_pool_init(void);
 extern KwApplyTicket *kw_apply_submit(StringInfo request, void *owner,
 									  int32 watch_id, Oid role, int timeout_ms);
 extern bool kw_apply_in_flight(int32 watch_id);
+extern bool kw_apply_spare(Oid role);
 extern bool kw_apply_poll(KwApplyTicket *ticket, KwApplyResult *res,
 						  MemoryContext cxt);
 extern void kw_apply_cancel(KwApplyTicket *ticket);

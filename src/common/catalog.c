@@ -11,15 +11,22 @@
  * registration generation and sets the worker's latch on commit only
  * (pg_net wakes its worker the same way).
  *
+ * A registration is also a lockable object (kw_lock_registration): the
+ * batches applied for its watch share that lock, and unwatch() takes it
+ * exclusively before it deletes the row (kwatch._lock_registration).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/lsyscache.h"
 
 #include "kw_common.h"
 #include "kw_status.h"
@@ -208,4 +215,54 @@ kw_registrations_read(int32 only_id, MemoryContext cxt)
 		regs = lappend(regs, r);
 	}
 	return regs;
+}
+
+/*
+ * kw_lock_registration: takes `mode` on watch `id`'s registration as a
+ * database object (the lock manager's tag: kwatch.registrations' relid and
+ * the id), held until the transaction ends.  The batches of a watch take
+ * AccessShareLock before they lock the registration row (src/apply/sync.c)
+ * and write its table; unwatch() and DROP SERVER ... CASCADE take
+ * AccessExclusiveLock before they DELETE the row (kwatch_lock_registration).  The row's own FOR SHARE lock would not
+ * do alone: a new share locker never waits behind a waiting DELETE
+ * (heap_lock_tuple, src/backend/access/heap/heapam.c), so while the batches
+ * of a list spread over several apply workers overlap, unwatch() could
+ * wait for the whole list; the lock manager queues a new share request
+ * behind a waiting exclusive one (lock.c, LockCheckConflicts and the wait
+ * queue), so unwatch() waits for the batches running only.  Any backend;
+ * ERRORs only as the lock manager does (deadlock, lock_timeout); nothing
+ * when kwatch.registrations does not exist (the extension is not here).
+ */
+void
+kw_lock_registration(int32 id, int mode)
+{
+	Oid			nsp = get_namespace_oid("kwatch", true);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid("registrations", nsp) : InvalidOid;
+
+	if (OidIsValid(relid))
+		LockDatabaseObject(relid, (Oid) id, 0, mode);
+}
+
+PG_FUNCTION_INFO_V1(kwatch_lock_registration);
+
+/*
+ * kwatch_lock_registration: SQL kwatch._lock_registration(id integer) ->
+ * void: takes watch `id`'s registration lock exclusively
+ * (kw_lock_registration), held until the transaction ends.  unwatch() and
+ * DROP SERVER ... CASCADE call it before they DELETE the registration row:
+ * it waits for the watch's batches in progress, and the next ones wait
+ * behind it, so the DELETE (whose own row lock a new batch's FOR SHARE
+ * would overtake) finds no batch in its way; a batch that starts after
+ * the DELETE commits finds no row and rolls back (src/apply/sync.c).  A
+ * BEFORE DELETE trigger could not do it: the row is locked before a
+ * BEFORE ROW trigger runs (GetTupleForTrigger, commands/trigger.c).
+ * EXECUTE is revoked from PUBLIC: a role holding the lock would stall the
+ * watch.  ERRORs only as the lock manager does.
+ */
+Datum
+kwatch_lock_registration(PG_FUNCTION_ARGS)
+{
+	if (!PG_ARGISNULL(0))
+		kw_lock_registration(PG_GETARG_INT32(0), AccessExclusiveLock);
+	PG_RETURN_VOID();
 }

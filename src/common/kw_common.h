@@ -215,6 +215,7 @@ extern List *kw_registrations_read(int32 only_id, MemoryContext cxt);
 extern void kw_wake_worker_at_commit(void);
 extern void kw_retry_connect_at_commit(void);
 extern void kw_wake_sender_at_commit(void);
+extern void kw_lock_registration(int32 id, int mode);
 
 /* in transaction.c: one transaction with SPI and a snapshot */
 typedef void (*KwTxnBody) (void *arg);

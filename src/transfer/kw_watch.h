@@ -33,6 +33,9 @@ typedef enum KwXfer
 	XFER_WATCH
 } KwXfer;
 
+/* Most list batches of one watch in apply workers at once, beside its request */
+#define KW_SPREAD_MAX 8
+
 struct KwWatch
 {
 	MemoryContext cxt;			/* the watch's lifetime */
@@ -70,6 +73,7 @@ struct KwWatch
 								 * bookmark, sent with its merge (list_cxt) */
 	int			namends;
 	int			maxamends;
+	int64		amend_bytes;	/* their JSON bytes */
 
 	/* reflector state */
 	char	   *resume_rv;		/* last RV received; NULL = must list */
@@ -102,6 +106,19 @@ struct KwWatch
 	char	   *sent_rv;		/* EVENTS: resume point; FINISH: list RV */
 	KwApplyTicket *ticket;		/* in an apply worker; NULL = not (yet) */
 	TimestampTz resubmit_at;	/* a kept request waits for its retry */
+
+	/*
+	 * list items applied beside the request in flight, by apply workers
+	 * nobody else needs (watch_apply.c, "Spreading a list")
+	 */
+	KwApplyTicket *spread[KW_SPREAD_MAX];
+	int64		spread_gen[KW_SPREAD_MAX];	/* list_gen of each */
+	int			nspread;
+	char	   *spread_error;	/* one of them failed (cxt); the list restarts */
+	int			spread_sqlstate;
+	bool		spread_off;		/* not until a list commits (after a failure) */
+	int64		list_gen;		/* lists started: a late result of an earlier
+								 * list's spread batch is not this list's */
 
 	/* pending batch (batch_cxt) */
 	KwEvent    *events;
@@ -151,6 +168,10 @@ extern void kw_watch_note_batch_sent(KwWatch *w, KwApplyOp op);
 extern void kw_watch_drop_unapplied(KwWatch *w);
 extern bool kw_watch_take_result(KwWatch *w, KwApplyResult *res, MemoryContext cxt);
 extern void kw_watch_keep_request(KwWatch *w);
+extern bool kw_watch_send_spread(KwWatch *w, KwApplyRequest *req);
+extern bool kw_watch_take_spread_result(KwWatch *w, KwApplyResult *res, MemoryContext cxt,
+										bool *current);
+extern void kw_watch_note_spread_failed(KwWatch *w, const char *err, int sqlstate);
 
 /* in watch.c: what an apply request's success does to the watch */
 extern void kw_watch_note_relist_begun(KwWatch *w, KwApplyResult *res);

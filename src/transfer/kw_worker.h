@@ -25,6 +25,7 @@ extern void kw_watch_transfer_done(KwWatch *w, int curlcode);
 extern long kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at);
 extern bool kw_watch_has_pending(KwWatch *w);
 extern bool kw_watch_flush(KwWatch *w);
+extern bool kw_watch_spread(KwWatch *w);
 extern bool kw_watch_collect(KwWatch *w, MemoryContext cxt);
 
 /* in list_strategy.c: streaming list or LIST, per API server */

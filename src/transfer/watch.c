@@ -178,7 +178,7 @@ kw_watch_pending_work(KwWatch *w)
 bool
 kw_watch_unapplied(KwWatch *w)
 {
-	return kw_watch_pending_work(w) || w->sent.len > 0;
+	return kw_watch_pending_work(w) || w->sent.len > 0 || w->nspread > 0;
 }
 
 /*
@@ -279,6 +279,87 @@ kw_watch_send_request(KwWatch *w, KwApplyRequest *req, const char *rv)
 }
 
 /*
+ * kw_watch_send_spread: hands the pending list items (`req`, a
+ * KW_APPLY_RELIST_STAGE of them) to another apply worker, beside the
+ * request in flight (watch_apply.c, "Spreading a list"): encoded as
+ * kw_watch_send_request does, submitted, and on success forgotten, its
+ * ticket kept in w->spread until kw_watch_take_spread_result.  Returns
+ * false, changing nothing, when no apply worker took it.
+ */
+bool
+kw_watch_send_spread(KwWatch *w, KwApplyRequest *req)
+{
+	StringInfoData buf;
+	KwApplyTicket *t;
+
+	Assert(req->op == KW_APPLY_RELIST_STAGE && w->nspread < KW_SPREAD_MAX);
+	req->reg = w->reg;
+	req->timeout_ms = apply_timeout(w);
+	req->direct = w->list_direct;
+	initStringInfo(&buf);
+	kw_apply_request_encode(&buf, req);
+	t = kw_apply_submit(&buf, w, w->reg.id, w->reg.owner, req->timeout_ms);
+	pfree(buf.data);
+	if (t == NULL)
+		return false;
+	w->spread_gen[w->nspread] = w->list_gen;
+	w->spread[w->nspread++] = t;
+	reset_items(w);
+	return true;
+}
+
+/*
+ * kw_watch_take_spread_result: takes the result of one of the watch's
+ * spread batches (kw_watch_send_spread) that has completed into *res
+ * (allocated in `cxt`) and forgets its ticket; false when none has.
+ * *current says whether it belongs to the list in progress (not to one
+ * that has started over since).
+ */
+bool
+kw_watch_take_spread_result(KwWatch *w, KwApplyResult *res, MemoryContext cxt,
+							bool *current)
+{
+	for (int i = 0; i < w->nspread; i++)
+	{
+		if (kw_apply_poll(w->spread[i], res, cxt))
+		{
+			*current = (w->spread_gen[i] == w->list_gen);
+			w->nspread--;
+			w->spread[i] = w->spread[w->nspread];
+			w->spread_gen[i] = w->spread_gen[w->nspread];
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * kw_watch_note_spread_failed: a spread batch was not applied (`err`,
+ * `sqlstate`): nothing more is handed over, and once no batch of the watch
+ * is in an apply worker the list starts over (watch_result.c), without
+ * spreading until a list commits.  The first failure is kept; NULL `err`
+ * forgets it (the list was restarted).
+ */
+void
+kw_watch_note_spread_failed(KwWatch *w, const char *err, int sqlstate)
+{
+	if (err == NULL)
+	{
+		if (w->spread_error)
+			pfree(w->spread_error);
+		w->spread_error = NULL;
+		w->spread_sqlstate = 0;
+	}
+	else if (w->spread_error == NULL)
+	{
+		w->spread_error = MemoryContextStrdup(w->cxt, err);
+		w->spread_sqlstate = sqlstate;
+		/* the list made again is not spread: what failed may fail again */
+		w->spread_off = true;
+	}
+}
+
+/*
  * kw_watch_note_batch_sent: request `op` (kw_watch_flush's, just sent with
  * kw_watch_send_request) carries a part of the pending batch: forgets that
  * part, so that the stream decodes the next batch meanwhile (PROTOCOL 27).
@@ -296,6 +377,7 @@ kw_watch_note_batch_sent(KwWatch *w, KwApplyOp op)
 		/* sent; kw_watch_note_list_committed resets list_cxt */
 		w->amends = NULL;
 		w->namends = w->maxamends = 0;
+		w->amend_bytes = 0;
 	}
 	else if (op == KW_APPLY_RELIST_STAGE)
 		reset_items(w);
@@ -423,6 +505,7 @@ kw_watch_note_list_committed(KwWatch *w, KwApplyCounts *counts)
 	w->list_started = false;
 	w->list_finish_pending = false;
 	w->first_list_done = true;
+	w->spread_off = false;		/* a list committed: spreading is safe again */
 	w->list_not_streamed = false;
 	w->backoff_ms = 0;
 	w->short_watches = 0;
@@ -675,12 +758,17 @@ on_initial_event(KwWatch *w, KwEventType t, json_object *o)
 		kw_list_stream_support(w->cfg->api_server, true, NULL);
 		return;
 	}
-	if (t != KW_EV_ADDED && w->namends >= kw_batch_size)
+	if (t != KW_EV_ADDED && (w->namends >= kw_batch_size ||
+							 w->amend_bytes >= (int64) kw_batch_memory_kb * 1024))
 	{
-		/* a collection this busy is listed with LIST this time */
+		/*
+		 * A collection this busy is listed with LIST this time: the changes
+		 * are held until the merge, at most a batch of them (kwatch.batch_size
+		 * and kwatch.batch_memory), as any batch.
+		 */
 		w->abort_reason = MemoryContextStrdup(w->cxt,
-											  psprintf("more than %d changes came before the streaming list's initial-events-end bookmark; listing with LIST this time",
-													   kw_batch_size));
+											  psprintf("more than %d changes or %d kB of them came before the streaming list's initial-events-end bookmark; listing with LIST this time",
+													   kw_batch_size, kw_batch_memory_kb));
 		w->abort_src = KW_ERRSRC_HTTP;
 		w->list_not_streamed = true;
 		return;
@@ -713,6 +801,7 @@ on_initial_event(KwWatch *w, KwEventType t, json_object *o)
 		w->amends[w->namends].type = t;
 		w->amends[w->namends].obj = obj;
 		w->namends++;
+		w->amend_bytes += obj.json_len;
 		if (t == KW_EV_DELETED)
 			w->list_items--;	/* an object of the list, gone by its end */
 		return;
@@ -1115,6 +1204,7 @@ kw_watch_restart_list(KwWatch *w, bool with_rv)
 	if (w->list_finish_pending)
 		reset_events(w);
 	w->need_list = true;
+	w->list_gen++;			/* spread batches still out are the old list's */
 	if (w->slot->synced)
 		kw_watch_set_synced(w, false, false);
 	w->list_with_rv = with_rv && w->resume_rv != NULL;
@@ -1126,6 +1216,7 @@ kw_watch_restart_list(KwWatch *w, bool with_rv)
 	/* in list_cxt, reset by kw_watch_note_relist_begun */
 	w->amends = NULL;
 	w->namends = w->maxamends = 0;
+	w->amend_bytes = 0;
 }
 
 /*
@@ -1602,8 +1693,8 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 		/* a kept request: once its retry time has come */
 		if (w->sent.len > 0 && w->resubmit_at > now)
 			return (long) ((w->resubmit_at - now) / 1000) + 1;
-		/* waiting for a free apply worker: a result sets our latch */
-		if (w->sent.len > 0)
+		/* waiting for a free apply worker, or for spread batches: a result sets our latch */
+		if (w->sent.len > 0 || w->nspread > 0)
 			return 1000;
 		return 0;
 	}
@@ -1752,6 +1843,8 @@ kw_watch_destroy(KwWatch *w)
 {
 	if (w->ticket)
 		kw_apply_cancel(w->ticket);
+	for (int i = 0; i < w->nspread; i++)
+		kw_apply_cancel(w->spread[i]);
 	kw_watch_stop_transfer(w);
 	if (w->slot != &w->private_slot)
 		kw_status_release(w->slot);

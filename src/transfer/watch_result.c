@@ -22,6 +22,8 @@
 #include "kw_worker.h"
 #include "kw_watch.h"
 
+static void took_result(KwWatch *w, KwApplyResult *r);
+
 /*
  * retryable: whether a failed request is worth sending again as it is:
  * the table owner's code or a lock outlasted kwatch.apply_timeout (57014,
@@ -46,11 +48,12 @@ static void
 apply_failed(KwWatch *w, const char *err, int sqlstate)
 {
 	kw_watch_record_error(w, KW_ERRSRC_DATABASE, err);
-	if (retryable(sqlstate) && w->sent.len > 0)
+	if (retryable(sqlstate) && w->sent.len > 0 && w->spread_error == NULL)
 	{
 		kw_watch_keep_request(w);
 		return;
 	}
+	kw_watch_note_spread_failed(w, NULL, 0);	/* the list starts over anyway */
 	kw_watch_drop_unapplied(w);
 	kw_watch_stop_transfer(w);
 	kw_watch_restart_list(w, true);
@@ -59,17 +62,51 @@ apply_failed(KwWatch *w, const char *err, int sqlstate)
 
 /*
  * kw_watch_collect: takes the outcome of the watch's request in flight,
- * once its apply worker has reported it (apply_pool.c), and decides what
- * comes next.  Returns whether there was one.  Called by the worker loop
+ * once its apply worker has reported it (apply_pool.c), and of its spread
+ * list batches (watch_apply.c), and decides what comes next.  Returns
+ * whether there was one.  Called by the worker loop
  * on every pass, after kw_apply_pool_collect.
  */
 bool
 kw_watch_collect(KwWatch *w, MemoryContext cxt)
 {
 	KwApplyResult res;
+	bool		any = false;
+	bool		current;
 
-	if (!kw_watch_take_result(w, &res, cxt))
-		return false;
+	/* the list batches spread over other apply workers (watch_apply.c) */
+	while (kw_watch_take_spread_result(w, &res, cxt, &current))
+	{
+		any = true;
+		if (res.ok)
+			kw_watch_note_items_staged(w, &res);
+		else if (current)
+			kw_watch_note_spread_failed(w, res.error ? res.error : "an apply worker failed",
+										res.sqlstate);
+		/* a failure of a list that has started over since: nothing left to do */
+	}
+	if (kw_watch_take_result(w, &res, cxt))
+	{
+		any = true;
+		took_result(w, &res);
+	}
+	if (w->spread_error != NULL && w->nspread == 0 && w->ticket == NULL)
+	{
+		/* every batch is back: the list starts over, as after its own failure */
+		apply_failed(w, pstrdup(w->spread_error), w->spread_sqlstate);
+	}
+	return any;
+}
+
+/*
+ * took_result: acts on the result of the watch's request in flight,
+ * taken by kw_watch_collect.
+ */
+static void
+took_result(KwWatch *w, KwApplyResult *r)
+{
+	KwApplyResult res = *r;
+
 	if (!res.ok)
 	{
 		if (w->sent_op == KW_APPLY_RELIST_BEGIN)
@@ -86,7 +123,7 @@ kw_watch_collect(KwWatch *w, MemoryContext cxt)
 		}
 		else
 			apply_failed(w, res.error, res.sqlstate);
-		return true;
+		return;
 	}
 	switch (w->sent_op)
 	{
@@ -109,5 +146,4 @@ kw_watch_collect(KwWatch *w, MemoryContext cxt)
 			break;
 	}
 	kw_watch_forget_request(w);
-	return true;
 }

@@ -727,7 +727,8 @@ collect_applied(long timeout)
 
 /*
  * hand_over_batches: hands what the streams delivered to the apply
- * workers, a request per watch at most; returns 0 when anything was
+ * workers, a request per watch, then, with the workers no watch asked for,
+ * more batches of the lists being made (kw_watch_spread); returns 0 when anything was
  * handed over, else `timeout` (a batch no apply worker was free for waits
  * for a result to set the latch).
  */
@@ -743,6 +744,12 @@ hand_over_batches(long timeout)
 		if (kw_watch_has_pending(w) && kw_watch_flush(w))
 			timeout = 0;
 		CHECK_FOR_INTERRUPTS();
+	}
+	/* then the batches of big lists, with the workers left spare */
+	foreach(lc, watches)
+	{
+		if (kw_watch_spread((KwWatch *) lfirst(lc)))
+			timeout = 0;
 	}
 	return timeout;
 }

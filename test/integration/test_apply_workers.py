@@ -227,3 +227,125 @@ def test_relists_begun_at_once_share_the_staging_schema(ctx):
         st = watch_status(srv, r)
         assert st["state"] == "watching" and "duplicate key" not in (st["last_error"] or ""), st
     assert sql_one("SELECT count(*) FROM pg_namespace WHERE nspname = 'kwatch_stage'") == 1
+
+
+def spread_first_sync(ctx, settings, n, sleep_s, during=None):
+    """A first sync of `n` ConfigMaps in batches of 25 into a table whose
+    statement trigger (its owner's code) records the apply worker that runs
+    each batch and sleeps `sleep_s`: the stream outruns the inserts, so
+    full batches wait and go to spare apply workers (watch_apply.c,
+    "Spreading a list").  `during(srv)` runs while the batches are applied.
+    Returns the server and the pids that applied batches, in order."""
+    settings(batch_size=25)
+    ns = ctx.namespace()
+    srv = ctx.server()
+    kubectl("apply", "-f", "-", input=conftest.configmaps_doc(ns, ["spread-%03d" % i for i in range(n)]))
+    sql("CREATE TABLE IF NOT EXISTS public.kwatch_test_spread (pid int, at timestamptz)")
+    sql("TRUNCATE public.kwatch_test_spread")
+    sql("CREATE OR REPLACE FUNCTION public.kwatch_test_spread() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN INSERT INTO public.kwatch_test_spread VALUES (pg_backend_pid(), clock_timestamp());"
+        " PERFORM pg_sleep(%s); RETURN NULL; END $$" % float(sleep_s))
+    conn = conftest.PG.connect()
+    conn.autocommit = False
+    try:
+        # the trigger in the registering transaction: it is there for the first batch
+        table = watch("configmaps", srv, conn, namespace=ns)
+        with conn.cursor() as cur:
+            cur.execute(pgsql.SQL("CREATE TRIGGER kwatch_test_spread AFTER INSERT ON {}"
+                                  " FOR EACH STATEMENT EXECUTE FUNCTION public.kwatch_test_spread()")
+                        .format(pgsql.SQL(table)))
+        conn.commit()
+    finally:
+        conn.close()
+    try:
+        if during:
+            during(srv)
+        sql("SELECT kwatch.wait_synced(server => %s, timeout => '120s')", (srv,))
+    finally:
+        sql(pgsql.SQL("DROP TRIGGER IF EXISTS kwatch_test_spread ON {}").format(pgsql.SQL(table)))
+    assert_table_matches_server(table, srv, ["configmaps", "-n", ns])
+    pids = [r[0] for r in sql("SELECT pid FROM public.kwatch_test_spread ORDER BY at")]
+    return srv, pids
+
+
+def test_a_first_sync_is_spread_over_idle_apply_workers(ctx, settings):
+    """Issue 36: 300 objects in batches of about 25 (a batch ends once it
+    holds 25, at the end of the bytes read), each 0.3 s in its owner's
+    trigger: several apply workers insert at once (the trigger saw more
+    than one backend), and the table equals the server, each object
+    notified once."""
+    srv, pids = spread_first_sync(ctx, settings, 300, 0.3)
+    assert len(pids) >= 4, pids
+    assert len(set(pids)) >= 2, pids
+    n = sql("SELECT name, count(*) FROM kwatch.events WHERE cluster = %s GROUP BY name"
+            " HAVING count(*) <> 1", (srv,))
+    assert n == [], n
+    rows = sql_one("SELECT count(*) FROM k8s.configmaps WHERE cluster = %s", (srv,))
+    assert rows >= 300     # and the namespace's kube-root-ca.crt
+    assert sql_one("SELECT count(*) FROM kwatch.events WHERE cluster = %s AND type = 'ADDED'",
+                   (srv,)) == rows
+    st = watch_status(srv, "configmaps")
+    assert st["state"] == "watching" and st["synced"] and st["objects"] == rows, st
+
+
+def test_an_apply_worker_terminated_during_a_spread_list_loses_nothing(ctx, settings):
+    """Issue 36: one of the apply workers inserting a spread first sync is
+    terminated inside its batch: that batch rolls back, the list starts
+    over once the others are back (a relist: the rows committed stay and
+    are not notified again), and the table equals the server with every
+    object notified exactly once."""
+    def kill_one(srv):
+        pids = wait_until(lambda: (lambda p: p if len(p) >= 2 else None)(apply_backends("PgSleep")),
+                          60, "two apply workers inside the spread list's batches")
+        sql("SELECT pg_terminate_backend(%s)", (pids[-1],))
+
+    srv, pids = spread_first_sync(ctx, settings, 300, 0.5, during=kill_one)
+    dup = sql("SELECT name, count(*) FROM kwatch.events WHERE cluster = %s GROUP BY name"
+              " HAVING count(*) <> 1", (srv,))
+    assert dup == [], dup
+    rows = sql_one("SELECT count(*) FROM k8s.configmaps WHERE cluster = %s", (srv,))
+    assert rows >= 300
+    assert sql_one("SELECT count(DISTINCT name) FROM kwatch.events WHERE cluster = %s", (srv,)) == rows
+    st = watch_status(srv, "configmaps")
+    assert st["state"] == "watching" and st["synced"] and st["objects"] == rows, st
+
+
+def test_unwatch_waits_for_the_batches_in_progress_not_the_spread_list(ctx, settings):
+    """Issue 36: while the batches of a first sync are spread over apply
+    workers (each 0.5 s in its owner's trigger, 24 of them), unwatch()
+    waits for the batches in progress, not for the list: the batches that
+    start after it (they find no registration) roll back, so when it
+    returns fewer than all batches (at least 16) committed, and no row of
+    the watch is left or comes later."""
+    settings(batch_size=25)
+    ns = ctx.namespace()
+    srv = ctx.server()
+    kubectl("apply", "-f", "-", input=conftest.configmaps_doc(ns, ["unw-%03d" % i for i in range(600)]))
+    sql("CREATE TABLE IF NOT EXISTS public.kwatch_test_spread (pid int, at timestamptz)")
+    sql("TRUNCATE public.kwatch_test_spread")
+    sql("CREATE OR REPLACE FUNCTION public.kwatch_test_spread() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN INSERT INTO public.kwatch_test_spread VALUES (pg_backend_pid(), clock_timestamp());"
+        " PERFORM pg_sleep(0.5); RETURN NULL; END $$")
+    conn = conftest.PG.connect()
+    conn.autocommit = False
+    try:
+        table = watch("configmaps", srv, conn, namespace=ns)
+        with conn.cursor() as cur:
+            cur.execute(pgsql.SQL("CREATE TRIGGER kwatch_test_spread AFTER INSERT ON {}"
+                                  " FOR EACH STATEMENT EXECUTE FUNCTION public.kwatch_test_spread()")
+                        .format(pgsql.SQL(table)))
+        conn.commit()
+    finally:
+        conn.close()
+    try:
+        wait_until(lambda: len(apply_backends("PgSleep")) >= 2, 60,
+                   "two apply workers inside the spread list's batches")
+        assert sql_one("SELECT kwatch.unwatch('configmaps', server => %s)", (srv,)) is True
+        committed = sql_one("SELECT count(*) FROM public.kwatch_test_spread")
+        assert committed < 12, committed
+        time.sleep(2)
+        assert sql_one(pgsql.SQL("SELECT count(*) FROM {} WHERE cluster = %s").format(pgsql.SQL(table)),
+                       (srv,)) == 0
+        assert sql_one("SELECT count(*) FROM public.kwatch_test_spread") == committed
+    finally:
+        sql(pgsql.SQL("DROP TRIGGER IF EXISTS kwatch_test_spread ON {}").format(pgsql.SQL(table)))

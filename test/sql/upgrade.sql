@@ -350,6 +350,8 @@ VALUES ('wc_down', 'secrets', '', 'v1', 'secrets', 'Secret', true, 'upgrade_wc_s
         'kwatch_upgrade_wc_p', CURRENT_USER::regrole, '0');
 SELECT name, resource_version, object->'data'->>'password' ~ '^<redacted hmac-sha256:' AS digest
   FROM k8s.upgrade_secrets;
+-- a labels index of the table's owner's own (issue 36: kept as it is)
+CREATE INDEX upgrade_crontabs_label_keys ON k8s.upgrade_crontabs USING gin (labels);
 ALTER EXTENSION kwatch UPDATE TO '0.7.0';
 SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
 -- 0.6.0's digests (of the value alone) are gone: "<redacted>" and no
@@ -389,6 +391,13 @@ SELECT v.relname, a.rolname = c.relowner::regrole::text AS granted_to_table_owne
  WHERE v.relnamespace = 'kubectl'::regnamespace AND a.oid = x.grantee AND x.privilege_type = 'SELECT'
    AND c.relname = v.relname AND c.relnamespace = 'k8s'::regnamespace AND a.oid <> v.relowner
  ORDER BY 1;
+-- Issue 36: the labels index kwatch made is jsonb_path_ops, same name; the
+-- owner's own is as it was
+SELECT i.indexrelid::regclass AS index, pg_get_indexdef(i.indexrelid) AS definition
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+ WHERE c.relnamespace = 'k8s'::regnamespace AND c.relname IN ('upgrade_pods', 'upgrade_crontabs')
+   AND pg_get_indexdef(i.indexrelid) LIKE '%gin%'
+ ORDER BY 1::text;
 DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets;   -- 2BP01: the views read them
 DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets, k8s.upgrade_renamed CASCADE;
 DROP OWNED BY kw_upgrade_owner;
