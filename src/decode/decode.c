@@ -1167,6 +1167,21 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 
 		if (dec->in_string)
 		{
+			/*
+			 * Most of a list's bytes are string contents, which matter only
+			 * at a quote or a backslash, or while a key is being kept: skip
+			 * to the next quote or backslash (the loop's i++ lands on it).
+			 */
+			if (!dec->escape && c != '"' && c != '\\' &&
+				!(dec->str_depth && dec->str.len < KW_KEY_MAX * 4))
+			{
+				size_t		j = i + 1;
+
+				while (j < len && data[j] != '"' && data[j] != '\\')
+					j++;
+				i = j - 1;
+				continue;
+			}
 			if (dec->escape)
 				dec->escape = false;
 			else if (c == '\\')

@@ -10,7 +10,9 @@ Rows and how each is measured:
                   worker and the apply workers, sampled every 10 ms (each
                   process's own peak in the JSON: worker_rss_peak_mb,
                   apply_rss_peak_mb);
-                  the watch's state polled every 20 ms;
+                  the watch's state polled every 20 ms, with the phases
+                  first_rows_s (first batch committed) and all_rows_s
+                  (every row committed) before healthy (the list's merge);
                   CPU = the whole PostgreSQL instance (worker, apply workers,
                   WAL writer, ...; measure.pg_cpu_s), the worker's and the
                   apply workers' apart in the JSON (worker_cpu_s,
@@ -22,7 +24,8 @@ Rows and how each is measured:
   kubectl         `kubectl get pods -A -o json` to a file; wall time of the
                   process, RSS and CPU from wait4
   LIST rv=0       one curl GET ?resourceVersion=0 (the watch cache answers
-                  whole, as to an informer), body discarded; wait4
+                  whole, as to an informer), body discarded; wait4; its
+                  first byte (curl's time_starttransfer) as first_byte_s
   LIST paged      GETs of limit=500 pages following continue tokens (etcd
                   answers, as to kwatch), over one keep-alive connection, in a
                   child Python process that discards the bodies (curl cannot
@@ -147,10 +150,16 @@ def kwatch_sync(cur, server, n, postmaster, api_pid, notify=True):
     sampler.start()
     t0 = time.monotonic()
     cur.execute("SELECT kwatch.watch('pods', server => %s, notify => %s)", (server, notify))
+    first_rows = all_rows = None
     while True:
-        cur.execute("SELECT healthy, objects FROM kwatch.watches WHERE server = %s AND resource = 'pods'",
-                    (server,))
-        healthy, objects = cur.fetchone()
+        cur.execute("SELECT healthy, objects, added FROM kwatch.watches WHERE server = %s"
+                    " AND resource = 'pods'", (server,))
+        healthy, objects, added = cur.fetchone()
+        # phases: first batch committed, last batch committed, the list's merge (healthy)
+        if first_rows is None and added:
+            first_rows = time.monotonic() - t0
+        if all_rows is None and added and added >= n:
+            all_rows = time.monotonic() - t0
         if healthy and objects is not None and objects >= n:
             break
         if time.monotonic() - t0 > 1800:
@@ -168,6 +177,7 @@ def kwatch_sync(cur, server, n, postmaster, api_pid, notify=True):
     rows, size = cur.fetchone()
     return row("kwatch", took, rows, peak, cpu_pg, api, worker_cpu_s=cpu_w, apply_cpu_s=cpu_apply,
                apply_workers=len(pids.seen | set(apply0)),
+               first_rows_s=first_rows, all_rows_s=all_rows,
                worker_rss_peak_mb=sampler.peak_by_pid.get(worker, 0) / 1024,
                apply_rss_peak_mb=apply_peak / 1024,
                worker_rss_before_mb=rss0 / 1024, worker_rss_after_mb=measure.status_kb(worker)[0] / 1024,
@@ -261,13 +271,15 @@ def list_rv0(n, api_pid):
     """The LIST floor as an informer's first LIST: one curl GET
     /api/v1/pods?resourceVersion=0 (served whole from the watch cache)."""
     url = os.environ["KWATCH_K8S_SERVER"] + "/api/v1/pods?resourceVersion=0"
-    argv = ["curl", "-sS", "-f", "--http1.1", "-o", "/dev/null", "-w", "%{size_download}",
+    argv = ["curl", "-sS", "-f", "--http1.1", "-o", "/dev/null", "-w",
+            "%{size_download} %{time_starttransfer}",
             "--cacert", os.environ["KWATCH_K8S_CA"], "-A", USER_AGENT,
             "-H", "Authorization: Bearer " + os.environ["KWATCH_K8S_TOKEN"], url]
     api0 = measure.cpu_s(api_pid)
     wall, rss, cpu, out = measure.run_child(LAUNCHER[0], argv, stdout=subprocess.PIPE)
+    size, first_byte = out.split()
     return row("LIST floor, rv=0 (curl, one response)", wall, n, rss, cpu, measure.cpu_s(api_pid) - api0,
-               bytes=int(out))
+               bytes=int(size), first_byte_s=float(first_byte))
 
 
 def list_paged(n, api_pid, limit=500):

@@ -150,7 +150,19 @@ def markdown(rep):
               % (kw["worker_cpu_s"], kw["worker_rss_peak_mb"], kw["apply_workers"],
                  "" if kw["apply_workers"] == 1 else "s", kw["apply_cpu_s"], kw["apply_rss_peak_mb"],
                  kw["cpu_s"] - kw["worker_cpu_s"] - kw["apply_cpu_s"], kw["apiserver_cpu_s"])]
-    elif kw and kw.get("worker_cpu_s") is not None:
+    if kw and kw.get("first_rows_s") is not None and kw.get("all_rows_s") is not None:
+        rv0 = next((a for a in rep["anchors"] if a["name"].startswith("LIST floor, rv=0")), {})
+        insert_s = kw["all_rows_s"] - kw["first_rows_s"]
+        L += ["", "kwatch's phases (issue 36): first batch committed at %.2f s, every row at %.2f s, "
+              "the list's merge (healthy) at %.2f s; the apply workers' CPU over the whole sync %.2f "
+              "cores (%.2f CPU s / %.2f s), over the insert phase at most %.2f cores; the rv=0 LIST "
+              "floor's first byte at %s s, its last at %.2f s."
+              % (kw["first_rows_s"], kw["all_rows_s"], kw["seconds"],
+                 kw["apply_cpu_s"] / kw["seconds"], kw["apply_cpu_s"], kw["seconds"],
+                 kw["apply_cpu_s"] / insert_s if insert_s > 0 else NAN,
+                 "%.2f" % rv0["first_byte_s"] if rv0.get("first_byte_s") is not None else "-",
+                 rv0.get("seconds", NAN))]
+    if kw and kw.get("worker_cpu_s") is not None and kw.get("apply_cpu_s") is None:
         L += ["", "kwatch's CPU: worker %.2f s, the rest of PostgreSQL (relist merge, WAL writer, ...) %.2f s; "
               "the apiserver serving its LIST %.2f s. Worker RssAnon %.0f MB before the sync, %.0f MB after."
               % (kw["worker_cpu_s"], kw["cpu_s"] - kw["worker_cpu_s"], kw["apiserver_cpu_s"],
