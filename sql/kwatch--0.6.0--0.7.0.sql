@@ -3624,7 +3624,9 @@ AS 'MODULE_PATHNAME', 'kwatch_delete';
 -- `CREATE INDEX ON k8s.<table> USING gin (labels)`.  Tables made before
 -- 0.7.0 get the new index here, under the same name, if theirs is still
 -- the one kwatch made (named <table>_labels_idx, on labels alone, jsonb_ops);
--- the rebuild holds a SHARE lock on the table (the worker's writes wait).
+-- built beside the old index (a SHARE lock: the worker's writes wait,
+-- reads go on), then swapped in a moment; a table locked for more than 5 s
+-- keeps its index, with a WARNING.
 -- =====================================================================
 
 -- create_mirror_table(table_name, api_group, api_version, plural) ->
@@ -3683,14 +3685,21 @@ REVOKE ALL ON FUNCTION @extschema@.create_mirror_table(text, text, text, text) F
 
 -- The labels index of the tables kwatch made, rebuilt with jsonb_path_ops
 -- (see above).  An index a table's owner made, or changed, is left alone.
+-- The new index is built beside the old one (a SHARE lock: reads go on),
+-- then the old one dropped and the new one renamed (ACCESS EXCLUSIVE, a
+-- moment); each table's lock is waited for at most 5 s, after which that
+-- table keeps its index and a WARNING says how to rebuild it later.
 DO $$
 DECLARE
   r record;
+  saved text := current_setting('lock_timeout');
 BEGIN
+  PERFORM set_config('lock_timeout', '5s', true);
   FOR r IN
     SELECT i.indexrelid::regclass AS idx, i.indrelid::regclass AS rel, ic.relname AS idxname
       FROM @extschema@.tables t
-      JOIN pg_class tc ON tc.oid = t.relid
+      JOIN pg_class tc ON tc.oid = t.relid AND tc.relname = t.relname
+                      AND tc.relnamespace = (SELECT n.oid FROM pg_namespace n WHERE n.nspname = 'k8s')
       JOIN pg_index i ON i.indrelid = t.relid
       JOIN pg_class ic ON ic.oid = i.indexrelid
       JOIN pg_am am ON am.oid = ic.relam
@@ -3701,9 +3710,18 @@ BEGIN
        AND ic.relname = tc.relname || '_labels_idx'
      ORDER BY 2
   LOOP
-    EXECUTE format('DROP INDEX %s', r.idx);
-    EXECUTE format('CREATE INDEX %I ON %s USING gin (labels jsonb_path_ops)', r.idxname, r.rel);
+    BEGIN
+      EXECUTE format('CREATE INDEX %I ON %s USING gin (labels jsonb_path_ops)',
+                     'kwatch_036_' || r.rel::oid, r.rel);
+      EXECUTE format('DROP INDEX %s', r.idx);
+      EXECUTE format('ALTER INDEX k8s.%I RENAME TO %I', 'kwatch_036_' || r.rel::oid, r.idxname);
+    EXCEPTION WHEN lock_not_available THEN
+      RAISE WARNING 'kept the jsonb_ops index % of %: its table stayed locked for 5 s', r.idxname, r.rel
+        USING HINT = format('Later, as the table''s owner: CREATE INDEX ON %s USING gin (labels jsonb_path_ops); DROP INDEX k8s.%I;',
+                            r.rel, r.idxname);
+    END;
   END LOOP;
+  PERFORM set_config('lock_timeout', saved, true);
 END
 $$;
 

@@ -299,6 +299,13 @@ drop_owned_watches(DropOwnedStmt *stmt)
 										  "     OPERATOR(pg_catalog.=) ANY ($1) RETURNING r.id)"
 										  " SELECT %1$s._drop_relist_stage(d.id), %1$s._wake_at_commit() FROM d",
 										  ext.schema);
+		/*
+		 * Their registrations' locks first (issue 36): the DELETE waits for
+		 * the watches' batches in progress, not behind every new one.
+		 */
+		char	   *lock_own = psprintf("SELECT %1$s._lock_registration(r.id) FROM %1$s.registrations r"
+										" WHERE r.owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY r.id",
+										ext.schema);
 		char	   *others = psprintf("SELECT %1$s._unwatch_impl(r.resource, r.server, false)"
 									  " FROM %1$s.registrations r"
 									  " WHERE r.owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY r.id",
@@ -322,6 +329,7 @@ drop_owned_watches(DropOwnedStmt *stmt)
 		PG_TRY();
 		{
 			kw_fire_deferred_triggers();
+			execute_as_extension_owner(&ext, lock_own, 1, argtypes, &roles, false);
 			execute_as_extension_owner(&ext, own_tables, 1, argtypes, &roles, false);
 			execute_as_extension_owner(&ext, others, 1, argtypes, &roles, false);
 			execute_as_extension_owner(&ext, views, 1, argtypes, &roles, false);
@@ -360,7 +368,12 @@ reassign_owned_watches(ReassignOwnedStmt *stmt)
 								   " WHERE owner OPERATOR(pg_catalog.=) ANY ($1) RETURNING 1)"
 								   " SELECT %1$s._wake_at_commit() FROM u LIMIT 1",
 								   ext.schema);
+		/* as DROP OWNED: the registrations' locks first (issue 36) */
+		char	   *lock = psprintf("SELECT %1$s._lock_registration(r.id) FROM %1$s.registrations r"
+									" WHERE r.owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY r.id",
+									ext.schema);
 
+		execute_as_extension_owner(&ext, lock, 1, argtypes, values, false);
 		execute_as_extension_owner(&ext, sql, 2, argtypes, values, false);
 	}
 	SPI_finish();
