@@ -229,17 +229,16 @@ def test_relists_begun_at_once_share_the_staging_schema(ctx):
     assert sql_one("SELECT count(*) FROM pg_namespace WHERE nspname = 'kwatch_stage'") == 1
 
 
-def spread_first_sync(ctx, settings, n, sleep_s, during=None):
-    """A first sync of `n` ConfigMaps in batches of 25 into a table whose
-    statement trigger (its owner's code) records the apply worker that runs
-    each batch and sleeps `sleep_s`: the stream outruns the inserts, so
-    full batches wait and go to spare apply workers (watch_apply.c,
-    "Spreading a list").  `during(srv)` runs while the batches are applied.
-    Returns the server and the pids that applied batches, in order."""
+def watch_with_slow_batches(ctx, settings, prefix, n, sleep_s):
+    """`n` ConfigMaps <prefix>-NNN in a new namespace, watched in batches of
+    about 25 into a table whose statement trigger, made in the registering
+    transaction (so it is there for the first batch), records the backend
+    that runs each batch in public.kwatch_test_spread and sleeps `sleep_s`.
+    Returns (server, namespace, table)."""
     settings(batch_size=25)
     ns = ctx.namespace()
     srv = ctx.server()
-    kubectl("apply", "-f", "-", input=conftest.configmaps_doc(ns, ["spread-%03d" % i for i in range(n)]))
+    kubectl("apply", "-f", "-", input=conftest.configmaps_doc(ns, ["%s-%03d" % (prefix, i) for i in range(n)]))
     sql("CREATE TABLE IF NOT EXISTS public.kwatch_test_spread (pid int, at timestamptz)")
     sql("TRUNCATE public.kwatch_test_spread")
     sql("CREATE OR REPLACE FUNCTION public.kwatch_test_spread() RETURNS trigger LANGUAGE plpgsql AS"
@@ -248,7 +247,6 @@ def spread_first_sync(ctx, settings, n, sleep_s, during=None):
     conn = conftest.PG.connect()
     conn.autocommit = False
     try:
-        # the trigger in the registering transaction: it is there for the first batch
         table = watch("configmaps", srv, conn, namespace=ns)
         with conn.cursor() as cur:
             cur.execute(pgsql.SQL("CREATE TRIGGER kwatch_test_spread AFTER INSERT ON {}"
@@ -257,6 +255,15 @@ def spread_first_sync(ctx, settings, n, sleep_s, during=None):
         conn.commit()
     finally:
         conn.close()
+    return srv, ns, table
+
+
+def spread_first_sync(ctx, settings, n, sleep_s, during=None):
+    """A first sync of `n` ConfigMaps (watch_with_slow_batches): the stream
+    outruns the inserts, so full batches wait and go to spare apply workers (watch_apply.c,
+    "Spreading a list").  `during(srv)` runs while the batches are applied.
+    Returns the server and the pids that applied batches, in order."""
+    srv, ns, table = watch_with_slow_batches(ctx, settings, "spread", n, sleep_s)
     try:
         if during:
             during(srv)
@@ -317,26 +324,7 @@ def test_unwatch_waits_for_the_batches_in_progress_not_the_spread_list(ctx, sett
     start after it (they find no registration) roll back, so when it
     returns fewer than all batches (at least 16) committed, and no row of
     the watch is left or comes later."""
-    settings(batch_size=25)
-    ns = ctx.namespace()
-    srv = ctx.server()
-    kubectl("apply", "-f", "-", input=conftest.configmaps_doc(ns, ["unw-%03d" % i for i in range(600)]))
-    sql("CREATE TABLE IF NOT EXISTS public.kwatch_test_spread (pid int, at timestamptz)")
-    sql("TRUNCATE public.kwatch_test_spread")
-    sql("CREATE OR REPLACE FUNCTION public.kwatch_test_spread() RETURNS trigger LANGUAGE plpgsql AS"
-        " $$ BEGIN INSERT INTO public.kwatch_test_spread VALUES (pg_backend_pid(), clock_timestamp());"
-        " PERFORM pg_sleep(0.5); RETURN NULL; END $$")
-    conn = conftest.PG.connect()
-    conn.autocommit = False
-    try:
-        table = watch("configmaps", srv, conn, namespace=ns)
-        with conn.cursor() as cur:
-            cur.execute(pgsql.SQL("CREATE TRIGGER kwatch_test_spread AFTER INSERT ON {}"
-                                  " FOR EACH STATEMENT EXECUTE FUNCTION public.kwatch_test_spread()")
-                        .format(pgsql.SQL(table)))
-        conn.commit()
-    finally:
-        conn.close()
+    srv, ns, table = watch_with_slow_batches(ctx, settings, "unw", 600, 0.5)
     try:
         wait_until(lambda: len(apply_backends("PgSleep")) >= 2, 60,
                    "two apply workers inside the spread list's batches")
