@@ -131,6 +131,21 @@ extension_here(KwExtension *ext)
 }
 
 /*
+ * lock_registrations_sql: the statement that takes, in id order, the
+ * registration locks (kwatch._lock_registration, src/common/catalog.c) of
+ * the watches the roles $1 (oid[]) own, run before DROP OWNED or REASSIGN
+ * OWNED changes their rows: each waits for its watch's batches in
+ * progress, not behind every new one (issue 36).
+ */
+static char *
+lock_registrations_sql(KwExtension *ext)
+{
+	return psprintf("SELECT %1$s._lock_registration(r.id) FROM %1$s.registrations r"
+					" WHERE r.owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY r.id",
+					ext->schema);
+}
+
+/*
  * Runs `sql` with `args` (oid[] then, optionally, oid) as the extension's
  * owner (kw_as_owner_begin).  ERRORs when SPI fails.
  */
@@ -303,9 +318,7 @@ drop_owned_watches(DropOwnedStmt *stmt)
 		 * Their registrations' locks first (issue 36): the DELETE waits for
 		 * the watches' batches in progress, not behind every new one.
 		 */
-		char	   *lock_own = psprintf("SELECT %1$s._lock_registration(r.id) FROM %1$s.registrations r"
-										" WHERE r.owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY r.id",
-										ext.schema);
+		char	   *lock_own = lock_registrations_sql(&ext);
 		char	   *others = psprintf("SELECT %1$s._unwatch_impl(r.resource, r.server, false)"
 									  " FROM %1$s.registrations r"
 									  " WHERE r.owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY r.id",
@@ -369,9 +382,7 @@ reassign_owned_watches(ReassignOwnedStmt *stmt)
 								   " SELECT %1$s._wake_at_commit() FROM u LIMIT 1",
 								   ext.schema);
 		/* as DROP OWNED: the registrations' locks first (issue 36) */
-		char	   *lock = psprintf("SELECT %1$s._lock_registration(r.id) FROM %1$s.registrations r"
-									" WHERE r.owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY r.id",
-									ext.schema);
+		char	   *lock = lock_registrations_sql(&ext);
 
 		execute_as_extension_owner(&ext, lock, 1, argtypes, values, false);
 		execute_as_extension_owner(&ext, sql, 2, argtypes, values, false);

@@ -160,6 +160,7 @@ extern void kw_watch_retry_now(KwWatch *w);
 /* in watch.c: the pending batch and the apply request */
 extern bool kw_watch_finish_ready(KwWatch *w);
 extern bool kw_watch_pending_work(KwWatch *w);
+extern bool kw_watch_batch_full(KwWatch *w);
 extern bool kw_watch_unapplied(KwWatch *w);
 extern void kw_watch_forget_request(KwWatch *w);
 extern void kw_watch_submit_request(KwWatch *w);

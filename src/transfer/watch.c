@@ -172,6 +172,18 @@ kw_watch_pending_work(KwWatch *w)
 }
 
 /*
+ * kw_watch_batch_full: whether the pending batch holds kwatch.batch_size
+ * entries or kwatch.batch_memory bytes of JSON: the transfer pauses on it
+ * (watch_feed), and a full list batch may be spread (watch_apply.c).
+ */
+bool
+kw_watch_batch_full(KwWatch *w)
+{
+	return w->nevents + w->nitems >= kw_batch_size ||
+		w->event_bytes + w->item_bytes >= (int64) kw_batch_memory_kb * 1024;
+}
+
+/*
  * kw_watch_unapplied: whether anything decoded is not committed yet: pending, in an
  * apply worker, or a request kept for its retry.
  */
@@ -579,12 +591,6 @@ collection_url(KwWatch *w, StringInfo url)
  * ---------------------------------------------------------------------
  */
 
-static int
-pending_count(KwWatch *w)
-{
-	return w->nevents + w->nitems;
-}
-
 static void
 push_event(KwWatch *w, KwEventType t, KwObject *obj)
 {
@@ -981,8 +987,7 @@ watch_feed(void *arg, const char *data, size_t len, char **error)
 
 	if (w->abort_reason)
 		return KW_FEED_STOP;
-	if (pending_count(w) >= kw_batch_size ||
-		w->event_bytes + w->item_bytes >= (int64) kw_batch_memory_kb * 1024)
+	if (kw_watch_batch_full(w))
 		return KW_FEED_PAUSE;	/* apply what we have, then read on */
 	if (w->xfer == XFER_LIST)
 		ok = kw_list_decoder_feed(w->ldec, (char *) data, len, on_list_item, w, &err);

@@ -63,9 +63,7 @@ spread_ready(KwWatch *w)
 	return w->ticket != NULL && w->sent_op == KW_APPLY_RELIST_STAGE &&
 		w->nitems > 0 && w->nevents == 0 && w->spread_error == NULL &&
 		!w->spread_off &&
-		w->nspread < KW_SPREAD_MAX &&
-		(w->nitems >= kw_batch_size ||
-		 w->item_bytes >= (int64) kw_batch_memory_kb * 1024) &&
+		w->nspread < KW_SPREAD_MAX && kw_watch_batch_full(w) &&
 		kw_apply_spare(w->reg.owner);
 }
 
