@@ -183,4 +183,21 @@
 #define KW_EXPLAIN_FORMAT_H "commands/explain.h"
 #endif
 
+/*
+ * KW_MAKE_JSON_LEX(json, len) / KW_FREE_JSON_LEX(lex): a lexer over `len`
+ * bytes of UTF-8 JSON text for pg_parse_json, without de-escaping
+ * (common/jsonapi.h).  From 17 on makeJsonLexContextCstringLen takes the
+ * context to fill first (NULL: allocated, and freed by freeJsonLexContext);
+ * through 16 it returns a palloc'd one, freed by pfree.
+ */
+#if PG_VERSION_NUM >= 170000
+#define KW_MAKE_JSON_LEX(json, len) \
+	makeJsonLexContextCstringLen(NULL, (json), (len), PG_UTF8, false)
+#define KW_FREE_JSON_LEX(lex) freeJsonLexContext(lex)
+#else
+#define KW_MAKE_JSON_LEX(json, len) \
+	makeJsonLexContextCstringLen((json), (len), PG_UTF8, false)
+#define KW_FREE_JSON_LEX(lex) pfree(lex)
+#endif
+
 #endif							/* KW_PG_COMPAT_H */

@@ -3,31 +3,27 @@
  * decode.c
  *		JSON from the API server -> Kubernetes objects ready to store.
  *
- * Two stream decoders, both fed raw bytes exactly as they arrive:
+ * One byte-level framer, fed raw bytes exactly as they arrive, for both
+ * kinds of body:
  *
- *	- the WATCH decoder runs json-c's incremental tokener over the body, so an
- *	  event split across chunks, or several events in one chunk, decode the
- *	  same way (PROTOCOL 12).  Malformed JSON or an unknown event type ends
- *	  the stream (PROTOCOL 13).
- *
- *	- the LIST decoder is a byte-level framer over the top-level
- *	  {"kind":..,"metadata":{..},"items":[..]} object: each element of
- *	  "items" is cut out and parsed on its own, so memory never depends on
+ *	- a LIST: the top-level {"kind":..,"metadata":{..},"items":[..]} object,
+ *	  each element of "items" cut out on its own, so memory never depends on
  *	  the list's size, even when a cache-served list ignores `limit`
- *	  (PROTOCOL 5, 6).
+ *	  (PROTOCOL 5, 6);
  *
- * kw_decode_object() then extracts an object's identity, drops
- * metadata.managedFields and makes the text storable as jsonb.
+ *	- a WATCH stream (event mode): each {"type":..,"object":{..}} event, its
+ *	  object cut out as a list item is, an event split across chunks or
+ *	  several in one chunk alike (PROTOCOL 12).  Malformed JSON or an
+ *	  unknown event type ends the stream (PROTOCOL 13).
+ *
+ * Either way the object's metadata.managedFields is dropped and its
+ * identity picked up as the bytes pass; no JSON tree is built for it.
+ * kw_sanitize_json makes its text storable as jsonb.
  *
  * Limits (as PostgreSQL's own libcurl client bounds its inputs): one object
  * or event may be at most KW_MAX_OBJECT_BYTES and KW_MAX_DEPTH deep.  A
  * LIST item over a limit is skipped (KwListItem.skip_reason); a watch event
  * over a limit makes the stream malformed.
- *
- * The JSON escape \u0000 is rewritten to the six characters \u0000 (JSON
- * text \\u0000) before json-c sees a watch stream, since json-c keeps
- * object keys as C strings and would cut a key at the NUL; LIST items and
- * serialized watch objects go through kw_sanitize_json.
  *
  *-------------------------------------------------------------------------
  */
@@ -35,6 +31,7 @@
 
 #include <json-c/json.h>
 
+#include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
@@ -48,12 +45,13 @@
  * Nesting depth: Go's encoding/json, which writes every object the API
  * server serves, refuses values nested deeper than 10000 levels
  * (maxNestingDepth in src/encoding/json/scanner.go), so any object fits,
- * inside a watch event or a list.  json-c's tokener callocs its stack for
- * this depth (32 bytes a level, pages touched only as deep as a document
- * goes); PostgreSQL's jsonb input stores 10000 levels within the default
- * max_stack_depth.
+ * inside a watch event or a list.  The framer keeps two flags a level;
+ * PostgreSQL's JSON parser (a watch event's check, and jsonb input) takes
+ * 10000 levels within the default max_stack_depth.
  */
 #define KW_MAX_DEPTH (10000 + 16)
+/* Below KW_MAX_DEPTH only depth is counted, up to this (the int's bound). */
+#define KW_MAX_DEPTH_COUNTED (1 << 30)
 
 /* hex4: the value of 4 hex digits (0x10000 when they are not hex digits). */
 static unsigned int
@@ -273,421 +271,6 @@ kw_valid_identity(const char *s)
 	return pg_encoding_verifymbstr(PG_UTF8, s, len) == len;
 }
 
-/*
- * kw_decode_object: fills `out` (palloc'd strings) from a json-c object
- * `jobj` (a json_object *).  Removes metadata.managedFields from jobj, and
- * adds `apiVersion` and `kind` (the watch's resolved resource, see
- * kw_api_version_string) when the object lacks them; the server's values
- * win when present (Kubernetes writes them on watch events,
- * k8s.io/apimachinery/pkg/runtime/serializer/versioning).  Either may be
- * NULL: nothing is added.
- * Returns KW_DECODE_OK; KW_DECODE_SANITIZED when \u0000 escapes or invalid
- * UTF-8 had to be rewritten (see README "Faults and bad input");
- * KW_DECODE_SKIP with a reason in *why when the object lacks metadata.uid,
- * metadata.name or metadata.resourceVersion, or one of them (or the
- * namespace) is not valid UTF-8.
- */
-KwDecodeResult
-kw_decode_object(void *jobj, const char *api_version, const char *kind,
-				 KwObject *out, char **why)
-{
-	json_object *o = (json_object *) jobj;
-	json_object *meta;
-	const char *uid,
-			   *name,
-			   *ns,
-			   *rv;
-	const char *text;
-	size_t		textlen;
-	KwDecodeResult result = KW_DECODE_OK;
-
-	memset(out, 0, sizeof(*out));
-	if (!json_object_is_type(o, json_type_object) ||
-		!json_object_object_get_ex(o, "metadata", &meta) ||
-		!json_object_is_type(meta, json_type_object))
-	{
-		*why = "object has no metadata";
-		return KW_DECODE_SKIP;
-	}
-	uid = kw_json_get_string(meta, "uid");
-	name = kw_json_get_string(meta, "name");
-	ns = kw_json_get_string(meta, "namespace");
-	rv = kw_json_get_string(meta, "resourceVersion");
-	if (uid == NULL || name == NULL || rv == NULL)
-	{
-		*why = psprintf("object %s%s%s has no %s",
-						ns ? ns : "", ns ? "/" : "", name ? name : "(unnamed)",
-						uid == NULL ? "metadata.uid" : name == NULL ? "metadata.name" :
-						"metadata.resourceVersion");
-		return KW_DECODE_SKIP;
-	}
-	if (!kw_valid_identity(uid) || !kw_valid_identity(name) ||
-		(ns && !kw_valid_identity(ns)) || !kw_valid_identity(rv))
-	{
-		*why = psprintf("object %s%s%s has an identity field (metadata.uid, name, namespace or resourceVersion) that is not valid UTF-8",
-						ns && kw_valid_identity(ns) ? ns : "", ns ? "/" : "",
-						kw_valid_identity(name) ? name : "(invalid name)");
-		return KW_DECODE_SKIP;
-	}
-	out->uid = pstrdup(uid);
-	out->name = pstrdup(name);
-	out->namespace = (ns && ns[0]) ? pstrdup(ns) : NULL;
-	out->resource_version = pstrdup(rv);
-
-	json_object_object_del(meta, "managedFields");
-	if (api_version && !json_object_object_get_ex(o, "apiVersion", NULL))
-		json_object_object_add(o, "apiVersion", json_object_new_string(api_version));
-	if (kind && !json_object_object_get_ex(o, "kind", NULL))
-		json_object_object_add(o, "kind", json_object_new_string(kind));
-	text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN |
-											 JSON_C_TO_STRING_NOSLASHESCAPE,
-											 &textlen);
-	out->json = pnstrdup(text, textlen);
-	out->json_len = (int) textlen;
-	if (kw_sanitize_json(&out->json, &out->json_len))
-		result = KW_DECODE_SANITIZED;
-	return result;
-}
-
-/* ---------------------------------------------------------------------
- * WATCH stream
- * ---------------------------------------------------------------------
- */
-struct KwWatchDecoder
-{
-	json_tokener *tok;
-	size_t		pending_bytes;	/* bytes fed into the unfinished event */
-	/* the \u0000 rewriter (see rewrite_nul) */
-	StringInfoData buf;			/* the current chunk, rewritten */
-	bool		in_string;
-	bool		escape;			/* a backslash in a string is held */
-	char		hold[6];		/* a held "\uXXXX" escape, so far */
-	int			nhold;
-	bool		pending_high;	/* the last escape was a high surrogate */
-	int		   *nul_at;			/* offsets in buf of a \u0000 rewritten or a
-								 * lone surrogate escape (json-c makes it
-								 * U+FFFD) */
-	int			n_nul;
-	int			max_nul;
-	MemoryContext cxt;			/* the decoder's (nul_at grows there) */
-	bool		event_nul;		/* the unfinished event had one */
-	bool		delivered_nul;	/* the event being delivered had one */
-};
-
-/*
- * kw_watch_decoder_create: a decoder for one WATCH response body.  Uses
- * malloc'd json-c state: free it with kw_watch_decoder_free.  Its memory
- * lives in CurrentMemoryContext, which must outlive the transfer.
- */
-KwWatchDecoder *
-kw_watch_decoder_create(void)
-{
-	KwWatchDecoder *dec = palloc0(sizeof(KwWatchDecoder));
-
-	dec->tok = json_tokener_new_ex(KW_MAX_DEPTH);
-	if (dec->tok == NULL)
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
-	initStringInfo(&dec->buf);
-	dec->cxt = CurrentMemoryContext;
-	return dec;
-}
-
-/*
- * kw_watch_decoder_free: frees a decoder; accepts NULL.
- */
-void
-kw_watch_decoder_free(KwWatchDecoder *dec)
-{
-	if (dec == NULL)
-		return;
-	json_tokener_free(dec->tok);
-	pfree(dec->buf.data);
-	if (dec->nul_at)
-		pfree(dec->nul_at);
-	pfree(dec);
-}
-
-/*
- * kw_watch_decoder_finish: after the server ended the stream cleanly,
- * whether it ended between events.  Returns false with a palloc'd *error
- * when an event was cut short (a truncated body: PROTOCOL 13).
- */
-bool
-kw_watch_decoder_finish(KwWatchDecoder *dec, char **error)
-{
-	if (dec->pending_bytes > 0 || dec->nhold > 0 || dec->escape)
-	{
-		*error = psprintf("watch stream ended inside an event (%zu bytes of it received)",
-						  dec->pending_bytes + dec->nhold);
-		return false;
-	}
-	return true;
-}
-
-/*
- * kw_watch_decoder_event_sanitized: whether the event being delivered to
- * the callback contained the JSON escape \u0000 (rewritten) or a lone
- * surrogate escape (decoded by json-c as U+FFFD), so that the object is
- * stored sanitized (README "Faults and bad input").
- */
-bool
-kw_watch_decoder_event_sanitized(KwWatchDecoder *dec)
-{
-	return dec->delivered_nul;
-}
-
-/* note_fix: remembers that the text at the end of dec->buf was sanitized. */
-static void
-note_fix(KwWatchDecoder *dec)
-{
-	if (dec->n_nul == dec->max_nul)
-	{
-		dec->max_nul = Max(8, dec->max_nul * 2);
-		/* feed runs in the batch's context, reset at every flush */
-		dec->nul_at = dec->nul_at ?
-			repalloc(dec->nul_at, sizeof(int) * dec->max_nul) :
-			MemoryContextAlloc(dec->cxt, sizeof(int) * dec->max_nul);
-	}
-	dec->nul_at[dec->n_nul++] = dec->buf.len;
-}
-
-/*
- * rewrite_nul: copies `len` bytes of the stream into dec->buf, rewriting
- * each JSON escape \u0000 inside a string as \\u0000 (the six characters
- * \u0000) and noting where, and noting lone surrogate escapes (json-c
- * decodes them as U+FFFD).  An escape split across chunks is held until
- * its end arrives.  Everything else passes unchanged; malformed JSON is
- * left for json-c to reject.
- */
-static void
-rewrite_nul(KwWatchDecoder *dec, const char *data, size_t len)
-{
-	size_t		run = 0;		/* start of the bytes not copied yet */
-
-#define COPY_RUN(upto) \
-	do { \
-		if ((upto) > run) \
-			appendBinaryStringInfo(&dec->buf, data + run, (upto) - run); \
-		run = (upto); \
-	} while (0)
-
-	resetStringInfo(&dec->buf);
-	dec->n_nul = 0;
-	for (size_t i = 0; i < len; i++)
-	{
-		char		c = data[i];
-
-		/* the common case: a byte that changes no state is copied in a run */
-		if (dec->nhold == 0 && !dec->escape && !dec->pending_high &&
-			c != '"' && c != '\\')
-			continue;
-
-		if (dec->nhold > 0)
-		{
-			dec->hold[dec->nhold++] = c;
-			run = i + 1;
-			if (dec->nhold == 6)
-			{
-				unsigned int v = hex4(dec->hold + 2);
-
-				if (v >= 0xDC00 && v <= 0xDFFF && dec->pending_high)
-					dec->pending_high = false;	/* a valid pair */
-				else
-				{
-					if (dec->pending_high ||
-						(v >= 0xDC00 && v <= 0xDFFF))
-						note_fix(dec);	/* a lone surrogate */
-					dec->pending_high = (v >= 0xD800 && v <= 0xDBFF);
-				}
-				if (v == 0)
-				{
-					note_fix(dec);
-					appendBinaryStringInfo(&dec->buf, "\\\\u0000", 7);
-				}
-				else
-					appendBinaryStringInfo(&dec->buf, dec->hold, 6);
-				dec->nhold = 0;
-			}
-			continue;
-		}
-		if (dec->pending_high && !(dec->escape && c == 'u') &&
-			!(dec->in_string && c == '\\' && !dec->escape))
-		{
-			COPY_RUN(i);
-			note_fix(dec);		/* a high surrogate not followed by an escape */
-			dec->pending_high = false;
-		}
-		if (!dec->in_string)
-		{
-			if (c == '"')
-				dec->in_string = true;
-			continue;
-		}
-		if (dec->escape)
-		{
-			dec->escape = false;
-			if (c == 'u')
-			{
-				dec->hold[0] = '\\';
-				dec->hold[1] = 'u';
-				dec->nhold = 2;
-				run = i + 1;
-			}
-			else
-			{
-				/* the held backslash, then this byte in the next run */
-				appendStringInfoChar(&dec->buf, '\\');
-				run = i;
-			}
-			continue;
-		}
-		if (c == '\\')
-		{
-			COPY_RUN(i);
-			dec->escape = true;	/* held until the next byte says what it is */
-			run = i + 1;
-			continue;
-		}
-		if (c == '"')
-			dec->in_string = false;
-	}
-	COPY_RUN(len);
-#undef COPY_RUN
-}
-
-/* nul_between: whether a rewrite happened at an offset of buf in [from, to). */
-static bool
-nul_between(KwWatchDecoder *dec, size_t from, size_t to)
-{
-	for (int i = 0; i < dec->n_nul; i++)
-		if ((size_t) dec->nul_at[i] >= from && (size_t) dec->nul_at[i] < to)
-			return true;
-	return false;
-}
-
-static bool
-parse_event_type(const char *s, KwEventType *t)
-{
-	if (strcmp(s, "ADDED") == 0)
-		*t = KW_EV_ADDED;
-	else if (strcmp(s, "MODIFIED") == 0)
-		*t = KW_EV_MODIFIED;
-	else if (strcmp(s, "DELETED") == 0)
-		*t = KW_EV_DELETED;
-	else if (strcmp(s, "BOOKMARK") == 0)
-		*t = KW_EV_BOOKMARK;
-	else if (strcmp(s, "ERROR") == 0)
-		*t = KW_EV_ERROR;
-	else
-		return false;
-	return true;
-}
-
-/* deliver_event: cb(arg, t, obj), then frees the event `ev` holding obj, even on ERROR. */
-static void
-deliver_event(KwWatchEventCallback cb, void *arg, KwEventType t,
-			  json_object *obj, json_object *ev)
-{
-	PG_TRY();
-	{
-		cb(arg, t, obj);
-	}
-	PG_FINALLY();
-	{
-		json_object_put(ev);
-	}
-	PG_END_TRY();
-}
-
-/*
- * kw_watch_decoder_feed: decodes the next `inlen` bytes `in` of a watch
- * stream (after rewrite_nul), calling cb(arg, type, object) for each
- * complete event in order; the object (a json_object *) is only valid
- * during the call, kw_watch_decoder_event_sanitized tells whether it was
- * sanitized.  Returns false with a palloc'd *error when the stream is
- * malformed (bad JSON, an event without type/object, an unknown type, an
- * event over the limits): the caller must abandon the stream (PROTOCOL 13).
- */
-bool
-kw_watch_decoder_feed(KwWatchDecoder *dec, const char *in, size_t inlen,
-					  KwWatchEventCallback cb, void *arg, char **error)
-{
-	size_t		off = 0;
-	const char *data;
-	size_t		len;
-
-	rewrite_nul(dec, in, inlen);
-	data = dec->buf.data;
-	len = dec->buf.len;
-
-	while (off < len)
-	{
-		json_object *ev;
-		enum json_tokener_error jerr;
-		size_t		used;
-		json_object *typ,
-				   *obj;
-		KwEventType t = KW_EV_ERROR;
-
-		/* whitespace between events must not start a new value */
-		if (dec->pending_bytes == 0)
-		{
-			while (off < len && (data[off] == '\n' || data[off] == '\r' ||
-								 data[off] == ' ' || data[off] == '\t'))
-				off++;
-			if (off == len)
-				break;
-		}
-
-		ev = json_tokener_parse_ex(dec->tok, data + off, (int) (len - off));
-		jerr = json_tokener_get_error(dec->tok);
-		used = json_tokener_get_parse_end(dec->tok);
-		if (ev == NULL)
-		{
-			if (jerr == json_tokener_continue)
-			{
-				dec->pending_bytes += len - off;
-				dec->event_nul |= nul_between(dec, off, len);
-				if (dec->pending_bytes > KW_MAX_OBJECT_BYTES)
-				{
-					*error = psprintf("watch event larger than %d MB",
-									  KW_MAX_OBJECT_BYTES / (1024 * 1024));
-					return false;
-				}
-				return true;
-			}
-			*error = psprintf("malformed JSON in watch stream: %s",
-							  json_tokener_error_desc(jerr));
-			return false;
-		}
-		dec->delivered_nul = dec->event_nul || nul_between(dec, off, off + used);
-		dec->event_nul = false;
-		off += used;
-		dec->pending_bytes = 0;
-		json_tokener_reset(dec->tok);
-
-		if (!json_object_is_type(ev, json_type_object) ||
-			!json_object_object_get_ex(ev, "type", &typ) ||
-			!json_object_is_type(typ, json_type_string) ||
-			!json_object_object_get_ex(ev, "object", &obj) ||
-			!json_object_is_type(obj, json_type_object))
-		{
-			json_object_put(ev);
-			*error = pstrdup("watch event without \"type\" and \"object\"");
-			return false;
-		}
-		if (!parse_event_type(json_object_get_string(typ), &t))
-		{
-			*error = psprintf("unknown watch event type \"%.40s\"",
-							  json_object_get_string(typ));
-			json_object_put(ev);
-			return false;
-		}
-		deliver_event(cb, arg, t, obj, ev);
-	}
-	return true;
-}
-
 /* ---------------------------------------------------------------------
  * LIST response
  *
@@ -704,6 +287,20 @@ kw_watch_decoder_feed(KwWatchDecoder *dec, const char *in, size_t inlen,
  * ---------------------------------------------------------------------
  */
 #define KW_KEY_MAX 64
+
+/*
+ * Where a watch event's own members are (event mode, depth 1): the framer
+ * checks the envelope's grammar as it goes, since it only tracks nesting
+ * inside the members' values.
+ */
+typedef enum KwEnvelope
+{
+	KW_ENV_FIRST,				/* after '{': a key or '}' */
+	KW_ENV_KEY,					/* after ',': a key */
+	KW_ENV_COLON,				/* after a key */
+	KW_ENV_VALUE,				/* after ':' */
+	KW_ENV_NEXT					/* after a value: ',' or '}' */
+} KwEnvelope;
 
 struct KwListDecoder
 {
@@ -735,6 +332,11 @@ struct KwListDecoder
 	char	   *type_prefix;
 	int			type_prefix_len;
 	char	   *api_version;	/* NULL: items are left as they are */
+	/* event mode (a WATCH stream, see kw_watch_decoder_create) */
+	bool		events;
+	StringInfoData evtype;		/* the current event's "type" */
+	bool		has_object;		/* the current event's "object" was seen */
+	KwEnvelope	envelope;		/* where the event's members are */
 };
 
 /*
@@ -821,7 +423,15 @@ kw_list_decoder_free(KwListDecoder *dec)
 	pfree(dec);
 }
 
-/* string_done: a string at str_depth ended; file it as a key or a value. */
+static void skip_item(KwListDecoder *dec, const char *fmt,...) pg_attribute_printf(2, 3);
+
+/*
+ * string_done: a string at str_depth ended; file it as a key or a value.
+ * The framer reads an item's member names and identity raw, so that an item
+ * it would read otherwise than jsonb input is skipped: a member name with
+ * an escape at its top level or in its metadata, an identity value longer
+ * than it keeps.  Inside metadata.managedFields (cut out) nothing is read.
+ */
 static void
 string_done(KwListDecoder *dec)
 {
@@ -834,14 +444,26 @@ string_done(KwListDecoder *dec)
 
 		if (dst)
 			strlcpy(dst, s, KW_KEY_MAX);
+		if (dec->capturing && (d == 3 || d == 4) && !dec->skipping &&
+			!dec->item_skip[0] && strchr(s, '\\') != NULL)
+			skip_item(dec, "has a member name with an escape at its top level or in its metadata");
 		return;
 	}
-	if (d == 1 && strcmp(dec->key1, "kind") == 0)
+	if (d == 1 && dec->events)
+	{
+		if (strcmp(dec->key1, "type") == 0)
+		{
+			resetStringInfo(&dec->evtype);
+			appendStringInfoString(&dec->evtype, s);
+		}
+	}
+	else if (d == 1 && strcmp(dec->key1, "kind") == 0)
 	{
 		resetStringInfo(&dec->kind);
 		appendStringInfoString(&dec->kind, s);
 	}
-	else if (d == 4 && dec->capturing && strcmp(dec->key3, "metadata") == 0)
+	else if (d == 4 && dec->capturing && !dec->skipping &&
+			 strcmp(dec->key3, "metadata") == 0)
 	{
 		static const char *const names[4] = {"uid", "name", "namespace", "resourceVersion"};
 
@@ -849,6 +471,9 @@ string_done(KwListDecoder *dec)
 		{
 			if (strcmp(dec->key4, names[k]) == 0)
 			{
+				if (dec->str.len >= KW_KEY_MAX * 4 && !dec->item_skip[0])
+					skip_item(dec, "has a metadata.%s of %d bytes or more", names[k],
+							  KW_KEY_MAX * 4);
 				resetStringInfo(&dec->id[k]);
 				appendStringInfoString(&dec->id[k], s);
 				dec->has_id[k] = true;
@@ -884,6 +509,9 @@ emit_item(KwListDecoder *dec, KwListItemCallback cb, void *arg)
 	item.json = dec->capture.data;
 	item.json_len = dec->capture.len;
 	item.skip_reason = dec->item_skip[0] ? dec->item_skip : NULL;
+	item.event_type = dec->events && dec->evtype.len > 0 ? dec->evtype.data : NULL;
+	item.has_object = dec->has_object;
+	item.sanitized = false;
 	cb(arg, &item);
 	resetStringInfo(&dec->capture);
 	return true;
@@ -921,8 +549,6 @@ flush_run(KwListDecoder *dec, ListChunk *ch, size_t upto)
  * it, so that it is handed over with the reason (KwListItem.skip_reason) and
  * no text, and the list goes on.
  */
-static void skip_item(KwListDecoder *dec, const char *fmt,...) pg_attribute_printf(2, 3);
-
 static void
 skip_item(KwListDecoder *dec, const char *fmt,...)
 {
@@ -1029,8 +655,15 @@ open_container(KwListDecoder *dec, ListChunk *ch, size_t i, char c, int d,
 	{
 		if (!dec->capturing)
 		{
-			*error = psprintf("list response nested deeper than %d levels",
+			*error = psprintf("%s nested deeper than %d levels",
+							  dec->events ? "watch event" : "list response",
 							  KW_MAX_DEPTH);
+			return false;
+		}
+		if (d >= KW_MAX_DEPTH_COUNTED)
+		{
+			*error = psprintf("list response nested deeper than %d levels",
+							  KW_MAX_DEPTH_COUNTED);
 			return false;
 		}
 		/* an item too deep to store: skip it, go on with the list */
@@ -1042,7 +675,17 @@ open_container(KwListDecoder *dec, ListChunk *ch, size_t i, char c, int d,
 		dec->depth = d + 1;
 		return true;
 	}
-	if (d == 1 && c == '[' && strcmp(dec->key1, "items") == 0)
+	if (dec->events)
+	{
+		if (d == 1 && c == '{' && strcmp(dec->key1, "object") == 0)
+		{
+			/* the event's object is framed as a list's item, one level down */
+			item_begin(dec, ch, i);
+			dec->has_object = true;
+			d = 2;
+		}
+	}
+	else if (d == 1 && c == '[' && strcmp(dec->key1, "items") == 0)
 		dec->in_items = true;
 	else if (d == 1 && c == '{' && strcmp(dec->key1, "metadata") == 0)
 	{
@@ -1068,6 +711,8 @@ open_container(KwListDecoder *dec, ListChunk *ch, size_t i, char c, int d,
 		flush_run(dec, ch, i + 1);
 		dec->member_start = dec->capture.len;
 		dec->key4[0] = '\0';
+		/* a later "metadata" member wins in jsonb: so it does here */
+		memset(dec->has_id, 0, sizeof(dec->has_id));
 	}
 	return true;
 }
@@ -1104,7 +749,14 @@ close_container(KwListDecoder *dec, ListChunk *ch, size_t i, int d,
 		/* grown past the limit by its last run (a string member at its end) */
 		if (!dec->item_skip[0] && dec->capture.len > KW_MAX_OBJECT_BYTES)
 			skip_item(dec, "larger than %d MB", KW_MAX_OBJECT_BYTES / (1024 * 1024));
-		if (!emit_item(dec, cb, arg))
+		if (dec->events)
+			dec->depth = 1;		/* back in the event, which emits at its end */
+		else if (!emit_item(dec, cb, arg))
+			return false;
+	}
+	else if (dec->events)
+	{
+		if (d == 1 && !emit_item(dec, cb, arg))
 			return false;
 	}
 	else if (d == 2 && dec->capturing_meta)
@@ -1136,6 +788,82 @@ member_end(KwListDecoder *dec, ListChunk *ch, size_t i)
 		flush_run(dec, ch, i + 1);
 		dec->member_start = dec->capture.len;
 	}
+}
+
+/*
+ * envelope_byte: in event mode, a byte `c` outside strings at depth d <= 1,
+ * between events (d = 0: whitespace, or the '{' that begins one) or among
+ * an event's own members (d = 1: "key": value, ...), whose grammar it
+ * checks (KwEnvelope); a member's value may be a string, an object or an
+ * array, as the API server writes them.  Returns false with a palloc'd
+ * *error when the byte breaks the grammar (PROTOCOL 13).
+ */
+static bool
+envelope_byte(KwListDecoder *dec, char c, int d, char **error)
+{
+	KwEnvelope	e = dec->envelope;
+	bool		ok;
+
+	if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
+		return true;
+	if (d == 0)
+	{
+		if (c != '{')
+		{
+			*error = psprintf("malformed JSON in watch stream: byte 0x%02x where an event should begin",
+							  (unsigned char) c);
+			return false;
+		}
+		resetStringInfo(&dec->evtype);
+		dec->has_object = false;
+		dec->item_skip[0] = '\0';
+		dec->key1[0] = '\0';
+		dec->envelope = KW_ENV_FIRST;
+		return true;
+	}
+	switch (c)
+	{
+		case '"':
+			ok = (e == KW_ENV_FIRST || e == KW_ENV_KEY || e == KW_ENV_VALUE);
+			dec->envelope = e == KW_ENV_VALUE ? KW_ENV_NEXT : KW_ENV_COLON;
+			break;
+		case ':':
+			ok = (e == KW_ENV_COLON);
+			dec->envelope = KW_ENV_VALUE;
+			break;
+		case ',':
+			ok = (e == KW_ENV_NEXT);
+			dec->envelope = KW_ENV_KEY;
+			break;
+		case '{':
+		case '[':
+			ok = (e == KW_ENV_VALUE);
+			dec->envelope = KW_ENV_NEXT;
+			break;
+		case '}':
+			ok = (e == KW_ENV_FIRST || e == KW_ENV_NEXT);
+			break;
+		default:
+			ok = false;
+			break;
+	}
+	if (!ok)
+		*error = psprintf("malformed JSON in watch stream: unexpected byte 0x%02x among an event's members",
+						  (unsigned char) c);
+	return ok;
+}
+
+/*
+ * event_over_limit: in event mode, the event's object cannot be stored
+ * (dec->item_skip says why): the stream is malformed at once, not at the
+ * event's end, so that neither its text nor its depth grows any further.
+ * Returns false with a palloc'd *error.
+ */
+static bool
+event_over_limit(KwListDecoder *dec, char **error)
+{
+	*error = psprintf("watch event %s", dec->item_skip);
+	return false;
 }
 
 /*
@@ -1196,6 +924,8 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 			continue;
 		}
 
+		if (dec->events && d <= 1 && !envelope_byte(dec, c, d, error))
+			return false;
 		switch (c)
 		{
 			case '"':
@@ -1226,8 +956,15 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 		/* too large to store: skip the item, go on with the list */
 		if (dec->capturing && dec->capture.len > KW_MAX_OBJECT_BYTES)
 			skip_item(dec, "larger than %d MB", KW_MAX_OBJECT_BYTES / (1024 * 1024));
+		if (dec->events && dec->item_skip[0])
+			return event_over_limit(dec, error);
 	}
 	flush_run(dec, &ch, len);
+	/* a string member that ends after this chunk counts as well */
+	if (dec->capturing && dec->capture.len > KW_MAX_OBJECT_BYTES)
+		skip_item(dec, "larger than %d MB", KW_MAX_OBJECT_BYTES / (1024 * 1024));
+	if (dec->events && dec->item_skip[0])
+		return event_over_limit(dec, error);
 	return true;
 }
 
@@ -1272,4 +1009,213 @@ kw_list_decoder_finish(KwListDecoder *dec, char **resource_version,
 		*continue_token = pstrdup(cont);
 	json_object_put(meta);
 	return true;
+}
+
+/* ---------------------------------------------------------------------
+ * WATCH stream
+ *
+ * The same byte-level framer as a LIST's, in its event mode: the stream is
+ * a sequence of {"type":..,"object":{..}} values (one per line as the API
+ * server writes them, k8s.io/apimachinery/pkg/watch/json), and each
+ * event's object is cut out as a list item is (managedFields dropped,
+ * identity picked up, apiVersion and kind put first), so that no JSON tree
+ * is built for it in the worker: PostgreSQL's jsonb input parses its text
+ * once, in the apply worker.  What PROTOCOL 13 asks of a watch stream is
+ * checked on the way: the envelope's grammar by the framer (envelope_byte),
+ * the object's by PostgreSQL's JSON parser with no semantic actions
+ * (common/jsonapi.h, the validation jsonb_in itself starts with), and
+ * the type by name.  BOOKMARK and ERROR events, whose members the worker
+ * reads, are parsed with json-c.
+ * ---------------------------------------------------------------------
+ */
+struct KwWatchDecoder
+{
+	KwListDecoder *framer;		/* in event mode */
+	KwWatchEventCallback cb;	/* the feed's, during kw_watch_decoder_feed */
+	void	   *arg;
+	char	   *error;			/* set by framed_event: the stream ends */
+};
+
+/*
+ * kw_watch_decoder_create: a decoder for one WATCH response body whose
+ * objects are of `api_version` and `kind` (as kw_list_decoder_create; NULL
+ * leaves them as the server wrote them, which it does on every watched
+ * object).  Its memory lives in CurrentMemoryContext, which must outlive
+ * the transfer.  Free with kw_watch_decoder_free.
+ */
+KwWatchDecoder *
+kw_watch_decoder_create(const char *api_version, const char *kind)
+{
+	KwWatchDecoder *dec = palloc0(sizeof(KwWatchDecoder));
+
+	dec->framer = kw_list_decoder_create(api_version, kind);
+	dec->framer->events = true;
+	initStringInfo(&dec->framer->evtype);
+	return dec;
+}
+
+/*
+ * kw_watch_decoder_free: frees a decoder; accepts NULL.
+ */
+void
+kw_watch_decoder_free(KwWatchDecoder *dec)
+{
+	if (dec == NULL)
+		return;
+	pfree(dec->framer->evtype.data);
+	kw_list_decoder_free(dec->framer);
+	pfree(dec);
+}
+
+/*
+ * kw_watch_decoder_finish: after the server ended the stream cleanly,
+ * whether it ended between events.  Returns false with a palloc'd *error
+ * when an event was cut short (a truncated body: PROTOCOL 13).
+ */
+bool
+kw_watch_decoder_finish(KwWatchDecoder *dec, char **error)
+{
+	if (dec->framer->depth != 0 || dec->framer->in_string)
+	{
+		*error = pstrdup("watch stream ended inside an event");
+		return false;
+	}
+	return true;
+}
+
+static bool
+parse_event_type(const char *s, KwEventType *t)
+{
+	if (strcmp(s, "ADDED") == 0)
+		*t = KW_EV_ADDED;
+	else if (strcmp(s, "MODIFIED") == 0)
+		*t = KW_EV_MODIFIED;
+	else if (strcmp(s, "DELETED") == 0)
+		*t = KW_EV_DELETED;
+	else if (strcmp(s, "BOOKMARK") == 0)
+		*t = KW_EV_BOOKMARK;
+	else if (strcmp(s, "ERROR") == 0)
+		*t = KW_EV_ERROR;
+	else
+		return false;
+	return true;
+}
+
+/*
+ * valid_json: whether `len` bytes of `json` are one JSON value, by
+ * PostgreSQL's own parser with no semantic actions (its lexer checks the
+ * grammar; escapes are not decoded, the text is sanitized before).
+ */
+static bool
+valid_json(char *json, int len)
+{
+	JsonLexContext *lex = KW_MAKE_JSON_LEX(json, len);
+	JsonParseErrorType r = pg_parse_json(lex, &nullSemAction);
+
+	KW_FREE_JSON_LEX(lex);
+	return r == JSON_SUCCESS;
+}
+
+/*
+ * deliver_tree: an event whose members the worker reads (BOOKMARK, ERROR):
+ * its object parsed by json-c, cb(arg, t, NULL, tree), then the tree freed,
+ * even on ERROR.  An object json-c cannot read makes the stream malformed.
+ */
+static void
+deliver_tree(KwWatchDecoder *dec, KwEventType t, KwListItem *item)
+{
+	enum json_tokener_error jerr = json_tokener_success;
+	json_object *o = json_tokener_parse_verbose(item->json, &jerr);
+
+	if (o == NULL)
+	{
+		dec->error = psprintf("malformed JSON in watch stream: %s",
+							  json_tokener_error_desc(jerr));
+		return;
+	}
+	PG_TRY();
+	{
+		dec->cb(dec->arg, t, NULL, o);
+	}
+	PG_FINALLY();
+	{
+		json_object_put(o);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * framed_event: the framer's callback for one whole event: checks it
+ * (PROTOCOL 13: a type and an object, a known type, the object valid JSON
+ * within the limits) and hands it to the feed's callback; anything else
+ * sets dec->error, and the events after it in the chunk are ignored.
+ */
+static void
+framed_event(void *arg, KwListItem *item)
+{
+	KwWatchDecoder *dec = (KwWatchDecoder *) arg;
+	KwEventType t;
+
+	if (dec->error)
+		return;
+	if (item->event_type == NULL || !item->has_object)
+	{
+		dec->error = pstrdup("watch event without \"type\" and \"object\"");
+		return;
+	}
+	if (!parse_event_type(item->event_type, &t))
+	{
+		dec->error = psprintf("unknown watch event type \"%.40s\"", item->event_type);
+		return;
+	}
+	if (item->skip_reason)
+	{
+		dec->error = psprintf("watch event %s", item->skip_reason);
+		return;
+	}
+	if (t == KW_EV_BOOKMARK || t == KW_EV_ERROR)
+	{
+		deliver_tree(dec, t, item);
+		return;
+	}
+	/* storable text, as a LIST item's (kw_sanitize_json) */
+	item->sanitized = kw_sanitize_json(&item->json, &item->json_len);
+	if (!valid_json(item->json, item->json_len))
+	{
+		/* no detail: the parser's quotes the text, maybe a Secret's */
+		dec->error = psprintf("malformed JSON in watch stream: the object of a%s %s event is not valid JSON",
+							  t == KW_EV_ADDED ? "n" : "", item->event_type);
+		return;
+	}
+	dec->cb(dec->arg, t, item, NULL);
+}
+
+/*
+ * kw_watch_decoder_feed: decodes the next `inlen` bytes `in` of a watch
+ * stream, calling cb(arg, type, item, NULL) for each complete ADDED,
+ * MODIFIED or DELETED event in order (the object's text, sanitized and
+ * valid JSON, and identity as the framer saw them, valid during the call)
+ * and cb(arg, type, NULL, tree) for a BOOKMARK or ERROR event (a
+ * json_object *, valid during the call).  An event split across chunks, or
+ * several in one chunk, decode the same (PROTOCOL 12).  Returns false with
+ * a palloc'd *error when the stream is malformed (bad JSON, an event
+ * without type or object, an unknown type, an event over the limits): the
+ * caller must abandon the stream (PROTOCOL 13).
+ */
+bool
+kw_watch_decoder_feed(KwWatchDecoder *dec, const char *in, size_t inlen,
+					  KwWatchEventCallback cb, void *arg, char **error)
+{
+	bool		ok;
+
+	dec->cb = cb;
+	dec->arg = arg;
+	dec->error = NULL;
+	ok = kw_list_decoder_feed(dec->framer, in, inlen, framed_event, dec, error);
+	if (ok && dec->error)
+	{
+		*error = dec->error;
+		ok = false;
+	}
+	return ok;
 }

@@ -11,30 +11,8 @@
 
 #include "kw_common.h"
 
-typedef enum KwDecodeResult
-{
-	KW_DECODE_OK,
-	KW_DECODE_SANITIZED,		/* stored with \u0000 escaped */
-	KW_DECODE_SKIP				/* object can't be stored: skip it */
-} KwDecodeResult;
-extern KwDecodeResult kw_decode_object(void *jobj, const char *api_version,
-										const char *kind, KwObject *out,
-										char **why);
 extern char *kw_api_version_string(const char *api_group, const char *version);
 extern bool kw_valid_identity(const char *s);
-
-/* Watch stream decoder (PROTOCOL 12, 13). */
-typedef struct KwWatchDecoder KwWatchDecoder;
-typedef void (*KwWatchEventCallback) (void *arg, KwEventType type,
-									  void *jobj);
-
-extern KwWatchDecoder *kw_watch_decoder_create(void);
-extern void kw_watch_decoder_free(KwWatchDecoder *dec);
-extern bool kw_watch_decoder_feed(KwWatchDecoder *dec, const char *data,
-								  size_t len, KwWatchEventCallback cb,
-								  void *arg, char **error);
-extern bool kw_watch_decoder_event_sanitized(KwWatchDecoder *dec);
-extern bool kw_watch_decoder_finish(KwWatchDecoder *dec, char **error);
 
 extern bool kw_sanitize_json(char **json, int *len);
 
@@ -61,6 +39,10 @@ typedef struct KwListItem
 	int			json_len;
 	const char *skip_reason;	/* non-NULL: the item cannot be decoded (too
 								 * deep or too large); json is empty */
+	/* a watch event's (kw_watch_decoder_feed): */
+	const char *event_type;		/* its "type"; NULL in a list */
+	bool		has_object;		/* it had an "object" */
+	bool		sanitized;		/* json was rewritten by kw_sanitize_json */
 } KwListItem;
 
 typedef void (*KwListItemCallback) (void *arg, KwListItem *item);
@@ -73,6 +55,25 @@ extern bool kw_list_decoder_feed(KwListDecoder *dec, const char *data,
 								 char **error);
 extern bool kw_list_decoder_finish(KwListDecoder *dec, char **resource_version,
 								   char **continue_token, char **error);
+
+/* Watch stream decoder (PROTOCOL 12, 13): the framer in event mode. */
+typedef struct KwWatchDecoder KwWatchDecoder;
+
+/*
+ * One watch event: an ADDED, MODIFIED or DELETED one as `item` (text and
+ * identity, jobj NULL), a BOOKMARK or ERROR one as `jobj` (a json_object *,
+ * item NULL); both valid during the call only.
+ */
+typedef void (*KwWatchEventCallback) (void *arg, KwEventType type,
+									  KwListItem *item, void *jobj);
+
+extern KwWatchDecoder *kw_watch_decoder_create(const char *api_version,
+											   const char *kind);
+extern void kw_watch_decoder_free(KwWatchDecoder *dec);
+extern bool kw_watch_decoder_feed(KwWatchDecoder *dec, const char *data,
+								  size_t len, KwWatchEventCallback cb,
+								  void *arg, char **error);
+extern bool kw_watch_decoder_finish(KwWatchDecoder *dec, char **error);
 
 
 

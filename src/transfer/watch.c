@@ -662,30 +662,75 @@ inject_error(const char *name)
 }
 
 /*
- * decode_event_object: a watch event's object `o` -> *obj, in the current
- * memory context: redacted first for a Secret watch without secret_data,
- * sanitized text noted.  Returns false when the object cannot be stored
- * (counted and logged by skip_object).
+ * item_object: an object as the framer cut it out (`item`: a LIST item, or
+ * a watch event's object) -> *obj, in the current memory context: its
+ * identity, and with `body` its text, sanitized (the decoder already did it
+ * for an event, see kw_watch_decoder_feed) and redacted for a Secret watch
+ * without secret_data.  `what` names it in messages ("list item",
+ * "object").  Returns false when the object cannot be stored: over a limit,
+ * without metadata.uid, name or resourceVersion, or with one of them not
+ * plain UTF-8 text (the framer sees them raw, escapes undecoded), or a
+ * Secret that is not a JSON object (counted and logged by skip_object).
  */
 static bool
-decode_event_object(KwWatch *w, json_object *o, KwObject *obj)
+item_object(KwWatch *w, KwListItem *item, const char *what, bool body,
+			KwObject *obj)
 {
-	char	   *why = NULL;
-	KwDecodeResult r;
-
-	if (w->redact)
-		kw_redact_secret_object(o);
-	r = kw_decode_object(o, w->object_api_version, w->reg.kind, obj, &why);
-	if (r == KW_DECODE_SKIP)
+	if (item->skip_reason)
 	{
-		skip_object(w, why);
+		skip_object(w, psprintf("%s %s%s%s (uid %s) is %s", what,
+								item->namespace ? item->namespace : "",
+								item->namespace ? "/" : "",
+								item->name ? item->name : "(unnamed)",
+								item->uid ? item->uid : "unknown", item->skip_reason));
 		return false;
 	}
-	inject_error(obj->name);
-	if (r == KW_DECODE_SANITIZED || kw_watch_decoder_event_sanitized(w->wdec))
+	if (item->uid == NULL || item->name == NULL || item->resource_version == NULL)
+	{
+		skip_object(w, psprintf("%s %s%s%s has no %s", what,
+								item->namespace ? item->namespace : "",
+								item->namespace ? "/" : "",
+								item->name ? item->name : "(unnamed)",
+								item->uid == NULL ? "metadata.uid" :
+								item->name == NULL ? "metadata.name" :
+								"metadata.resourceVersion"));
+		return false;
+	}
+	if (!kw_valid_identity(item->uid) || !kw_valid_identity(item->name) ||
+		!kw_valid_identity(item->resource_version) ||
+		(item->namespace && !kw_valid_identity(item->namespace)) ||
+		strchr(item->uid, '\\') || strchr(item->name, '\\') ||
+		strchr(item->resource_version, '\\') ||
+		(item->namespace && strchr(item->namespace, '\\')))
+	{
+		skip_object(w, psprintf("a%s %s's metadata.uid, name, namespace or resourceVersion is not plain UTF-8 text",
+								what[0] == 'o' ? "n" : "", what));
+		return false;
+	}
+	inject_error(item->name);
+	memset(obj, 0, sizeof(*obj));
+	obj->uid = pstrdup(item->uid);
+	obj->namespace = item->namespace ? pstrdup(item->namespace) : NULL;
+	obj->name = pstrdup(item->name);
+	obj->resource_version = pstrdup(item->resource_version);
+	if (!body)
+		return true;
+	obj->json = pnstrdup(item->json, item->json_len);
+	obj->json_len = item->json_len;
+	if (kw_sanitize_json(&obj->json, &obj->json_len) || item->sanitized)
 		note_sanitized(w, obj);
+	if (w->redact && !kw_redact_secret_json(&obj->json, &obj->json_len))
+	{
+		/* never stored unless redacted: it may hold values in clear */
+		skip_object(w, psprintf("%s %s%s%s (uid %s) is not a JSON object", what,
+								obj->namespace ? obj->namespace : "",
+								obj->namespace ? "/" : "", obj->name, obj->uid));
+		return false;
+	}
 	return true;
 }
+
+static void list_item(KwWatch *w, KwListItem *item);
 
 /*
  * stream_refused: the streaming list in flight shows that its server does
@@ -728,10 +773,9 @@ initial_events_end(json_object *o)
  * sendInitialEvents: stream_refused.
  */
 static void
-on_initial_event(KwWatch *w, KwEventType t, json_object *o)
+on_initial_event(KwWatch *w, KwEventType t, KwListItem *item, json_object *o)
 {
 	KwObject	obj;
-	const char *known;
 
 	if (t == KW_EV_BOOKMARK)
 	{
@@ -780,52 +824,41 @@ on_initial_event(KwWatch *w, KwEventType t, json_object *o)
 		return;
 	}
 
-	if (t != KW_EV_ADDED)
+	if (t == KW_EV_ADDED)
 	{
-		/* the list's own memory: kept until its merge is sent */
-		MemoryContextSwitchTo(w->list_cxt);
-	}
-	if (!decode_event_object(w, o, &obj))
+		list_item(w, item);
 		return;
-	if (t != KW_EV_ADDED)
+	}
+	/* the list's own memory: kept until its merge is sent */
+	MemoryContextSwitchTo(w->list_cxt);
+	if (!item_object(w, item, "object", true, &obj))
+		return;
+	/*
+	 * A change after the snapshot's ADDED events and before the bookmark
+	 * (the server sends the bookmark at its next bookmark tick): part of
+	 * the list, applied with its merge in one transaction
+	 * (kw_apply_relist_finish), as client-go's watchList applies it to
+	 * its temporary store.
+	 */
+	if (w->namends == w->maxamends)
 	{
-		/*
-		 * A change after the snapshot's ADDED events and before the bookmark
-		 * (the server sends the bookmark at its next bookmark tick): part of
-		 * the list, applied with its merge in one transaction
-		 * (kw_apply_relist_finish), as client-go's watchList applies it to
-		 * its temporary store.
-		 */
-		if (w->namends == w->maxamends)
-		{
-			int			n = Max(16, w->maxamends * 2);
+		int			n = Max(16, w->maxamends * 2);
 
-			w->amends = w->amends ? repalloc(w->amends, sizeof(KwEvent) * n)
-				: palloc(sizeof(KwEvent) * n);
-			w->maxamends = n;
-		}
-		w->amends[w->namends].type = t;
-		w->amends[w->namends].obj = obj;
-		w->namends++;
-		w->amend_bytes += obj.json_len;
-		if (t == KW_EV_DELETED)
-			w->list_items--;	/* an object of the list, gone by its end */
-		return;
+		w->amends = w->amends ? repalloc(w->amends, sizeof(KwEvent) * n)
+			: palloc(sizeof(KwEvent) * n);
+		w->maxamends = n;
 	}
-	known = kw_known_rv(w->known, obj.uid);
-	if (known != NULL && strcmp(known, obj.resource_version) == 0)
-	{
-		pfree(obj.json);		/* unchanged: staged without its body */
-		obj.json = NULL;
-		obj.json_len = 0;
-	}
-	push_item(w, &obj);
-	w->list_items++;
+	w->amends[w->namends].type = t;
+	w->amends[w->namends].obj = obj;
+	w->namends++;
+	w->amend_bytes += obj.json_len;
+	if (t == KW_EV_DELETED)
+		w->list_items--;	/* an object of the list, gone by its end */
 }
 
 /* on_watch_event: one decoded watch event -> pending batch (PROTOCOL 14-16). */
 static void
-on_watch_event(void *arg, KwEventType t, void *jobj)
+on_watch_event(void *arg, KwEventType t, KwListItem *item, void *jobj)
 {
 	KwWatch    *w = (KwWatch *) arg;
 	json_object *o = (json_object *) jobj;
@@ -839,7 +872,7 @@ on_watch_event(void *arg, KwEventType t, void *jobj)
 	{
 		MemoryContext old = MemoryContextSwitchTo(w->items_cxt);
 
-		on_initial_event(w, t, o);
+		on_initial_event(w, t, item, o);
 		MemoryContextSwitchTo(old);
 		return;
 	}
@@ -883,13 +916,11 @@ on_watch_event(void *arg, KwEventType t, void *jobj)
 		return;
 	}
 
-	if (!decode_event_object(w, o, &obj))
+	if (!item_object(w, item, "object", true, &obj))
 		return;
 	push_event(w, t, &obj);
 	w->pending_rv = obj.resource_version;
 }
-
-static void list_item(KwWatch *w, KwListItem *item);
 
 /*
  * on_list_item: one LIST item -> pending staging batch.  An object whose
@@ -906,66 +937,21 @@ on_list_item(void *arg, KwListItem *item)
 	MemoryContextSwitchTo(old);
 }
 
-/* list_item: on_list_item's work, in the items' context. */
+/*
+ * list_item: one item of a list (a LIST's, or an ADDED event of a streaming
+ * list) -> pending staging batch, in the items' context; an object whose
+ * resourceVersion the table holds goes without its body (PROTOCOL 23).
+ */
 static void
 list_item(KwWatch *w, KwListItem *item)
 {
-	const char *known;
+	const char *known = item->uid ? kw_known_rv(w->known, item->uid) : NULL;
+	bool		unchanged = known != NULL && item->resource_version != NULL &&
+		strcmp(known, item->resource_version) == 0;
 	KwObject	obj;
 
-	if (item->skip_reason)
-	{
-		skip_object(w, psprintf("list item %s%s%s (uid %s) is %s",
-								item->namespace ? item->namespace : "",
-								item->namespace ? "/" : "",
-								item->name ? item->name : "(unnamed)",
-								item->uid ? item->uid : "unknown", item->skip_reason));
+	if (!item_object(w, item, "list item", !unchanged, &obj))
 		return;
-	}
-	if (item->uid == NULL || item->name == NULL || item->resource_version == NULL)
-	{
-		skip_object(w, psprintf("list item %s%s%s has no %s",
-								item->namespace ? item->namespace : "",
-								item->namespace ? "/" : "",
-								item->name ? item->name : "(unnamed)",
-								item->uid == NULL ? "metadata.uid" :
-								item->name == NULL ? "metadata.name" :
-								"metadata.resourceVersion"));
-		return;
-	}
-	if (!kw_valid_identity(item->uid) || !kw_valid_identity(item->name) ||
-		!kw_valid_identity(item->resource_version) ||
-		(item->namespace && !kw_valid_identity(item->namespace)) ||
-		strchr(item->uid, '\\') || strchr(item->name, '\\') ||
-		strchr(item->resource_version, '\\') ||
-		(item->namespace && strchr(item->namespace, '\\')))
-	{
-		/* as kw_decode_object: identity must be plain text (the framer sees it raw) */
-		skip_object(w, "a list item's metadata.uid, name, namespace or resourceVersion is not plain UTF-8 text");
-		return;
-	}
-	inject_error(item->name);
-	memset(&obj, 0, sizeof(obj));
-	obj.uid = pstrdup(item->uid);
-	obj.namespace = item->namespace ? pstrdup(item->namespace) : NULL;
-	obj.name = pstrdup(item->name);
-	obj.resource_version = pstrdup(item->resource_version);
-	known = kw_known_rv(w->known, item->uid);
-	if (known == NULL || strcmp(known, item->resource_version) != 0)
-	{
-		obj.json = pnstrdup(item->json, item->json_len);
-		obj.json_len = item->json_len;
-		if (kw_sanitize_json(&obj.json, &obj.json_len))
-			note_sanitized(w, &obj);
-		if (w->redact && !kw_redact_secret_json(&obj.json, &obj.json_len))
-		{
-			/* never stored unless redacted: it may hold values in clear */
-			skip_object(w, psprintf("list item %s%s%s (uid %s) is not a JSON object",
-									obj.namespace ? obj.namespace : "",
-									obj.namespace ? "/" : "", obj.name, obj.uid));
-			return;
-		}
-	}
 	push_item(w, &obj);
 	w->list_items++;
 }
@@ -1021,7 +1007,7 @@ start_transfer(KwWatch *w, KwXfer kind, const char *url)
 	if (kind == XFER_LIST)
 		w->ldec = kw_list_decoder_create(w->object_api_version, w->reg.kind);
 	else
-		w->wdec = kw_watch_decoder_create();
+		w->wdec = kw_watch_decoder_create(w->object_api_version, w->reg.kind);
 	MemoryContextSwitchTo(old);
 
 	kw_http_transfer_attach(w->multi, w->http, w);

@@ -282,6 +282,7 @@ def sync(cur, api, n, mode, restart_dir=None):
     sampler = measure.Sampler(pids)
     api_sampler = measure.Sampler(lambda: [api.pid])
     cpu_pg0, api_cpu0 = measure.pg_cpu_s(postmaster), measure.cpu_s(api.pid)
+    worker_cpu0 = measure.cpu_s(worker)
     lsn = wal_lsn(cur)
     first = FirstRow()
     sampler.start()
@@ -305,6 +306,7 @@ def sync(cur, api, n, mode, restart_dir=None):
     first.halt.set()
     first.join()
     cpu_pg, api_cpu = measure.pg_cpu_s(postmaster) - cpu_pg0, measure.cpu_s(api.pid) - api_cpu0
+    worker_cpu = measure.cpu_s(worker) - worker_cpu0
     wal = wal_bytes(cur, lsn)
     counters1 = server_counters(api)
     cur.execute("SELECT count(*) FROM %s WHERE cluster = %%s" % table, (SERVER,))
@@ -320,7 +322,7 @@ def sync(cur, api, n, mode, restart_dir=None):
             "worker_rss_before_mb": rss0 / 1024,
             "apiserver_vmhwm_mb": measure.status_kb(api.pid)[1] / 1024,
             "apiserver_rss_peak_mb": api_peak / 1024, "apiserver_rss_before_mb": api_rss0 / 1024,
-            "pg_cpu_s": cpu_pg, "apiserver_cpu_s": api_cpu, "wal_bytes": wal,
+            "pg_cpu_s": cpu_pg, "worker_cpu_s": worker_cpu, "apiserver_cpu_s": api_cpu, "wal_bytes": wal,
             "streaming_lists": counters1[0] - counters0[0], "list_requests": counters1[1] - counters0[1],
             "table": table}
 
@@ -492,7 +494,7 @@ def markdown(report):
            (report["server"], report["date"], report["machine"], report.get("repeat", 1)), "",
            "| objects | how | total s | first row s | obj/s | kwatch peak RssAnon MB (worker + apply) |"
            " API server VmHWM MB | streaming lists / LIST requests (server's counters) |"
-           " CPU s: PostgreSQL / API server |",
+           " CPU s: PostgreSQL (of it the worker) / API server |",
            "|---|---|---|---|---|---|---|---|---|"]
     names = {"stream": "kwatch, streaming list (`list_strategy = stream`)",
              "list": "kwatch, LIST (`list_strategy = list`)", "copy": "COPY floor (COPY FROM file)",
@@ -508,7 +510,9 @@ def markdown(report):
             if r["mode"] == "list" and not r.get("strategy_setting", True):
                 name = "kwatch, LIST (its only strategy)"
             counters = "%d / %d" % (r["streaming_lists"], r["list_requests"]) if "streaming_lists" in r else ""
-            cpu = "%s / %s" % (fmt(r.get("pg_cpu_s")), fmt(r.get("apiserver_cpu_s"))) \
+            cpu = "%s%s / %s" % (fmt(r.get("pg_cpu_s")),
+                                 " (%s)" % fmt(r["worker_cpu_s"]) if "worker_cpu_s" in r else "",
+                                 fmt(r.get("apiserver_cpu_s"))) \
                 if r.get("apiserver_cpu_s") is not None else ""
             out.append("| {:,} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
                 e["objects"], name, fmt(r["seconds"]), fmt(r.get("first_row_s")),

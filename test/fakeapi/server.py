@@ -51,6 +51,10 @@ Stable API (used by other test modules; extend, do not change):
                                       ones closed before any response
     .bookmark_interval = None         seconds between BOOKMARKs on watches
                                       that allow them; None = never (default)
+    .event_object_first = False       True: watch events are written as
+                                      {"object":..,"extra":{..},"type":..}
+                                      (JSON members in any order, and one
+                                      a client does not know)
     .too_large_watch = "error"        what a WATCH from an RV newer than the
                                       store gets: "error" (ERROR event, code
                                       504), "http" (HTTP 504), "silent" (the
@@ -442,6 +446,7 @@ class FakeAPI:
         self.store = {}                # resource key -> {(ns, name): obj}
         self.snapshots = {}            # rv -> {resource key: sorted [(key, obj)]}
         self.bookmark_interval = None
+        self.event_object_first = False
         self.too_large_watch = "error"
         self.watch_cache = True        # False: resourceVersion=0 LISTs are paged too
         self.watch_list = "reject"     # streaming lists: "reject", "serve", "ignore"
@@ -1089,11 +1094,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._chunk(dumps({"type": "ERROR", "object": error}) + b"\n")
             return self._end()
 
+        def event(type_, o):
+            if fake.event_object_first:
+                return dumps({"object": o, "extra": {"note": ["ignored"]}, "type": type_}) + b"\n"
+            return dumps({"type": type_, "object": o}) + b"\n"
+
         def wire(type_, o):
             o = dict(o)
             o["kind"], o["apiVersion"] = res.kind, res.api_version
             o = {k: o[k] for k in ["kind", "apiVersion"] + [k for k in o if k not in ("kind", "apiVersion")]}
-            return dumps({"type": type_, "object": o}) + b"\n"
+            return event(type_, o)
 
         pending = [wire(t, o) for t, o in initial]
         if error is not None:
@@ -1103,10 +1113,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if streamed:
             # apiserver pkg/storage/cacher/cache_watcher.go: the bookmark
             # that ends the initial events (meta/v1 InitialEventsAnnotationKey)
-            pending.append(dumps({"type": "BOOKMARK", "object": {
+            pending.append(event("BOOKMARK", {
                 "kind": res.kind, "apiVersion": res.api_version,
                 "metadata": {"resourceVersion": str(since),
-                             "annotations": {"k8s.io/initial-events-end": "true"}}}}) + b"\n")
+                             "annotations": {"k8s.io/initial-events-end": "true"}}}))
         deadline = time.monotonic() + timeout
         next_bookmark = time.monotonic() + (fake.bookmark_interval or 0)
         pos = since
@@ -1125,9 +1135,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     if bookmarks and fake.bookmark_interval:
                         if now >= next_bookmark:
                             next_bookmark = now + fake.bookmark_interval
-                            pending.append(dumps({"type": "BOOKMARK", "object": {
+                            pending.append(event("BOOKMARK", {
                                 "kind": res.kind, "apiVersion": res.api_version,
-                                "metadata": {"resourceVersion": str(fake.rv)}}}) + b"\n")
+                                "metadata": {"resourceVersion": str(fake.rv)}}))
                             continue
                         wait = min(wait, next_bookmark - now)
                     fake.cond.wait(min(wait, 0.2))

@@ -199,6 +199,37 @@ def test_malformed_json_in_watch_stream(ctx, fake):
     assert "malformed JSON" in st["last_error"] or "watch stream" in st["last_error"], st
 
 
+def test_malformed_event_envelope_in_watch_stream(ctx, fake):
+    """The event's own members break JSON's grammar (a missing comma), its
+    object being valid: malformed all the same (PROTOCOL 13)."""
+    st, _ = malformed_case(ctx, fake, b'{"type":"MODIFIED" "object":{"metadata":{"name":"x"}}}\n', "envelope")
+    assert "malformed JSON in watch stream" in st["last_error"], st
+
+
+def test_watch_event_over_64mb_ends_the_stream_at_the_limit(ctx, fake):
+    """An event whose object grows past the decoder's limit (64 MB,
+    src/decode/decode.c) inside one string: the stream is malformed as soon
+    as the limit is passed, not at the event's end (PROTOCOL 13)."""
+    data = b'{"type":"ADDED","object":{"metadata":{"name":"big"},"note":"' + b"x" * (65 << 20) + b'"}}\n'
+    st, _ = malformed_case(ctx, fake, data, "big")
+    assert "watch event larger than 64 MB" in st["last_error"], st
+
+
+def test_event_members_in_any_order_are_read(ctx, fake):
+    """A watch event's members may come in any order, with one a client
+    does not know (JSON objects are unordered; PROTOCOL 12): every event,
+    bookmarks included, written as {"object":..,"extra":..,"type":..}."""
+    fake.event_object_first = True
+    fake.bookmark_interval = 0.2
+    srv, table = watched_pods(ctx, fake)
+    fake.update("pods", "default", "p0", lambda o: o["metadata"]["labels"].update(v="reordered"))
+    fake.create("pods", pod("later"))
+    fake.delete("pods", "default", "p1")
+    wait_converged(table, srv, fake, "pods")
+    st = wait_status(srv, "pods", lambda s: s["bookmarks"] > 0, msg="a bookmark read")
+    assert st["decode_errors"] == 0 and st["relists"] == 0 and st["state"] == "watching", st
+
+
 def test_unknown_event_type_in_watch_stream(ctx, fake):
     st, _ = malformed_case(ctx, fake, b'{"type":"FROBNICATED","object":{"metadata":{}}}\n', "type")
     assert "unknown watch event type" in st["last_error"], st
