@@ -129,6 +129,7 @@ struct KwWatch
 	int			maxitems;
 	int64		event_bytes;	/* JSON bytes of the pending events */
 	int64		item_bytes;		/* JSON bytes of the pending items */
+	TimestampTz items_since;	/* when the first pending item came */
 	char	   *pending_rv;		/* RV after the pending events */
 };
 
@@ -161,6 +162,7 @@ extern void kw_watch_retry_now(KwWatch *w);
 extern bool kw_watch_finish_ready(KwWatch *w);
 extern bool kw_watch_pending_work(KwWatch *w);
 extern bool kw_watch_batch_full(KwWatch *w);
+extern long kw_watch_batch_hold_ms(KwWatch *w, TimestampTz now);
 extern bool kw_watch_unapplied(KwWatch *w);
 extern void kw_watch_forget_request(KwWatch *w);
 extern void kw_watch_submit_request(KwWatch *w);

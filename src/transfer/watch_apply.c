@@ -70,8 +70,9 @@ spread_ready(KwWatch *w)
 /*
  * kw_watch_has_pending: whether kw_watch_flush has something to hand over
  * now: a kept request whose retry time has come, or, with nothing in
- * flight, a pending batch (only list items while spread batches are out).  Called by the worker loop (worker.c) on every
- * pass.
+ * flight, a pending batch (only list items while spread batches are out;
+ * a small list batch while its hold lasts: kw_watch_batch_hold_ms).
+ * Called by the worker loop (worker.c) on every pass.
  */
 bool
 kw_watch_has_pending(KwWatch *w)
@@ -82,6 +83,8 @@ kw_watch_has_pending(KwWatch *w)
 		return GetCurrentTimestamp() >= w->resubmit_at;
 	if (w->spread_error != NULL)
 		return false;			/* the list starts over once they are back */
+	if (kw_watch_batch_hold_ms(w, GetCurrentTimestamp()) > 0)
+		return false;			/* a small list batch waits for more */
 	if (w->nspread > 0)
 		return w->nitems > 0;	/* only more items while batches are out */
 	return kw_watch_pending_work(w);
