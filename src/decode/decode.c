@@ -1146,8 +1146,8 @@ deliver_tree(KwWatchDecoder *dec, KwEventType t, KwListItem *item)
 
 /*
  * framed_event: the framer's callback for one whole event: checks it
- * (PROTOCOL 13: a type and an object, a known type, the object valid JSON
- * within the limits) and hands it to the feed's callback; anything else
+ * (PROTOCOL 13: a type and an object, a known type, the object valid JSON;
+ * one over a limit never gets here, see event_over_limit) and hands it to the feed's callback; anything else
  * sets dec->error, and the events after it in the chunk are ignored.
  */
 static void
@@ -1166,11 +1166,6 @@ framed_event(void *arg, KwListItem *item)
 	if (!parse_event_type(item->event_type, &t))
 	{
 		dec->error = psprintf("unknown watch event type \"%.40s\"", item->event_type);
-		return;
-	}
-	if (item->skip_reason)
-	{
-		dec->error = psprintf("watch event %s", item->skip_reason);
 		return;
 	}
 	if (t == KW_EV_BOOKMARK || t == KW_EV_ERROR)

@@ -42,7 +42,8 @@ typedef struct KwListItem
 	/* a watch event's (kw_watch_decoder_feed): */
 	const char *event_type;		/* its "type"; NULL in a list */
 	bool		has_object;		/* it had an "object" */
-	bool		sanitized;		/* json was rewritten by kw_sanitize_json */
+	bool		sanitized;		/* json was rewritten by kw_sanitize_json (an
+								 * event's text always went through it) */
 } KwListItem;
 
 typedef void (*KwListItemCallback) (void *arg, KwListItem *item);

@@ -695,7 +695,7 @@ inject_error(const char *name)
 /*
  * item_object: an object as the framer cut it out (`item`: a LIST item, or
  * a watch event's object) -> *obj, in the current memory context: its
- * identity, and with `body` its text, sanitized (the decoder already did it
+ * identity, and with `body` its text, sanitized (once: the decoder did it
  * for an event, see kw_watch_decoder_feed) and redacted for a Secret watch
  * without secret_data.  `what` names it in messages ("list item",
  * "object").  Returns false when the object cannot be stored: over a limit,
@@ -748,7 +748,9 @@ item_object(KwWatch *w, KwListItem *item, const char *what, bool body,
 		return true;
 	obj->json = pnstrdup(item->json, item->json_len);
 	obj->json_len = item->json_len;
-	if (kw_sanitize_json(&obj->json, &obj->json_len) || item->sanitized)
+	/* an event's text was made storable by its decoder, before its check */
+	if (item->event_type != NULL ? item->sanitized :
+		kw_sanitize_json(&obj->json, &obj->json_len))
 		note_sanitized(w, obj);
 	if (w->redact && !kw_redact_secret_json(&obj->json, &obj->json_len))
 	{

@@ -83,7 +83,7 @@ kw_watch_has_pending(KwWatch *w)
 		return GetCurrentTimestamp() >= w->resubmit_at;
 	if (w->spread_error != NULL)
 		return false;			/* the list starts over once they are back */
-	if (kw_watch_batch_hold_ms(w, GetCurrentTimestamp()) > 0)
+	if (w->nitems > 0 && kw_watch_batch_hold_ms(w, GetCurrentTimestamp()) > 0)
 		return false;			/* a small list batch waits for more */
 	if (w->nspread > 0)
 		return w->nitems > 0;	/* only more items while batches are out */
