@@ -10,9 +10,14 @@ Rows and how each is measured:
                   worker and the apply workers, sampled every 10 ms (each
                   process's own peak in the JSON: worker_rss_peak_mb,
                   apply_rss_peak_mb);
-                  the watch's state polled every 20 ms, with the phases
-                  first_rows_s (first batch committed) and all_rows_s
-                  (every row committed) before healthy (the list's merge);
+                  the end awaited with kwatch.wait_synced() (the list's
+                  merge committed; it sleeps on the worker's condition
+                  variable), the phases first_rows_s (first batch
+                  committed) and all_rows_s (every row committed) from the
+                  watch's counters (kwatch.watch_status(), polled every
+                  20 ms by SyncPhases on a connection of its own: the
+                  kwatch.watches view costs 1-4 ms a call, a tenth of a
+                  core at that rate, taken from the sync it measures);
                   CPU = the whole PostgreSQL instance (worker, apply workers,
                   WAL writer, ...; measure.pg_cpu_s), the worker's and the
                   apply workers' apart in the JSON (worker_cpu_s,
@@ -47,6 +52,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 
@@ -135,6 +141,53 @@ def wal_bytes(cur, since):
     return cur.fetchone()[0]
 
 
+class SyncPhases(threading.Thread):
+    """The phases of one watch's initial sync, from its counters polled
+    every 20 ms (kwatch.watch_status(): 0.3 ms a call, where the
+    kwatch.watches view costs 1-4 ms) on a connection of its own: .first_rows
+    (seconds from t0 to the first batch committed, `added` > 0) and
+    .all_rows (to `added` >= n).  Stops at all_rows or when .halt is set."""
+
+    def __init__(self, server, resource, n, t0):
+        super().__init__(daemon=True)
+        self.server, self.resource, self.n, self.t0 = server, resource, n, t0
+        self.first_rows = self.all_rows = None
+        self.halt = threading.Event()
+
+    def run(self):
+        import psycopg2
+        conn = psycopg2.connect("")
+        conn.autocommit = True
+        cur = conn.cursor()
+        cur.execute("SELECT id FROM kwatch.registrations WHERE server = %s AND resource = %s",
+                    (self.server, self.resource))
+        wid = cur.fetchone()[0]
+        while not self.halt.is_set() and self.all_rows is None:
+            cur.execute("SELECT added FROM kwatch.watch_status() WHERE watch_id = %s", (wid,))
+            r = cur.fetchone()
+            added = r[0] if r else None
+            now = time.monotonic() - self.t0
+            if self.first_rows is None and added:
+                self.first_rows = now
+            if added and added >= self.n:
+                self.all_rows = now
+            self.halt.wait(0.02)
+        conn.close()
+
+
+def wait_synced(cur, server, resource, n):
+    """Blocks in kwatch.wait_synced() until the watch of resource on server
+    has its list merged (no polling), then checks that it holds >= n
+    objects and is healthy; RuntimeError otherwise or after 30 minutes."""
+    cur.execute("SELECT kwatch.wait_synced(%s, server => %s, timeout => '30 min')", (resource, server))
+    cur.execute("SELECT healthy, objects FROM kwatch.watches WHERE server = %s AND resource = %s",
+                (server, resource))
+    healthy, objects = cur.fetchone()
+    if not healthy or objects is None or objects < n:
+        raise RuntimeError("the watch of %s on %s synced unhealthy or with %s objects of %d"
+                           % (resource, server, objects, n))
+
+
 def kwatch_sync(cur, server, n, postmaster, api_pid, notify=True):
     """Drops the mirror and times watch('pods') to healthy with >= n rows."""
     cur.execute("SELECT kwatch.unwatch('pods', server => %s, drop_table => true)"
@@ -150,22 +203,13 @@ def kwatch_sync(cur, server, n, postmaster, api_pid, notify=True):
     sampler.start()
     t0 = time.monotonic()
     cur.execute("SELECT kwatch.watch('pods', server => %s, notify => %s)", (server, notify))
-    first_rows = all_rows = None
-    while True:
-        cur.execute("SELECT healthy, objects, added FROM kwatch.watches WHERE server = %s"
-                    " AND resource = 'pods'", (server,))
-        healthy, objects, added = cur.fetchone()
-        # phases: first batch committed, last batch committed, the list's merge (healthy)
-        if first_rows is None and added:
-            first_rows = time.monotonic() - t0
-        if all_rows is None and added and added >= n:
-            all_rows = time.monotonic() - t0
-        if healthy and objects is not None and objects >= n:
-            break
-        if time.monotonic() - t0 > 1800:
-            raise RuntimeError("kwatch's initial sync did not finish in 1800 s")
-        time.sleep(0.02)
+    phases = SyncPhases(server, "pods", n, t0)
+    phases.start()
+    wait_synced(cur, server, "pods", n)
     took = time.monotonic() - t0
+    phases.halt.set()
+    phases.join()
+    first_rows, all_rows = phases.first_rows, phases.all_rows
     peak = sampler.stop()
     cpu_pg, cpu_w = measure.pg_cpu_s(postmaster) - cpu_pg0, measure.cpu_s(worker) - cpu_w0
     cpu_apply = sum(measure.cpu_s(p) - apply0.get(p, 0.0) for p in pids.seen | set(apply0))

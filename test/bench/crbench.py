@@ -49,7 +49,7 @@ import psycopg2
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import measure  # noqa: E402
-from anchors import KwatchPids, wal_bytes, wal_lsn  # noqa: E402
+from anchors import KwatchPids, wait_synced, wal_bytes, wal_lsn  # noqa: E402
 
 FIXTURES = os.path.join(HERE, "..", "fixtures")
 RESOURCE = "certificates.cert-manager.io"
@@ -291,15 +291,7 @@ def sync(cur, api, n, mode, restart_dir=None):
     t0 = time.monotonic()
     cur.execute("SELECT kwatch.watch(%s, server => %s, namespace => %s)::text", (RESOURCE, SERVER, ns_of(n)))
     table = cur.fetchone()[0]
-    while True:
-        cur.execute("SELECT healthy, objects FROM kwatch.watches WHERE server = %s AND resource = %s",
-                    (SERVER, RESOURCE))
-        healthy, objects = cur.fetchone()
-        if healthy and objects is not None and objects >= n:
-            break
-        if time.monotonic() - t0 > 1800:
-            raise RuntimeError("the initial sync did not finish in 1800 s")
-        time.sleep(0.02)
+    wait_synced(cur, SERVER, RESOURCE, n)
     took = time.monotonic() - t0
     peak = sampler.stop()
     api_peak = api_sampler.stop()
