@@ -895,18 +895,23 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 
 		if (dec->in_string)
 		{
+			/* room left in a string being kept (a key, an identity) */
+			int			room = dec->str_depth ? KW_KEY_MAX * 4 - dec->str.len : 0;
+
 			/*
 			 * Most of a list's bytes are string contents, which matter only
-			 * at a quote or a backslash, or while a key is being kept: skip
-			 * to the next quote or backslash (the loop's i++ lands on it).
+			 * at a quote or a backslash: a run up to the next one is skipped
+			 * whole, and kept (up to `room`) in one copy when the string is
+			 * (the loop's i++ lands on the quote or backslash).
 			 */
-			if (!dec->escape && c != '"' && c != '\\' &&
-				!(dec->str_depth && dec->str.len < KW_KEY_MAX * 4))
+			if (!dec->escape && c != '"' && c != '\\')
 			{
 				size_t		j = i + 1;
 
 				while (j < len && data[j] != '"' && data[j] != '\\')
 					j++;
+				if (room > 0)
+					appendBinaryStringInfo(&dec->str, data + i, (int) Min((size_t) room, j - i));
 				i = j - 1;
 				continue;
 			}
@@ -914,12 +919,12 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 				dec->escape = false;
 			else if (c == '\\')
 				dec->escape = true;
-			else if (c == '"')
+			else
 			{
 				string_end(dec, &ch, i, d);
 				continue;
 			}
-			if (dec->str_depth && dec->str.len < KW_KEY_MAX * 4)
+			if (room > 0)
 				appendStringInfoChar(&dec->str, c);
 			continue;
 		}
