@@ -867,6 +867,87 @@ event_over_limit(KwListDecoder *dec, char **error)
 }
 
 /*
+ * skip_deep: runs from byte i (outside a string, at depth >= `floor`) over
+ * the bytes of an item the framer only has to count: nesting and strings
+ * below what it reads (an item's members' values other than its metadata's
+ * own, managedFields included), which are most of a pod's bytes.  It keeps
+ * the state the full loop would (depth, is_obj, expect_key, and in_string
+ * and escape when the chunk ends inside a string) and stops before a byte
+ * the full loop must see: one that closes the container at depth `floor`
+ * or opens one at KW_MAX_DEPTH.  Returns the index of that byte, or `len`.
+ */
+static inline size_t
+skip_deep(KwListDecoder *dec, const char *data, size_t i, size_t len, int floor)
+{
+	int			d = dec->depth;
+
+	while (i < len)
+	{
+		char		c = data[i];
+
+		switch (c)
+		{
+			case '"':
+				/* a string: up to its closing quote, escapes followed */
+				dec->str_is_key = dec->is_obj[d] && dec->expect_key[d];
+				i++;
+				for (;;)
+				{
+					while (i < len && data[i] != '"' && data[i] != '\\')
+						i++;
+					if (i + 1 < len && data[i] == '\\')
+					{
+						i += 2;
+						continue;
+					}
+					break;
+				}
+				if (i >= len || data[i] != '"')
+				{
+					/* the chunk ends inside the string, maybe after a backslash */
+					dec->in_string = true;
+					dec->escape = (i < len);
+					dec->depth = d;
+					return len;
+				}
+				break;
+			case '{':
+			case '[':
+				if (d >= KW_MAX_DEPTH)
+				{
+					dec->depth = d;
+					return i;
+				}
+				d++;
+				dec->is_obj[d] = (c == '{');
+				dec->expect_key[d] = (c == '{');
+				break;
+			case '}':
+			case ']':
+				if (d <= floor)
+				{
+					dec->depth = d;
+					return i;
+				}
+				d--;
+				break;
+			case ':':
+				dec->expect_key[d] = false;
+				break;
+			case ',':
+				if (dec->is_obj[d])
+					dec->expect_key[d] = true;
+				break;
+			default:
+				break;
+		}
+		i++;
+	}
+	dec->depth = d;
+	return len;
+}
+
+/*
  * kw_list_decoder_feed: scans the next `len` bytes of a LIST body, calling
  * cb(arg, item) for each complete element of "items" (text and identity
  * valid during the call only).  An item deeper than KW_MAX_DEPTH or larger
@@ -929,6 +1010,18 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 			continue;
 		}
 
+		/* inside an item, below what the framer reads: count only */
+		if (dec->capturing && d < KW_MAX_DEPTH &&
+			(d >= 5 || (d == 4 && strcmp(dec->key3, "metadata") != 0)))
+		{
+			size_t		j = skip_deep(dec, data, i, len, Min(d, 5));
+
+			if (j > i)
+			{
+				i = j - 1;		/* the loop's i++ lands on j */
+				continue;
+			}
+		}
 		if (dec->events && d <= 1 && !envelope_byte(dec, c, d, error))
 			return false;
 		switch (c)

@@ -98,7 +98,8 @@ Stable API (used by other test modules; extend, do not change):
                   events write `data` as one chunk, then end the stream
                   cleanly (close=True) or go on.  LIST: the body is `data`.
         "split"   chunk_bytes=1: WATCH: every write cut into pieces of that
-                  many bytes, each its own HTTP chunk
+                  many bytes, each its own HTTP chunk; LIST: the body sent
+                  chunked, in pieces of that many bytes
         "pack"    events=0 (0 = all available): WATCH: events waiting are
                   sent together in one chunk
         "too_old" http=False, after_events=None: WATCH: an ERROR event with
@@ -959,10 +960,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._send_body(f, 200, dumps(body))
 
     def _send_body(self, f, code, data, ctype="application/json", headers=None):
-        """A LIST answer under fault f: "raw" replaces the body; "drop" and
-        "stall" (on a 200) send half of it, then cut or go silent."""
+        """A LIST answer under fault f: "raw" replaces the body; "split" (on
+        a 200) sends it chunked in pieces; "drop" and "stall" (on a 200) send
+        half of it, then cut or go silent."""
         if f and f.kind == "raw":
             data = f.params["data"]
+        if f and f.kind == "split" and code == 200:
+            self._start_stream(200)
+            n = max(1, f.params.get("chunk_bytes", 1))
+            for i in range(0, len(data), n):
+                self._chunk(data[i:i + n])
+            self.wfile.write(b"0\r\n\r\n")
+            return
         if f and f.kind in ("drop", "stall") and code == 200:
             self.req.status = 200
             self.send_response(200)

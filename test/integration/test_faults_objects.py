@@ -308,6 +308,46 @@ def test_escapes_split_across_chunks_in_watch(ctx, fake):
     assert st["sanitized_objects"] == 3 and st["decode_errors"] == 0, st
 
 
+def counted_pod(name):
+    """A pod whose bytes the framer only counts (issue 36's fast path) hold
+    what it must still follow: escaped quotes and backslashes in strings
+    nested in spec, status and metadata.annotations, arrays of objects,
+    empty containers, and a managedFields entry, which is dropped."""
+    tricky = 'q\\"}]{[,: \\\\ "x"'
+    return pod(name, annotations={"a": tricky, "b\\\"]}": "{[\\"},
+               managedFields=[{"manager": "m", "operation": "Update", "fieldsType": "FieldsV1",
+                               "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                                            "f:spec": {"f:containers": {'k:{"name":"c"}': {}}}}}],
+               status={"phase": "Running", "conditions": [
+                   {"type": "Ready", "status": "True", "message": tricky},
+                   {"type": "x", "deep": {"a": [[], {}, [{"b": [1, 2.5e3, -0.1, True, None]}]]}}]},
+               spec={"containers": [{"name": "c", "image": "registry.invalid/pause:1",
+                                     "args": [tricky, "]", "}", "\\"]}], "nodeName": "n"})
+
+
+def test_list_split_across_chunks(ctx, fake):
+    """A LIST body arriving 1 byte, then 3 bytes per chunk (the framer's
+    state carried across every boundary: inside strings, right after a
+    backslash, between nesting levels it only counts) stores what an
+    unsplit body stores: escapes in deep strings, sanitized text, and no
+    managedFields."""
+    fake.create("pods", nul_pod())
+    fake.create("pods", surrogate_pod())
+    for size in (1, 3):
+        srv = fake_server(ctx, fake, suffix="_%d" % size)
+        for i in range(3):
+            fake.create("pods", counted_pod("counted-%d-%d" % (size, i)))
+        f = fake.inject("split", on="list", chunk_bytes=size)
+        table = watch("pods", srv)
+        wait_converged(table, srv, fake, "pods", transform=unsurrogate)
+        assert f.hits, "the LIST was not split"
+        st = watch_status(srv, "pods")
+        assert st["decode_errors"] == 0 and st["skipped_objects"] == 0, st
+        assert st["list_calls"] == 1, st
+        assert sql("SELECT count(*) FROM %s WHERE cluster = %%s AND object->'metadata' ? 'managedFields'"
+                   % table, (srv,))[0][0] == 0
+
+
 def test_error_inside_the_decoder_leaves_the_worker_running(ctx, settings):
     """An ERROR raised while the worker decodes a stream (here injected by the
     developer setting kwatch.debug_error_on_object; in life out of memory or
