@@ -177,15 +177,23 @@ class SyncPhases(threading.Thread):
 
 def wait_synced(cur, server, resource, n):
     """Blocks in kwatch.wait_synced() until the watch of resource on server
-    has its list merged (no polling), then checks that it holds >= n
-    objects and is healthy; RuntimeError otherwise or after 30 minutes."""
+    has its list merged (no polling) and returns that moment
+    (time.monotonic()); then checks that it holds >= n objects and turns
+    healthy (its watch started, a moment after the merge; not counted).
+    RuntimeError otherwise, or after 30 minutes."""
     cur.execute("SELECT kwatch.wait_synced(%s, server => %s, timeout => '30 min')", (resource, server))
-    cur.execute("SELECT healthy, objects FROM kwatch.watches WHERE server = %s AND resource = %s",
-                (server, resource))
-    healthy, objects = cur.fetchone()
-    if not healthy or objects is None or objects < n:
-        raise RuntimeError("the watch of %s on %s synced unhealthy or with %s objects of %d"
-                           % (resource, server, objects, n))
+    synced_at = time.monotonic()
+    deadline = synced_at + 30
+    while True:
+        cur.execute("SELECT healthy, objects FROM kwatch.watches WHERE server = %s AND resource = %s",
+                    (server, resource))
+        healthy, objects = cur.fetchone()
+        if healthy and objects is not None and objects >= n:
+            return synced_at
+        if time.monotonic() > deadline:
+            raise RuntimeError("the watch of %s on %s synced, then not healthy with >= %d objects (%s)"
+                               % (resource, server, n, objects))
+        time.sleep(0.05)
 
 
 def kwatch_sync(cur, server, n, postmaster, api_pid, notify=True):
@@ -205,11 +213,11 @@ def kwatch_sync(cur, server, n, postmaster, api_pid, notify=True):
     cur.execute("SELECT kwatch.watch('pods', server => %s, notify => %s)", (server, notify))
     phases = SyncPhases(server, "pods", n, t0)
     phases.start()
-    wait_synced(cur, server, "pods", n)
-    took = time.monotonic() - t0
+    took = wait_synced(cur, server, "pods", n) - t0
     phases.halt.set()
     phases.join()
-    first_rows, all_rows = phases.first_rows, phases.all_rows
+    # the last rows may commit with the merge itself, between two polls
+    first_rows, all_rows = phases.first_rows, phases.all_rows or took
     peak = sampler.stop()
     cpu_pg, cpu_w = measure.pg_cpu_s(postmaster) - cpu_pg0, measure.cpu_s(worker) - cpu_w0
     cpu_apply = sum(measure.cpu_s(p) - apply0.get(p, 0.0) for p in pids.seen | set(apply0))

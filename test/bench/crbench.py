@@ -291,8 +291,7 @@ def sync(cur, api, n, mode, restart_dir=None):
     t0 = time.monotonic()
     cur.execute("SELECT kwatch.watch(%s, server => %s, namespace => %s)::text", (RESOURCE, SERVER, ns_of(n)))
     table = cur.fetchone()[0]
-    wait_synced(cur, SERVER, RESOURCE, n)
-    took = time.monotonic() - t0
+    took = wait_synced(cur, SERVER, RESOURCE, n) - t0
     peak = sampler.stop()
     api_peak = api_sampler.stop()
     first.halt.set()
