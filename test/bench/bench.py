@@ -271,7 +271,7 @@ def main():
         "mirror_runs": 20, "slow_runs": 3 if a.pods <= 20000 else 1}}
     report["anchors"] = [median_row(v) for v in runs.values()]
     report["anchor_notes"] = [
-        "seconds: kwatch from the `watch()` call to the watch healthy with every row committed; informer "
+        "seconds: kwatch from the `watch()` call to its list merged, every row committed (`kwatch.wait_synced()` returns); informer "
         "from `Start` to `HasSynced` (its own clock); kubectl and curl the whole process; COPY the statement",
         "peak RSS: kwatch the summed RssAnon of the worker and the apply workers (private memory; "
         "shared buffers left out), sampled every 10 ms; the COPY backend's likewise; the other processes' ru_maxrss "

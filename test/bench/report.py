@@ -154,7 +154,7 @@ def markdown(rep):
         rv0 = next((a for a in rep["anchors"] if a["name"].startswith("LIST floor, rv=0")), {})
         insert_s = kw["all_rows_s"] - kw["first_rows_s"]
         L += ["", "kwatch's phases (issue 36): first batch committed at %.2f s, every row at %.2f s, "
-              "the list's merge (healthy) at %.2f s; the apply workers' CPU over the whole sync %.2f "
+              "the list's merge (`kwatch.wait_synced()` returns) at %.2f s; the apply workers' CPU over the whole sync %.2f "
               "cores (%.2f CPU s / %.2f s), over the insert phase at most %.2f cores; the rv=0 LIST "
               "floor's first byte at %s s, its last at %.2f s."
               % (kw["first_rows_s"], kw["all_rows_s"], kw["seconds"],
