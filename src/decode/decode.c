@@ -867,17 +867,17 @@ event_over_limit(KwListDecoder *dec, char **error)
 }
 
 /*
- * skip_deep: runs from byte i (outside a string, at depth >= `floor`) over
+ * skip_deep: runs from byte i (outside a string, at depth >= `stop_depth`) over
  * the bytes of an item the framer only has to count: nesting and strings
  * below what it reads (an item's members' values other than its metadata's
  * own, managedFields included), which are most of a pod's bytes.  It keeps
  * the state the full loop would (depth, is_obj, expect_key, and in_string
  * and escape when the chunk ends inside a string) and stops before a byte
- * the full loop must see: one that closes the container at depth `floor`
+ * the full loop must see: one that closes the container at depth `stop_depth`
  * or opens one at KW_MAX_DEPTH.  Returns the index of that byte, or `len`.
  */
 static inline size_t
-skip_deep(KwListDecoder *dec, const char *data, size_t i, size_t len, int floor)
+skip_deep(KwListDecoder *dec, const char *data, size_t i, size_t len, int stop_depth)
 {
 	int			d = dec->depth;
 
@@ -924,7 +924,7 @@ skip_deep(KwListDecoder *dec, const char *data, size_t i, size_t len, int floor)
 				break;
 			case '}':
 			case ']':
-				if (d <= floor)
+				if (d <= stop_depth)
 				{
 					dec->depth = d;
 					return i;
@@ -981,9 +981,10 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 
 			/*
 			 * Most of a list's bytes are string contents, which matter only
-			 * at a quote or a backslash: a run up to the next one is skipped
-			 * whole, and kept (up to `room`) in one copy when the string is
-			 * (the loop's i++ lands on the quote or backslash).
+			 * at a quote or a backslash: a run up to the next one is passed
+			 * over whole, and kept (up to `room`) in one copy when the
+			 * string is; the loop's i++ then lands on that quote or
+			 * backslash.
 			 */
 			if (!dec->escape && c != '"' && c != '\\')
 			{
@@ -1010,16 +1011,24 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 			continue;
 		}
 
-		/* inside an item, below what the framer reads: count only */
-		if (dec->capturing && d < KW_MAX_DEPTH &&
-			(d >= 5 || (d == 4 && strcmp(dec->key3, "metadata") != 0)))
+		/*
+		 * Inside an item, below what the framer reads (a member's value
+		 * other than the metadata's own members): count only, down to the
+		 * close of the item's member (depth 4) or of the metadata's (5).
+		 */
+		if (dec->capturing && d >= 4 && d < KW_MAX_DEPTH)
 		{
-			size_t		j = skip_deep(dec, data, i, len, Min(d, 5));
+			bool		in_metadata = strcmp(dec->key3, "metadata") == 0;
 
-			if (j > i)
+			if (d >= 5 || !in_metadata)
 			{
-				i = j - 1;		/* the loop's i++ lands on j */
-				continue;
+				size_t		j = skip_deep(dec, data, i, len, in_metadata ? 5 : 4);
+
+				if (j > i)
+				{
+					i = j - 1;	/* the loop's i++ lands on j */
+					continue;
+				}
 			}
 		}
 		if (dec->events && d <= 1 && !envelope_byte(dec, c, d, error))
