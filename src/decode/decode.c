@@ -867,84 +867,69 @@ event_over_limit(KwListDecoder *dec, char **error)
 }
 
 /*
- * skip_deep: runs from byte i (outside a string, at depth >= `stop_depth`) over
- * the bytes of an item the framer only has to count: nesting and strings
- * below what it reads (an item's members' values other than its metadata's
- * own, managedFields included), which are most of a pod's bytes.  It keeps
- * the state the full loop would (depth, is_obj, expect_key, and in_string
- * and escape when the chunk ends inside a string) and stops before a byte
- * the full loop must see: one that closes the container at depth `stop_depth`
- * or opens one at KW_MAX_DEPTH.  Returns the index of that byte, or `len`.
+ * string_run_end: the index of the first quote or backslash in
+ * data[i..len), or `len`: how far a string's contents run before anything
+ * in them matters to the framer.
+ */
+static inline size_t
+string_run_end(const char *data, size_t i, size_t len)
+{
+	while (i < len && data[i] != '"' && data[i] != '\\')
+		i++;
+	return i;
+}
+
+/*
+ * skip_deep: runs from byte i (outside a string, at depth >= `stop_depth`)
+ * over the bytes of an item the framer only has to count: nesting and
+ * strings below what it reads (an item's members' values other than its
+ * metadata's own, managedFields included), which are most of a pod's bytes.
+ * It keeps depth, and in_string and escape when the chunk ends inside a
+ * string; is_obj and expect_key are not kept down there, since nothing
+ * reads them below stop_depth (open_container sets them again for a
+ * container the full loop opens).  It stops before a byte the full loop
+ * must see: one that closes the container at depth `stop_depth` or opens
+ * one at KW_MAX_DEPTH.  Returns the index of that byte, or `len`.
  */
 static inline size_t
 skip_deep(KwListDecoder *dec, const char *data, size_t i, size_t len, int stop_depth)
 {
 	int			d = dec->depth;
 
-	while (i < len)
+	for (; i < len; i++)
 	{
 		char		c = data[i];
 
-		switch (c)
+		if (c == '"')
 		{
-			case '"':
-				/* a string: up to its closing quote, escapes followed */
-				dec->str_is_key = dec->is_obj[d] && dec->expect_key[d];
-				i++;
-				for (;;)
-				{
-					while (i < len && data[i] != '"' && data[i] != '\\')
-						i++;
-					if (i + 1 < len && data[i] == '\\')
-					{
-						i += 2;
-						continue;
-					}
-					break;
-				}
-				if (i >= len || data[i] != '"')
-				{
-					/* the chunk ends inside the string, maybe after a backslash */
-					dec->in_string = true;
-					dec->escape = (i < len);
-					dec->depth = d;
-					return len;
-				}
+			/* a string: up to its closing quote, escapes followed */
+			i = string_run_end(data, i + 1, len);
+			while (i + 1 < len && data[i] == '\\')
+				i = string_run_end(data, i + 2, len);
+			if (i >= len || data[i] != '"')
+			{
+				/* the chunk ends inside the string, maybe after a backslash */
+				dec->in_string = true;
+				dec->escape = (i < len);
+				i = len;
 				break;
-			case '{':
-			case '[':
-				if (d >= KW_MAX_DEPTH)
-				{
-					dec->depth = d;
-					return i;
-				}
-				d++;
-				dec->is_obj[d] = (c == '{');
-				dec->expect_key[d] = (c == '{');
-				break;
-			case '}':
-			case ']':
-				if (d <= stop_depth)
-				{
-					dec->depth = d;
-					return i;
-				}
-				d--;
-				break;
-			case ':':
-				dec->expect_key[d] = false;
-				break;
-			case ',':
-				if (dec->is_obj[d])
-					dec->expect_key[d] = true;
-				break;
-			default:
-				break;
+			}
 		}
-		i++;
+		else if (c == '{' || c == '[')
+		{
+			if (d >= KW_MAX_DEPTH)
+				break;
+			d++;
+		}
+		else if (c == '}' || c == ']')
+		{
+			if (d <= stop_depth)
+				break;
+			d--;
+		}
 	}
 	dec->depth = d;
-	return len;
+	return i;
 }
 
 /*
@@ -988,10 +973,8 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 			 */
 			if (!dec->escape && c != '"' && c != '\\')
 			{
-				size_t		j = i + 1;
+				size_t		j = string_run_end(data, i + 1, len);
 
-				while (j < len && data[j] != '"' && data[j] != '\\')
-					j++;
 				if (room > 0)
 					appendBinaryStringInfo(&dec->str, data + i, (int) Min((size_t) room, j - i));
 				i = j - 1;
@@ -1254,8 +1237,9 @@ deliver_tree(KwWatchDecoder *dec, KwEventType t, KwListItem *item)
 /*
  * framed_event: the framer's callback for one whole event: checks it
  * (PROTOCOL 13: a type and an object, a known type, the object valid JSON;
- * one over a limit never gets here, see event_over_limit) and hands it to the feed's callback; anything else
- * sets dec->error, and the events after it in the chunk are ignored.
+ * one over a limit never gets here, see event_over_limit) and hands it to
+ * the feed's callback; anything else sets dec->error, and the events after
+ * it in the chunk are ignored.
  */
 static void
 framed_event(void *arg, KwListItem *item)
