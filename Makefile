@@ -24,6 +24,7 @@ OBJS = \
 	src/functions/owner_functions.o \
 	src/channel/known_rows.o \
 	src/apply/sync.o \
+	src/apply/copy_rows.o \
 	src/apply/history.o \
 	src/channel/apply_message.o \
 	src/apply/apply_execute.o \

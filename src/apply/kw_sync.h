@@ -55,6 +55,9 @@ extern int	kw_sync_relist_stage(KwSyncPlans *plans, KwRegistration *reg,
 extern void kw_sync_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
 								  const char *list_rv, struct HTAB *known,
 								  KwApplyCounts *counts);
+/* in copy_rows.c: a batch written by COPY FROM's machinery */
+extern bool kw_copy_rows(Oid relid, const char *cluster, const KwObject *objs,
+						 int nobjs);
 extern struct HTAB *kw_sync_known_rows(KwSyncPlans *plans, KwRegistration *reg,
 										MemoryContext cxt);
 

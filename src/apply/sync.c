@@ -250,7 +250,7 @@ kw_apply_count_rows(KwRegistration *reg, int64 *rows, char **err, int *sqlstate)
 }
 
 /*
- * table_owner: the owner of mirror table k8s.<table_name>, after checking
+ * mirror_relid: the OID of mirror table k8s.<table_name>, after checking
  * that the columns kwatch writes still have kwatch's types.  An owner who
  * changed, say, cluster to a type of their own with an implicit cast would
  * have the worker run the cast's function; it would run as that owner
@@ -258,7 +258,7 @@ kw_apply_count_rows(KwRegistration *reg, int64 *rows, char **err, int *sqlstate)
  * 42P01 (no table), 42804 (a column's type changed).
  */
 static Oid
-table_owner(KwRegistration *reg)
+mirror_relid(KwRegistration *reg)
 {
 	static const struct
 	{
@@ -282,7 +282,14 @@ table_owner(KwRegistration *reg)
 							reg->table_name, cols[i].name, format_type_be(cols[i].type)),
 					 errhint("kwatch writes cluster, uid, resource_version (text) and object (jsonb); its owner may add columns, not change these.")));
 	}
-	return kw_rel_owner(relid);
+	return relid;
+}
+
+/* table_owner: the owner of the mirror table, checked by mirror_relid */
+static Oid
+table_owner(KwRegistration *reg)
+{
+	return kw_rel_owner(mirror_relid(reg));
 }
 
 static SPIPlanPtr
@@ -863,14 +870,18 @@ text_array(KwObject *objs, int n, int field)
 }
 
 /*
- * stage_try: inserts objs[0..n) with `plan` (the staging table's insert or
- * the direct insert into the mirror table, whose 4th parameter is
- * `cluster`) inside a subtransaction.  Returns NULL on success, with
- * SPI_tuptable holding what the statement returned, else the error
- * message (the subtransaction rolled back, the outer transaction usable).
+ * stage_try: inserts objs[0..n) inside a subtransaction: with COPY into
+ * `copy_relid` when it is valid (kw_copy_rows, with `cluster` as its
+ * cluster column when that is not NULL; *copied says whether COPY could
+ * write the table, if not nothing was done), else with `plan` (the staging
+ * table's insert or the direct insert into the mirror table, whose 4th
+ * parameter is the cluster).  Returns NULL on success, with SPI_tuptable
+ * holding what the plan returned, else the error message (the
+ * subtransaction rolled back, the outer transaction usable).
  */
 static char *
-stage_try(SPIPlanPtr plan, Datum cluster, KwObject *objs, int n, int *sqlstate)
+stage_try(SPIPlanPtr plan, Oid copy_relid, const char *cluster, KwObject *objs, int n,
+		  int *sqlstate, bool *copied)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -883,13 +894,18 @@ stage_try(SPIPlanPtr plan, Datum cluster, KwObject *objs, int n, int *sqlstate)
 		Datum		values[4];
 		int			rc;
 
-		values[0] = text_array(objs, n, 0);
-		values[1] = text_array(objs, n, 1);
-		values[2] = text_array(objs, n, 2);
-		values[3] = cluster;
-		rc = SPI_execute_plan(plan, values, NULL, false, 0);
-		if (rc != SPI_OK_INSERT && rc != SPI_OK_INSERT_RETURNING)
-			elog(ERROR, "staging failed: %s", SPI_result_code_string(rc));
+		if (OidIsValid(copy_relid))
+			*copied = kw_copy_rows(copy_relid, cluster, objs, n);
+		else
+		{
+			values[0] = text_array(objs, n, 0);
+			values[1] = text_array(objs, n, 1);
+			values[2] = text_array(objs, n, 2);
+			values[3] = CStringGetTextDatum(cluster);
+			rc = SPI_execute_plan(plan, values, NULL, false, 0);
+			if (rc != SPI_OK_INSERT && rc != SPI_OK_INSERT_RETURNING)
+				elog(ERROR, "staging failed: %s", SPI_result_code_string(rc));
+		}
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;
@@ -921,6 +937,8 @@ stage_try(SPIPlanPtr plan, Datum cluster, KwObject *objs, int n, int *sqlstate)
 static void notify_rows(KwRegistration *reg, SPITupleTable *rows, uint64 nrows,
 						KwEventType fixed, bool first_is_inserted, HTAB *known,
 						KwApplyCounts *counts);
+static void notify_objects(KwRegistration *reg, const KwObject *objs, int n,
+						   KwApplyCounts *counts);
 
 static SPIPlanPtr
 insert_plan(KwSyncPlans *p)
@@ -943,9 +961,12 @@ insert_plan(KwSyncPlans *p)
 }
 
 /*
- * stage_batch: stage_try of objs[0..n); a list going straight into the
- * mirror table runs it as the table's owner and notifies the rows it
- * wrote (as a relist merge does: ADDED, preexisting), counted in *counts.
+ * stage_batch: stage_try of objs[0..n), with COPY (copy_rows.c) where it
+ * can write the table, else or when COPY failed (a uid listed twice, an
+ * object PostgreSQL rejects) with the batch's INSERT, whose outcome is
+ * then the batch's.  A list going straight into the mirror table runs it
+ * as the table's owner and notifies the rows it wrote (as a relist merge
+ * does: ADDED, preexisting), counted in *counts.
  */
 static char *
 stage_batch(KwSyncPlans *p, KwRegistration *reg, KwObject *objs, int n,
@@ -953,11 +974,27 @@ stage_batch(KwSyncPlans *p, KwRegistration *reg, KwObject *objs, int n,
 {
 	KwAsOwner	as_owner = {0};
 	char	   *err;
+	bool		copied = false;
+	Oid			relid;
 
 	if (p->relist_direct)
-		kw_as_owner_begin(table_owner(reg), &as_owner);	/* planning included */
-	err = stage_try(insert_plan(p), CStringGetTextDatum(reg->server), objs, n, sqlstate);
-	if (err == NULL && p->relist_direct)
+	{
+		relid = mirror_relid(reg);
+		kw_as_owner_begin(kw_rel_owner(relid), &as_owner);	/* planning included */
+	}
+	else
+		relid = DatumGetObjectId(DirectFunctionCall1(regclassin,
+													 CStringGetDatum(p->stage_table)));
+	err = stage_try(NULL, relid, p->relist_direct ? reg->server : NULL, objs, n,
+					sqlstate, &copied);
+	if (err != NULL || !copied)
+		err = stage_try(insert_plan(p), InvalidOid, reg->server, objs, n, sqlstate, NULL);
+	else if (p->relist_direct)
+	{
+		kw_as_owner_end(&as_owner);
+		notify_objects(reg, objs, n, counts);
+	}
+	if (err == NULL && !copied && p->relist_direct)
 	{
 		SPITupleTable *rows = SPI_tuptable;
 		uint64		nrows = SPI_processed;
@@ -974,10 +1011,13 @@ stage_batch(KwSyncPlans *p, KwRegistration *reg, KwObject *objs, int n,
  * stage_singly: after the batch objs[0..nobjs) failed with `err`
  * (`sqlstate`), stages its objects one by one, skipping (and logging) the
  * ones PostgreSQL rejects.  Only data errors (an object jsonb cannot store:
- * class 22, or one over a limit: class 54) are the objects' fault; anything
- * else (disk full, out of memory) is raised, so the relist is retried
- * rather than committed without these objects.  Returns the number
- * skipped.
+ * class 22, or one over a limit: class 54) are the objects' fault, and a
+ * uid the batch names twice (an API server's bug; class 21, "ON CONFLICT
+ * DO UPDATE command cannot affect row a second time"), whose objects one
+ * by one are each written, the later one last, as client-go's store keeps
+ * the later of two items with one key; anything else (disk full, out of
+ * memory) is raised, so the relist is retried rather than committed
+ * without these objects.  Returns the number skipped.
  */
 static int
 stage_singly(KwSyncPlans *p, KwRegistration *reg, KwObject *objs, int nobjs,
@@ -986,7 +1026,8 @@ stage_singly(KwSyncPlans *p, KwRegistration *reg, KwObject *objs, int nobjs,
 	int			skipped = 0;
 
 	if (ERRCODE_TO_CATEGORY(sqlstate) != ERRCODE_DATA_EXCEPTION &&
-		ERRCODE_TO_CATEGORY(sqlstate) != ERRCODE_PROGRAM_LIMIT_EXCEEDED)
+		ERRCODE_TO_CATEGORY(sqlstate) != ERRCODE_PROGRAM_LIMIT_EXCEEDED &&
+		sqlstate != ERRCODE_CARDINALITY_VIOLATION)
 		ereport(ERROR, (errcode(sqlstate), errmsg("%s", err)));
 
 	for (int i = 0; i < nobjs; i++)
@@ -1092,6 +1133,32 @@ notify_rows(KwRegistration *reg, SPITupleTable *rows, uint64 nrows,
 			pfree(namespace);
 		if (name)
 			pfree(name);
+	}
+}
+
+/*
+ * notify_objects: notify_rows for the `n` objects a COPY has just
+ * inserted into an empty mirror table (stage_batch): each ADDED, found by
+ * a LIST (preexisting), named as the object's metadata names it (the
+ * namespace and name columns are generated from it).
+ */
+static void
+notify_objects(KwRegistration *reg, const KwObject *objs, int n, KwApplyCounts *counts)
+{
+	for (int i = 0; i < n; i++)
+	{
+		KwChange	c = {.type = KW_EV_ADDED};
+
+		c.namespace = objs[i].namespace;
+		c.name = objs[i].name;
+		c.uid = objs[i].uid;
+		c.resource_version = objs[i].resource_version;
+		c.preexisting = true;
+		counts->added++;
+		/* every change goes to the event stream, notified or not */
+		kw_events_add(reg, &c, reg->notify);
+		if (reg->notify)
+			counts->notified++;
 	}
 }
 

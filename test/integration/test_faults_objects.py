@@ -401,3 +401,28 @@ def test_error_inside_the_decoder_leaves_the_worker_running(ctx, settings):
     assert sql_one("SELECT count(*) FROM %s WHERE cluster = %%s AND name LIKE 'poison-%%%%'"
                    % table, (srv,)) == 2
     assert sql_one("SELECT kwatch.worker_pid()") == worker
+
+
+def test_uid_listed_twice_keeps_the_later_object(ctx, fake):
+    """A LIST that names one uid twice (an API server's bug: no two objects
+    share a uid).  A first sync writes a list's batches with COPY
+    (src/apply/copy_rows.c), which the table's primary key (cluster, uid)
+    stops; the batch is then written by its INSERT ... ON CONFLICT, as
+    before COPY: the later object is stored, the other objects too, nothing
+    is skipped or counted as a database error, and the watch goes on."""
+    from common import wait_until
+    srv = fake_server(ctx, fake)
+    fake.create("pods", pod("good-a"))
+    first = fake.create("pods", pod("twin-1"))
+    second = fake.create("pods", pod("twin-2", uid=first["metadata"]["uid"]))
+    fake.create("pods", pod("good-z"))
+    assert second["metadata"]["uid"] == first["metadata"]["uid"]
+    table = watch("pods", srv)
+    st = wait_status(srv, "pods", lambda s: s["state"] == "watching")
+    rows = sql("SELECT name, resource_version FROM %s WHERE cluster = %%s ORDER BY name" % table, (srv,))
+    assert rows == [("good-a", rows[0][1]), ("good-z", rows[1][1]),
+                    ("twin-2", second["metadata"]["resourceVersion"])], rows
+    assert st["skipped_objects"] == 0 and st["database_errors"] == 0 and st["relists"] == 0, st
+    fake.create("pods", pod("good-later"))
+    wait_until(lambda: sql("SELECT count(*) FROM %s WHERE cluster = %%s AND name = 'good-later'"
+                           % table, (srv,))[0][0] == 1, 30, "good-later mirrored")
