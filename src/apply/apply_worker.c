@@ -19,6 +19,7 @@
  */
 #include "postgres.h"
 
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -91,6 +92,12 @@ kwatch_apply_main(Datum main_arg)
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_SESSION);
 	/* kwatch.apply_timeout is the deadline (apply_execute.c), not this */
 	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_SESSION);
+	/*
+	 * Text arrives in the database's encoding: a list's batches are written
+	 * by binary COPY (copy_rows.c), whose text input converts from the
+	 * client encoding, which a postgresql.conf or ALTER DATABASE may set
+	 */
+	SetConfigOption("client_encoding", GetDatabaseEncodingName(), PGC_SUSET, PGC_S_SESSION);
 
 	attach_queues(DatumGetUInt32(main_arg), place, &requests, &results);
 	request_cxt = AllocSetContextCreate(TopMemoryContext, "kwatch apply request",

@@ -28,6 +28,7 @@
 
 #include "access/table.h"
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "catalog/objectaddress.h"
 #include "commands/copy.h"
 #include "lib/stringinfo.h"
@@ -39,6 +40,7 @@
 #include "port/pg_bswap.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
@@ -179,12 +181,31 @@ copy_source_read(void *outbuf, int minread, int maxread)
 
 /*
  * copy_usable: whether COPY writes `rel` as an INSERT by the current role
- * would (top of file).
+ * would (top of file), and its columns cluster (if `with_cluster`), uid,
+ * resource_version and object still have the types the stream is written
+ * for (checked by the caller before the table was locked; checked again
+ * under the lock).
  */
 static bool
-copy_usable(Relation rel)
+copy_usable(Relation rel, bool with_cluster)
 {
+	static const struct
+	{
+		const char *name;
+		Oid			type;
+	}			cols[] = {
+		{"cluster", TEXTOID}, {"uid", TEXTOID},
+		{"resource_version", TEXTOID}, {"object", JSONBOID}
+	};
 	TriggerDesc *trig = rel->trigdesc;
+
+	for (int i = with_cluster ? 0 : 1; i < lengthof(cols); i++)
+	{
+		int			att = attnameAttNum(rel, cols[i].name, false);
+
+		if (att <= 0 || TupleDescAttr(RelationGetDescr(rel), att - 1)->atttypid != cols[i].type)
+			return false;
+	}
 
 	if (trig && (trig->trig_insert_before_row || trig->trig_insert_instead_row))
 		return false;
@@ -205,11 +226,16 @@ copy_usable(Relation rel)
  * else true, every object written.  Errors: whatever the INSERT would
  * raise (insufficient_privilege without INSERT on the table, a jsonb input
  * error, a unique violation for a uid already there, ...), with nothing
- * written; the caller runs it in a subtransaction.
+ * written.  The caller runs it in a subtransaction, whose abort frees what
+ * an error left (COPY's buffers live in a context under the
+ * subtransaction's CurTransactionContext).
  */
 bool
 kw_copy_rows(Oid relid, const char *cluster, const KwObject *objs, int nobjs)
 {
+	MemoryContext cxt = AllocSetContextCreate(CurTransactionContext, "kwatch COPY",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
 	Relation	rel = table_open(relid, RowExclusiveLock);
 	ParseState *pstate;
 	List	   *columns = NIL;
@@ -219,9 +245,11 @@ kw_copy_rows(Oid relid, const char *cluster, const KwObject *objs, int nobjs)
 	uint64		processed;
 	AclResult	aclresult;
 
-	if (!copy_usable(rel))
+	if (!copy_usable(rel, cluster != NULL))
 	{
 		table_close(rel, RowExclusiveLock);
+		MemoryContextSwitchTo(oldcxt);
+		MemoryContextDelete(cxt);
 		return false;
 	}
 	/* what an INSERT's executor would check (DoCopy checks it for COPY) */
@@ -257,9 +285,9 @@ kw_copy_rows(Oid relid, const char *cluster, const KwObject *objs, int nobjs)
 	source = NULL;
 	CommandCounterIncrement();
 
-	free_parsestate(pstate);
-	pfree(src.head.data);
 	table_close(rel, NoLock);
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(cxt);
 	if (processed != (uint64) nobjs)
 		elog(ERROR, "COPY wrote " UINT64_FORMAT " rows of %d", processed, nobjs);
 	return true;

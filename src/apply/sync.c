@@ -962,9 +962,8 @@ insert_plan(KwSyncPlans *p)
 
 /*
  * stage_batch: stage_try of objs[0..n), with COPY (copy_rows.c) where it
- * can write the table, else or when COPY failed (a uid listed twice, an
- * object PostgreSQL rejects) with the batch's INSERT, whose outcome is
- * then the batch's.  A list going straight into the mirror table runs it
+ * can write the table, else, or when COPY met a uid already there (listed
+ * twice), with the batch's INSERT, whose outcome is then the batch's.  A list going straight into the mirror table runs it
  * as the table's owner and notifies the rows it wrote (as a relist merge
  * does: ADDED, preexisting), counted in *counts.
  */
@@ -987,8 +986,17 @@ stage_batch(KwSyncPlans *p, KwRegistration *reg, KwObject *objs, int n,
 													 CStringGetDatum(p->stage_table)));
 	err = stage_try(NULL, relid, p->relist_direct ? reg->server : NULL, objs, n,
 					sqlstate, &copied);
-	if (err != NULL || !copied)
+	/*
+	 * Only a uid already in the table falls back to the INSERT, whose ON
+	 * CONFLICT writes it; any other error is the batch's (stage_singly
+	 * takes the objects' data errors one by one and raises the rest: a
+	 * cancel, kwatch.apply_timeout, a lock timeout is not run again).
+	 */
+	if ((err == NULL && !copied) || (err != NULL && *sqlstate == ERRCODE_UNIQUE_VIOLATION))
+	{
+		copied = false;
 		err = stage_try(insert_plan(p), InvalidOid, reg->server, objs, n, sqlstate, NULL);
+	}
 	else if (p->relist_direct)
 	{
 		kw_as_owner_end(&as_owner);

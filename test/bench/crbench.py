@@ -13,7 +13,10 @@ For each N (ascending):
      there is an error: start from a fresh plane): POSTs from 16 threads,
      each over one keep-alive HTTPS connection (the creation rate is
      reported);
-  2. for each mode, R rounds: `kwatch.list_strategy` set to 'stream' or
+  2. R rounds, each measuring in turn kwatch by streaming list, the
+     streaming list floor, kwatch by LIST and the LIST floor (interleaved:
+     a slower stretch of a shared machine touches all of them); for kwatch,
+     `kwatch.list_strategy` set to 'stream' or
      'list' (ALTER SYSTEM + pg_reload_conf()); a fresh foreign server; the
      API server restarted (modern-cluster.sh restart-apiserver: its memory
      is then its watch cache and what the list costs, not what creating the
@@ -433,36 +436,41 @@ def main():
         if made:
             print("  created %d in %.1f s (%.0f/s)" % (made, secs, made / secs), flush=True)
         table = None
+        restart_dir = None if args.no_restart else os.environ["KWATCH_MODERN_DIR"]
+        # rounds interleaved: in each, kwatch and the floor of each mode in
+        # turn, so that a slower stretch of the machine touches them alike
+        runs = {mode: [] for mode in ("stream", "list")}
+        floors = {mode: [] for mode in ("stream", "list")}
+        available = {}
+        for r in range(args.repeat):
+            for mode in ("stream", "list"):
+                available[mode] = set_strategy(cur, mode)
+                if available[mode] or mode == "list":
+                    res = sync(cur, api, n, mode, restart_dir)
+                    res["available"] = available[mode]
+                    res["strategy_setting"] = available[mode]
+                    runs[mode].append(res)
+                    table = res["table"]
+                    print("  round %d: kwatch %s %d: %.2f s (first row %s s), kwatch %.0f MB, apiserver %.0f MB, "
+                          "streaming lists %d, LIST requests %d" %
+                          (r + 1, mode, n, res["seconds"], fmt(res["first_row_s"]), res["kwatch_rss_peak_mb"],
+                           res["apiserver_vmhwm_mb"], res["streaming_lists"], res["list_requests"]),
+                          flush=True)
+                fl = client_floor(api, n, mode, restart_dir)
+                floors[mode].append(fl)
+                print("  round %d: %s floor %d: %.2f s, API server CPU %.2f s"
+                      % (r + 1, mode, n, fl["seconds"], fl["apiserver_cpu_s"]), flush=True)
         for mode in ("stream", "list"):
-            available = set_strategy(cur, mode)
-            if not available and mode == "stream":
+            if not runs[mode]:
                 entry["rows"].append({"mode": mode, "available": False})
                 continue
-            runs = []
-            for r in range(args.repeat):
-                res = sync(cur, api, n, mode,
-                           None if args.no_restart else os.environ["KWATCH_MODERN_DIR"])
-                res["available"] = available
-                res["strategy_setting"] = available
-                runs.append(res)
-                table = res["table"]
-                print("  %s %d: %.2f s (first row %s s), kwatch %.0f MB, apiserver %.0f MB, "
-                      "streaming lists %d, LIST requests %d" %
-                      (mode, n, res["seconds"], fmt(res["first_row_s"]), res["kwatch_rss_peak_mb"],
-                       res["apiserver_vmhwm_mb"], res["streaming_lists"], res["list_requests"]),
-                      flush=True)
-            runs.sort(key=lambda x: x["seconds"])
-            med = dict(runs[(len(runs) - 1) // 2])
-            med["runs"] = [x["seconds"] for x in runs]
+            ordered = sorted(runs[mode], key=lambda x: x["seconds"])
+            med = dict(ordered[(len(ordered) - 1) // 2])
+            med["runs"] = [x["seconds"] for x in ordered]
             entry["rows"].append(med)
-        restart_dir = None if args.no_restart else os.environ["KWATCH_MODERN_DIR"]
         for mode in ("stream", "list"):
-            runs = sorted((client_floor(api, n, mode, restart_dir) for _ in range(args.repeat)),
-                          key=lambda x: x["seconds"])
-            entry["rows"].append(runs[(len(runs) - 1) // 2])
-            print("  %s floor %d: %.2f s, API server CPU %.2f s" % (mode, n, runs[(len(runs) - 1) // 2]["seconds"],
-                                                                 runs[(len(runs) - 1) // 2]["apiserver_cpu_s"]),
-                  flush=True)
+            ordered = sorted(floors[mode], key=lambda x: x["seconds"])
+            entry["rows"].append(ordered[(len(ordered) - 1) // 2])
         if table:
             entry["rows"].append(copy_floor(cur, table))
         report["sizes"].append(entry)
