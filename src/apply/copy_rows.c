@@ -69,6 +69,12 @@ typedef struct CopySource
 	int			body_off;
 } CopySource;
 
+/* the columns kwatch writes, in this order, and their types */
+const KwMirrorColumn kw_mirror_columns[KW_MIRROR_COLUMNS] = {
+	{"cluster", TEXTOID}, {"uid", TEXTOID},
+	{"resource_version", TEXTOID}, {"object", JSONBOID}
+};
+
 /* copy_data_source_cb takes no argument: the batch being copied */
 static CopySource *source;
 
@@ -189,21 +195,14 @@ copy_source_read(void *outbuf, int minread, int maxread)
 static bool
 copy_usable(Relation rel, bool with_cluster)
 {
-	static const struct
-	{
-		const char *name;
-		Oid			type;
-	}			cols[] = {
-		{"cluster", TEXTOID}, {"uid", TEXTOID},
-		{"resource_version", TEXTOID}, {"object", JSONBOID}
-	};
 	TriggerDesc *trig = rel->trigdesc;
 
-	for (int i = with_cluster ? 0 : 1; i < lengthof(cols); i++)
+	for (int i = with_cluster ? 0 : 1; i < KW_MIRROR_COLUMNS; i++)
 	{
-		int			att = attnameAttNum(rel, cols[i].name, false);
+		int			att = attnameAttNum(rel, kw_mirror_columns[i].name, false);
 
-		if (att <= 0 || TupleDescAttr(RelationGetDescr(rel), att - 1)->atttypid != cols[i].type)
+		if (att <= 0 ||
+			TupleDescAttr(RelationGetDescr(rel), att - 1)->atttypid != kw_mirror_columns[i].type)
 			return false;
 	}
 

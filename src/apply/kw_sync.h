@@ -56,6 +56,15 @@ extern void kw_sync_relist_finish(KwSyncPlans *plans, KwRegistration *reg,
 								  const char *list_rv, struct HTAB *known,
 								  KwApplyCounts *counts);
 /* in copy_rows.c: a batch written by COPY FROM's machinery */
+typedef struct KwMirrorColumn
+{
+	const char *name;
+	Oid			type;
+} KwMirrorColumn;
+
+#define KW_MIRROR_COLUMNS 4
+extern const KwMirrorColumn kw_mirror_columns[KW_MIRROR_COLUMNS];
+
 extern bool kw_copy_rows(Oid relid, const char *cluster, const KwObject *objs,
 						 int nobjs);
 extern struct HTAB *kw_sync_known_rows(KwSyncPlans *plans, KwRegistration *reg,

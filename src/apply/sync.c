@@ -260,18 +260,11 @@ kw_apply_count_rows(KwRegistration *reg, int64 *rows, char **err, int *sqlstate)
 static Oid
 mirror_relid(KwRegistration *reg)
 {
-	static const struct
-	{
-		const char *name;
-		Oid			type;
-	}			cols[] = {
-		{"cluster", TEXTOID}, {"uid", TEXTOID},
-		{"resource_version", TEXTOID}, {"object", JSONBOID}
-	};
+	const KwMirrorColumn *cols = kw_mirror_columns;
 	Oid			relid = RangeVarGetRelid(makeRangeVar("k8s", reg->table_name, -1),
 										 NoLock, false);
 
-	for (int i = 0; i < lengthof(cols); i++)
+	for (int i = 0; i < KW_MIRROR_COLUMNS; i++)
 	{
 		AttrNumber	att = get_attnum(relid, cols[i].name);
 
