@@ -990,7 +990,7 @@ stage_batch(KwSyncPlans *p, KwRegistration *reg, KwObject *objs, int n,
 		copied = false;
 		err = stage_try(insert_plan(p), InvalidOid, reg->server, objs, n, sqlstate, NULL);
 	}
-	else if (p->relist_direct)
+	else if (err == NULL && p->relist_direct)
 	{
 		kw_as_owner_end(&as_owner);
 		notify_objects(reg, objs, n, counts);

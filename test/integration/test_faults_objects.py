@@ -51,6 +51,12 @@ def run_case(ctx, fake, bad_pod, path, expect, transform=sanitized):
     assert st[field] == 1, st
     # the others went on: one LIST, no relist, no failed batch
     assert st["relists"] == 0 and st["database_errors"] == 0, st
+    if path == "list":
+        # each stored object reported ADDED once: none for a batch that
+        # failed on the bad object and was written again object by object
+        rows = sql("SELECT count(*) FROM %s WHERE cluster = %%s" % table, (srv,))[0][0]
+        st = wait_status(srv, "pods", lambda s: s["added"] >= rows, msg="added >= %d" % rows)
+        assert st["added"] == rows, (st["added"], rows)
     log = log_since(mark)
     m = bad["metadata"]
     assert re.search(r"%s/%s \(uid %s\)" % (m["namespace"], re.escape(m["name"]), m["uid"]), log), \
