@@ -257,11 +257,9 @@ kw_copy_rows(Oid relid, const char *cluster, const KwObject *objs, int nobjs)
 		aclcheck_error(aclresult, get_relkind_objtype(rel->rd_rel->relkind),
 					   RelationGetRelationName(rel));
 
-	if (cluster)
-		columns = lappend(columns, makeString("cluster"));
-	columns = lappend(columns, makeString("uid"));
-	columns = lappend(columns, makeString("resource_version"));
-	columns = lappend(columns, makeString("object"));
+	/* the stream's fields, in the order next_piece writes them */
+	for (int i = cluster ? 0 : 1; i < KW_MIRROR_COLUMNS; i++)
+		columns = lappend(columns, makeString(pstrdup(kw_mirror_columns[i].name)));
 	options = list_make1(makeDefElem("format", (Node *) makeString("binary"), -1));
 
 	src.objs = objs;

@@ -956,9 +956,10 @@ insert_plan(KwSyncPlans *p)
 /*
  * stage_batch: stage_try of objs[0..n), with COPY (copy_rows.c) where it
  * can write the table, else, or when COPY met a uid already there (listed
- * twice), with the batch's INSERT, whose outcome is then the batch's.  A list going straight into the mirror table runs it
- * as the table's owner and notifies the rows it wrote (as a relist merge
- * does: ADDED, preexisting), counted in *counts.
+ * twice), with the batch's INSERT, whose outcome is then the batch's.  A
+ * list going straight into the mirror table runs it as the table's owner
+ * and notifies the rows it wrote (as a relist merge does: ADDED,
+ * preexisting), counted in *counts.
  */
 static char *
 stage_batch(KwSyncPlans *p, KwRegistration *reg, KwObject *objs, int n,
@@ -979,30 +980,34 @@ stage_batch(KwSyncPlans *p, KwRegistration *reg, KwObject *objs, int n,
 													 CStringGetDatum(p->stage_table)));
 	err = stage_try(NULL, relid, p->relist_direct ? reg->server : NULL, objs, n,
 					sqlstate, &copied);
-	/*
-	 * Only a uid already in the table falls back to the INSERT, whose ON
-	 * CONFLICT writes it; any other error is the batch's (stage_singly
-	 * takes the objects' data errors one by one and raises the rest: a
-	 * cancel, kwatch.apply_timeout, a lock timeout is not run again).
-	 */
-	if ((err == NULL && !copied) || (err != NULL && *sqlstate == ERRCODE_UNIQUE_VIOLATION))
+	if (err == NULL && copied)
 	{
-		copied = false;
-		err = stage_try(insert_plan(p), InvalidOid, reg->server, objs, n, sqlstate, NULL);
+		if (p->relist_direct)
+		{
+			kw_as_owner_end(&as_owner);
+			notify_objects(reg, objs, n, counts);
+		}
 	}
-	else if (err == NULL && p->relist_direct)
-	{
-		kw_as_owner_end(&as_owner);
-		notify_objects(reg, objs, n, counts);
-	}
-	if (err == NULL && !copied && p->relist_direct)
-	{
-		SPITupleTable *rows = SPI_tuptable;
-		uint64		nrows = SPI_processed;
 
-		kw_as_owner_end(&as_owner);
-		notify_rows(reg, rows, nrows, KW_EV_ADDED, true, NULL, counts);
-		SPI_freetuptable(rows);
+	/*
+	 * The INSERT where COPY cannot write the table, or met a uid already
+	 * in it (ON CONFLICT writes that one); any other error is the batch's
+	 * (stage_singly takes the objects' data errors one by one and raises
+	 * the rest: a cancel, kwatch.apply_timeout, a lock timeout is not run
+	 * again).
+	 */
+	else if (err == NULL || *sqlstate == ERRCODE_UNIQUE_VIOLATION)
+	{
+		err = stage_try(insert_plan(p), InvalidOid, reg->server, objs, n, sqlstate, NULL);
+		if (err == NULL && p->relist_direct)
+		{
+			SPITupleTable *rows = SPI_tuptable;
+			uint64		nrows = SPI_processed;
+
+			kw_as_owner_end(&as_owner);
+			notify_rows(reg, rows, nrows, KW_EV_ADDED, true, NULL, counts);
+			SPI_freetuptable(rows);
+		}
 	}
 	kw_as_owner_end(&as_owner);	/* nothing when not begun or ended */
 	return err;
@@ -1079,6 +1084,26 @@ kw_sync_relist_stage(KwSyncPlans *p, KwRegistration *reg, KwObject *objs,
 }
 
 /*
+ * report_listed: counts change `c` a LIST found in *counts and adds it to
+ * the event stream, notified when the watch notifies (notify_rows,
+ * notify_objects).
+ */
+static void
+report_listed(KwRegistration *reg, const KwChange *c, KwApplyCounts *counts)
+{
+	if (c->type == KW_EV_ADDED)
+		counts->added++;
+	else if (c->type == KW_EV_MODIFIED)
+		counts->modified++;
+	else
+		counts->deleted++;
+	/* every change goes to the event stream, notified or not */
+	kw_events_add(reg, c, reg->notify);
+	if (reg->notify)
+		counts->notified++;
+}
+
+/*
  * notify_rows: reports each of the `nrows` rows a relist statement returned (`rows`:
  * [inserted,] namespace, name, uid, resource_version) to the event stream
  * and NOTIFY, as changes a LIST found (preexisting).  `fixed` is the type
@@ -1118,16 +1143,7 @@ notify_rows(KwRegistration *reg, SPITupleTable *rows, uint64 nrows,
 		if (c.type == KW_EV_MODIFIED)
 			c.previous_resource_version = kw_known_rv(known, uid);
 
-		if (c.type == KW_EV_ADDED)
-			counts->added++;
-		else if (c.type == KW_EV_MODIFIED)
-			counts->modified++;
-		else
-			counts->deleted++;
-		/* every change goes to the event stream, notified or not */
-		kw_events_add(reg, &c, reg->notify);
-		if (reg->notify)
-			counts->notified++;
+		report_listed(reg, &c, counts);
 		pfree(uid);
 		pfree(rv);
 		if (namespace)
@@ -1155,11 +1171,7 @@ notify_objects(KwRegistration *reg, const KwObject *objs, int n, KwApplyCounts *
 		c.uid = objs[i].uid;
 		c.resource_version = objs[i].resource_version;
 		c.preexisting = true;
-		counts->added++;
-		/* every change goes to the event stream, notified or not */
-		kw_events_add(reg, &c, reg->notify);
-		if (reg->notify)
-			counts->notified++;
+		report_listed(reg, &c, counts);
 	}
 }
 
