@@ -74,6 +74,7 @@ struct KwSyncPlans
 	SPIPlanPtr	delete;			/* ($1 cluster, $2 uid[]) */
 	SPIPlanPtr	stage;			/* ($1 uid[], $2 rv[], $3 json[]) */
 	SPIPlanPtr	merge;			/* ($1 cluster) */
+	SPIPlanPtr	merge_distinct; /* ($1 cluster), a uid staged twice */
 	SPIPlanPtr	sweep;			/* ($1 cluster) */
 	SPIPlanPtr	insert;			/* ($1 uid[], $2 rv[], $3 json[], $4 cluster) */
 	SPIPlanPtr	lock;			/* ($1 id) */
@@ -318,7 +319,7 @@ kw_sync_plans_create(KwRegistration *reg, MemoryContext cxt)
 void
 kw_sync_plans_free(KwSyncPlans *p)
 {
-	SPIPlanPtr *all[8];
+	SPIPlanPtr *all[9];
 
 	if (p == NULL)
 		return;
@@ -330,6 +331,7 @@ kw_sync_plans_free(KwSyncPlans *p)
 	all[5] = &p->sweep;
 	all[6] = &p->insert;
 	all[7] = &p->lock;
+	all[8] = &p->merge_distinct;
 	for (int i = 0; i < lengthof(all); i++)
 		if (*all[i])
 		{
@@ -863,18 +865,14 @@ text_array(KwObject *objs, int n, int field)
 }
 
 /*
- * stage_try: inserts objs[0..n) inside a subtransaction: with COPY into
- * `copy_relid` when it is valid (kw_copy_rows, with `cluster` as its
- * cluster column when that is not NULL; *copied says whether COPY could
- * write the table, if not nothing was done), else with `plan` (the staging
- * table's insert or the direct insert into the mirror table, whose 4th
- * parameter is the cluster).  Returns NULL on success, with SPI_tuptable
- * holding what the plan returned, else the error message (the
- * subtransaction rolled back, the outer transaction usable).
+ * in_subxact: runs fn(arg) inside a subtransaction.  Returns NULL when it
+ * returned (the subtransaction released: SPI_tuptable holds what its last
+ * statement returned), else the error's message, its SQLSTATE in
+ * *sqlstate, the subtransaction rolled back and the outer transaction
+ * usable (the pattern of PL/pgSQL's exception blocks, pl_exec.c).
  */
 static char *
-stage_try(SPIPlanPtr plan, Oid copy_relid, const char *cluster, KwObject *objs, int n,
-		  int *sqlstate, bool *copied)
+in_subxact(void (*fn) (void *), void *arg, int *sqlstate)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -884,21 +882,7 @@ stage_try(SPIPlanPtr plan, Oid copy_relid, const char *cluster, KwObject *objs, 
 	MemoryContextSwitchTo(oldcxt);
 	PG_TRY();
 	{
-		Datum		values[4];
-		int			rc;
-
-		if (OidIsValid(copy_relid))
-			*copied = kw_copy_rows(copy_relid, cluster, objs, n);
-		else
-		{
-			values[0] = text_array(objs, n, 0);
-			values[1] = text_array(objs, n, 1);
-			values[2] = text_array(objs, n, 2);
-			values[3] = CStringGetTextDatum(cluster);
-			rc = SPI_execute_plan(plan, values, NULL, false, 0);
-			if (rc != SPI_OK_INSERT && rc != SPI_OK_INSERT_RETURNING)
-				elog(ERROR, "staging failed: %s", SPI_result_code_string(rc));
-		}
+		fn(arg);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;
@@ -919,6 +903,56 @@ stage_try(SPIPlanPtr plan, Oid copy_relid, const char *cluster, KwObject *objs, 
 	}
 	PG_END_TRY();
 	return err;
+}
+
+typedef struct StageArgs
+{
+	SPIPlanPtr	plan;
+	Oid			copy_relid;
+	const char *cluster;
+	KwObject   *objs;
+	int			n;
+	bool	   *copied;
+} StageArgs;
+
+static void
+stage_run(void *arg)
+{
+	StageArgs  *a = (StageArgs *) arg;
+	Datum		values[4];
+	int			rc;
+
+	if (OidIsValid(a->copy_relid))
+	{
+		*a->copied = kw_copy_rows(a->copy_relid, a->cluster, a->objs, a->n);
+		return;
+	}
+	values[0] = text_array(a->objs, a->n, 0);
+	values[1] = text_array(a->objs, a->n, 1);
+	values[2] = text_array(a->objs, a->n, 2);
+	values[3] = CStringGetTextDatum(a->cluster);
+	rc = SPI_execute_plan(a->plan, values, NULL, false, 0);
+	if (rc != SPI_OK_INSERT && rc != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "staging failed: %s", SPI_result_code_string(rc));
+}
+
+/*
+ * stage_try: inserts objs[0..n) inside a subtransaction: with COPY into
+ * `copy_relid` when it is valid (kw_copy_rows, with `cluster` as its
+ * cluster column when that is not NULL; *copied says whether COPY could
+ * write the table, if not nothing was done), else with `plan` (the staging
+ * table's insert or the direct insert into the mirror table, whose 4th
+ * parameter is the cluster).  Returns NULL on success, with SPI_tuptable
+ * holding what the plan returned, else the error message (the
+ * subtransaction rolled back, the outer transaction usable).
+ */
+static char *
+stage_try(SPIPlanPtr plan, Oid copy_relid, const char *cluster, KwObject *objs, int n,
+		  int *sqlstate, bool *copied)
+{
+	StageArgs	a = {plan, copy_relid, cluster, objs, n, copied};
+
+	return in_subxact(stage_run, &a, sqlstate);
 }
 
 /*
@@ -1176,6 +1210,45 @@ notify_objects(KwRegistration *reg, const KwObject *objs, int n, KwApplyCounts *
 }
 
 /*
+ * merge_statement: the relist merge (kw_sync_relist_finish), ($1 cluster):
+ * inserts the staged objects that are new, updates the changed ones
+ * (unchanged ones are staged without their object, and a row whose
+ * resourceVersion is the same is not rewritten: PROTOCOL 23), returning
+ * (inserted, namespace, name, uid, resource_version) of each row written.
+ * `distinct` keeps one row per uid, the one staged last in the staging
+ * table's order, for a list that named a uid twice.
+ */
+static char *
+merge_statement(KwSyncPlans *p, bool distinct)
+{
+	return psprintf("INSERT INTO %s AS t (cluster, uid, resource_version, object) "
+					"SELECT %s$1, s.uid, s.resource_version, s.object "
+					"FROM %s s WHERE s.object IS NOT NULL %s"
+					"ON CONFLICT (cluster, uid) DO UPDATE "
+					"SET resource_version = EXCLUDED.resource_version, object = EXCLUDED.object "
+					"WHERE t.resource_version IS DISTINCT FROM EXCLUDED.resource_version "
+					"RETURNING (xmax = 0), namespace, name, uid, resource_version",
+					p->qualified, distinct ? "DISTINCT ON (s.uid) " : "", p->stage_table,
+					distinct ? "ORDER BY s.uid, s.ctid DESC " : "");
+}
+
+typedef struct MergeArgs
+{
+	SPIPlanPtr	plan;
+	Datum		cluster;
+} MergeArgs;
+
+static void
+merge_run(void *arg)
+{
+	MergeArgs  *m = (MergeArgs *) arg;
+	int			rc = SPI_execute_plan(m->plan, &m->cluster, NULL, false, 0);
+
+	if (rc != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "relist merge failed: %s", SPI_result_code_string(rc));
+}
+
+/*
  * kw_sync_relist_finish: merges the staged list into the mirror table in
  * the current transaction: inserts new objects, updates changed ones,
  * deletes rows missing from the list (client-go's DeletedFinalStateUnknown,
@@ -1243,15 +1316,8 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 	{
 		Oid			types[1] = {TEXTOID};
 
-		p->merge = prepare(psprintf(
-									"INSERT INTO %s AS t (cluster, uid, resource_version, object) "
-									"SELECT $1, s.uid, s.resource_version, s.object "
-									"FROM %s s WHERE s.object IS NOT NULL "
-									"ON CONFLICT (cluster, uid) DO UPDATE "
-									"SET resource_version = EXCLUDED.resource_version, object = EXCLUDED.object "
-									"WHERE t.resource_version IS DISTINCT FROM EXCLUDED.resource_version "
-									"RETURNING (xmax = 0), namespace, name, uid, resource_version",
-									p->qualified, stage), 1, types);
+		p->merge = prepare(merge_statement(p, false), 1, types);
+		p->merge_distinct = prepare(merge_statement(p, true), 1, types);
 		p->sweep = prepare(psprintf(
 									"DELETE FROM %s t WHERE t.cluster = $1 "
 									"AND NOT EXISTS (SELECT 1 FROM %s s WHERE s.uid = t.uid) "
@@ -1276,9 +1342,29 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 	kw_change_origin_set(KW_ORIGIN_WATCH);
 	swept = SPI_tuptable;
 	nswept = SPI_processed;
-	rc = SPI_execute_plan(p->merge, &cluster, NULL, false, 0);
-	if (rc != SPI_OK_INSERT_RETURNING)
-		elog(ERROR, "relist merge failed: %s", SPI_result_code_string(rc));
+	{
+		MergeArgs	m = {p->merge, cluster};
+		int			sqlstate;
+		char	   *err = in_subxact(merge_run, &m, &sqlstate);
+
+		/*
+		 * A uid staged twice (an API server's bug: 21000, "ON CONFLICT DO
+		 * UPDATE command cannot affect row a second time") would fail
+		 * every relist again: the merge then writes one of the two.  Only
+		 * then, so that a relist pays no sort for it.
+		 */
+		if (err && sqlstate == ERRCODE_CARDINALITY_VIOLATION)
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_CARDINALITY_VIOLATION),
+					 errmsg("kwatch: the list of %s from server \"%s\" names a uid twice; one of its objects is kept",
+							reg->plural, reg->server)));
+			m.plan = p->merge_distinct;
+			merge_run(&m);
+		}
+		else if (err)
+			ereport(ERROR, (errcode(sqlstate), errmsg("%s", err)));
+	}
 	merged = SPI_tuptable;
 	nmerged = SPI_processed;
 	kw_as_owner_end(&as_owner);

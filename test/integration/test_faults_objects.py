@@ -432,3 +432,45 @@ def test_uid_listed_twice_keeps_the_later_object(ctx, fake):
     fake.create("pods", pod("good-later"))
     wait_until(lambda: sql("SELECT count(*) FROM %s WHERE cluster = %%s AND name = 'good-later'"
                            % table, (srv,))[0][0] == 1, 30, "good-later mirrored")
+
+
+def test_uid_listed_twice_in_a_relist_keeps_one_object(ctx, fake):
+    """The same API server's bug met by a relist into a populated table:
+    the list is staged, and its merge (INSERT ... SELECT FROM the staging
+    table ON CONFLICT) would fail with 21000 ("ON CONFLICT DO UPDATE command
+    cannot affect row a second time") on every relist, the watch stuck
+    behind it.  The merge is then run again keeping one object per uid
+    (src/apply/sync.c, kw_sync_relist_finish): the relist commits, the table
+    holds one row for the uid and every other object, a WARNING names the
+    list, and the watch goes on."""
+    from common import wait_until
+    srv = fake_server(ctx, fake)
+    fake.create("pods", pod("good-a"))
+    first = fake.create("pods", pod("twin-1"))
+    table = watch("pods", srv)
+    wait_status(srv, "pods", lambda s: s["state"] == "watching")
+    # while watched: the second object's ADDED updates the uid's row
+    second = fake.create("pods", pod("twin-2", uid=first["metadata"]["uid"]))
+    fake.create("pods", pod("good-z"))
+    wait_until(lambda: sql("SELECT count(*) FROM %s WHERE cluster = %%s AND name = 'good-z'"
+                           % table, (srv,))[0][0] == 1, 30, "good-z mirrored")
+    before = watch_status(srv, "pods")
+    # stale rows: both twins are staged whole (an unchanged object is not)
+    sql("UPDATE %s SET resource_version = '1' WHERE cluster = %%s" % table, (srv,))
+    mark = log_mark()
+    sql("SELECT kwatch.relist('pods', server => %s, wait => true, timeout => '60s')", (srv,))
+    st = wait_status(srv, "pods", lambda s: s["state"] == "watching"
+                     and s["relists"] > before["relists"])
+    rows = sql("SELECT name, uid, resource_version FROM %s WHERE cluster = %%s ORDER BY name" % table, (srv,))
+    names = [r[0] for r in rows]
+    assert names in (["good-a", "good-z", "twin-1"], ["good-a", "good-z", "twin-2"]), rows
+    twin = [r for r in rows if r[0].startswith("twin-")][0]
+    assert twin[1] == first["metadata"]["uid"], rows
+    assert twin[2] in (first["metadata"]["resourceVersion"], second["metadata"]["resourceVersion"]), rows
+    # the stale rows were rewritten by the merge that kept one twin
+    assert "1" not in [r[2] for r in rows], rows
+    assert st["last_error"] is None or "second time" not in st["last_error"], st
+    assert "names a uid twice" in log_since(mark), "no WARNING for the twice-listed uid"
+    fake.create("pods", pod("good-later"))
+    wait_until(lambda: sql("SELECT count(*) FROM %s WHERE cluster = %%s AND name = 'good-later'"
+                           % table, (srv,))[0][0] == 1, 30, "good-later mirrored")
