@@ -136,10 +136,18 @@ pick_due(void *arg)
 		d->ids[d->n] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 		d->turns[d->n++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 	}
+	/*
+	 * No row when nothing is pending: the sender then sleeps
+	 * SENDER_IDLE_MS (GREATEST ignores a NULL: without the HAVING an empty
+	 * queue's min() made it due at once, and the sender woke every 50 ms
+	 * for nothing).  GREATEST with now() keeps a '-infinity' due time
+	 * (kwatch.apply's "at once") out of the subtraction.
+	 */
 	if (SPI_execute("SELECT GREATEST(0, LEAST(10000, ceil(extract(epoch FROM GREATEST(min(q.next_attempt_at), pg_catalog.now()) - pg_catalog.now()) * 1000)))::int8"
 					" FROM kwatch.apply_queue q WHERE q.state = 'pending'"
 					" AND NOT EXISTS (SELECT 1 FROM kwatch.apply_queue p WHERE p.state = 'pending'"
-					"                 AND p.object_key = q.object_key AND p.id < q.id)", true, 1) == SPI_OK_SELECT &&
+					"                 AND p.object_key = q.object_key AND p.id < q.id)"
+					" HAVING pg_catalog.count(*) > 0", true, 1) == SPI_OK_SELECT &&
 		SPI_processed == 1)
 	{
 		bool		isnull;
