@@ -1215,8 +1215,10 @@ notify_objects(KwRegistration *reg, const KwObject *objs, int n, KwApplyCounts *
  * (unchanged ones are staged without their object, and a row whose
  * resourceVersion is the same is not rewritten: PROTOCOL 23), returning
  * (inserted, namespace, name, uid, resource_version) of each row written.
- * `distinct` keeps one row per uid, the one staged last in the staging
- * table's order, for a list that named a uid twice.
+ * `distinct` keeps one row per uid (whichever of them the sort by uid
+ * puts first: which one of an API server's twins is the later is not
+ * known once several apply workers staged them) for a list that named a
+ * uid twice.
  */
 static char *
 merge_statement(KwSyncPlans *p, bool distinct)
@@ -1229,7 +1231,18 @@ merge_statement(KwSyncPlans *p, bool distinct)
 					"WHERE t.resource_version IS DISTINCT FROM EXCLUDED.resource_version "
 					"RETURNING (xmax = 0), namespace, name, uid, resource_version",
 					p->qualified, distinct ? "DISTINCT ON (s.uid) " : "", p->stage_table,
-					distinct ? "ORDER BY s.uid, s.ctid DESC " : "");
+					distinct ? "ORDER BY s.uid " : "");
+}
+
+/* staged_twice: whether staging table `stage` holds a uid twice (with its object) */
+static bool
+staged_twice(const char *stage)
+{
+	if (SPI_execute(psprintf("SELECT 1 FROM %s WHERE object IS NOT NULL "
+							 "GROUP BY uid HAVING pg_catalog.count(*) > 1 LIMIT 1", stage),
+					true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read staging table");
+	return SPI_processed == 1;
 }
 
 typedef struct MergeArgs
@@ -1266,6 +1279,7 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 	const char *stage = p->stage_table;
 	Oid			owner;
 	KwAsOwner	as_owner = {0};
+	Oid			cluster_type = TEXTOID;
 	SPITupleTable *merged,
 			   *swept;
 	uint64		nmerged,
@@ -1312,18 +1326,15 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 					false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not grant the staging table to the mirror's owner");
 	kw_as_owner_begin(owner, &as_owner);	/* planning included */
-	if (p->merge == NULL)
-	{
-		Oid			types[1] = {TEXTOID};
-
-		p->merge = prepare(merge_statement(p, false), 1, types);
-		p->merge_distinct = prepare(merge_statement(p, true), 1, types);
+	/* each on its own: a relist cut off between the two prepares them later */
+	if (p->sweep == NULL)
 		p->sweep = prepare(psprintf(
 									"DELETE FROM %s t WHERE t.cluster = $1 "
 									"AND NOT EXISTS (SELECT 1 FROM %s s WHERE s.uid = t.uid) "
 									"RETURNING namespace, name, uid, resource_version",
-									p->qualified, stage), 1, types);
-	}
+									p->qualified, stage), 1, &cluster_type);
+	if (p->merge == NULL)
+		p->merge = prepare(merge_statement(p, false), 1, &cluster_type);
 
 	/*
 	 * Both statements first, their changes reported after: the first
@@ -1351,14 +1362,18 @@ kw_sync_relist_finish(KwSyncPlans *p, KwRegistration *reg, const char *list_rv,
 		 * A uid staged twice (an API server's bug: 21000, "ON CONFLICT DO
 		 * UPDATE command cannot affect row a second time") would fail
 		 * every relist again: the merge then writes one of the two.  Only
-		 * then, so that a relist pays no sort for it.
+		 * then, so that a relist pays no sort for it, and only when the
+		 * staging table (kwatch's, which runs no owner's code) holds one:
+		 * a 21000 the owner's trigger raised is the batch's error.
 		 */
-		if (err && sqlstate == ERRCODE_CARDINALITY_VIOLATION)
+		if (err && sqlstate == ERRCODE_CARDINALITY_VIOLATION && staged_twice(stage))
 		{
 			ereport(WARNING,
 					(errcode(ERRCODE_CARDINALITY_VIOLATION),
 					 errmsg("kwatch: the list of %s from server \"%s\" names a uid twice; one of its objects is kept",
 							reg->plural, reg->server)));
+			if (p->merge_distinct == NULL)
+				p->merge_distinct = prepare(merge_statement(p, true), 1, &cluster_type);
 			m.plan = p->merge_distinct;
 			merge_run(&m);
 		}

@@ -474,3 +474,32 @@ def test_uid_listed_twice_in_a_relist_keeps_one_object(ctx, fake):
     fake.create("pods", pod("good-later"))
     wait_until(lambda: sql("SELECT count(*) FROM %s WHERE cluster = %%s AND name = 'good-later'"
                            % table, (srv,))[0][0] == 1, 30, "good-later mirrored")
+
+
+def test_an_owners_21000_is_not_taken_for_a_uid_listed_twice(ctx, fake):
+    """The merge is run again keeping one object per uid only when the
+    staging table (kwatch's own) holds a uid twice: a 21000 that the table
+    owner's trigger raises is the relist's error, shown in last_error as any
+    other, and nothing is written until the trigger is gone."""
+    from common import wait_until
+    srv = fake_server(ctx, fake)
+    fake.create("pods", pod("a"))
+    fake.create("pods", pod("b"))
+    table = watch("pods", srv)
+    wait_status(srv, "pods", lambda s: s["state"] == "watching")
+    sql("UPDATE %s SET resource_version = '1' WHERE cluster = %%s" % table, (srv,))
+    sql("""CREATE FUNCTION public.kw_test_owner_says_no() RETURNS trigger LANGUAGE plpgsql AS $$
+           BEGIN RAISE EXCEPTION 'the owner says no' USING ERRCODE = '21000'; END $$""")
+    try:
+        sql("CREATE TRIGGER no_update BEFORE UPDATE ON %s FOR EACH ROW "
+            "EXECUTE FUNCTION public.kw_test_owner_says_no()" % table)
+        mark = log_mark()
+        sql("SELECT kwatch.relist('pods', server => %s)", (srv,))
+        wait_status(srv, "pods", lambda s: "the owner says no" in (s["last_error"] or ""))
+        assert "names a uid twice" not in log_since(mark), "an owner's 21000 taken for a uid listed twice"
+        assert sql("SELECT count(*) FROM %s WHERE cluster = %%s AND resource_version = '1'"
+                   % table, (srv,))[0][0] == 2, "the failed relist wrote rows"
+    finally:
+        sql("DROP FUNCTION public.kw_test_owner_says_no() CASCADE")
+    wait_until(lambda: sql("SELECT count(*) FROM %s WHERE cluster = %%s AND resource_version = '1'"
+                           % table, (srv,))[0][0] == 0, 120, "the relist done once the trigger is gone")
