@@ -143,7 +143,7 @@ pick_due(void *arg)
 	 * for nothing).  GREATEST with now() keeps a '-infinity' due time
 	 * (kwatch.apply's "at once") out of the subtraction.
 	 */
-	if (SPI_execute("SELECT GREATEST(0, LEAST(10000, ceil(extract(epoch FROM GREATEST(min(q.next_attempt_at), pg_catalog.now()) - pg_catalog.now()) * 1000)))::int8"
+	if (SPI_execute("SELECT GREATEST(0, LEAST(" CppAsString2(SENDER_IDLE_MS) ", ceil(extract(epoch FROM GREATEST(min(q.next_attempt_at), pg_catalog.now()) - pg_catalog.now()) * 1000)))::int8"
 					" FROM kwatch.apply_queue q WHERE q.state = 'pending'"
 					" AND NOT EXISTS (SELECT 1 FROM kwatch.apply_queue p WHERE p.state = 'pending'"
 					"                 AND p.object_key = q.object_key AND p.id < q.id)"
