@@ -300,12 +300,16 @@ exec_info(KwClusterConfig *cfg)
 			appendStringInfoString(&buf, ",\"insecure-skip-tls-verify\":true");
 		if (ca == NULL && cfg->ca_file)
 		{
+			MemoryContext cxt = CurrentMemoryContext;
+
 			PG_TRY();
 			{
 				ca = kw_credential_file(cfg->ca_file, "CA file", false);
 			}
 			PG_CATCH();
 			{
+				/* out of ErrorContext first: FlushErrorState resets it */
+				MemoryContextSwitchTo(cxt);
 				FlushErrorState();	/* the request itself will report it */
 				ca = NULL;
 			}

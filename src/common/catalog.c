@@ -142,8 +142,10 @@ getstr(HeapTuple tup, TupleDesc desc, int col, MemoryContext cxt)
 
 /*
  * kw_registrations_read: the rows of kwatch.registrations (only watch
- * `only_id` unless 0) as KwRegistration structs allocated in `cxt`, in id
- * order.  Reads the columns 0.2.0 added through to_jsonb(), so that a
+ * `only_id` unless 0) as a List of KwRegistration structs, in id order,
+ * the List and everything it points to allocated in `cxt`, so that it
+ * outlives SPI_finish (which frees SPI's procedure context, current while
+ * this runs).  Reads the columns 0.2.0 added through to_jsonb(), so that a
  * database whose extension is still at 0.1.0 works.  Needs a transaction
  * with SPI connected.  ERRORs when the table cannot be read.
  */
@@ -153,6 +155,7 @@ kw_registrations_read(int32 only_id, MemoryContext cxt)
 	List	   *regs = NIL;
 	Oid			argtype = INT4OID;
 	Datum		arg = Int32GetDatum(only_id);
+	MemoryContext old;
 	int			rc;
 
 	rc = SPI_execute_with_args("SELECT id, server, api_group, api_version, plural, kind, namespaced,"
@@ -212,7 +215,10 @@ kw_registrations_read(int32 only_id, MemoryContext cxt)
 			r->apply_timeout_ms = isnull ? -1 : DatumGetInt32(ms);
 		}
 		r->owner_super = DatumGetBool(SPI_getbinval(t, d, 24, &isnull));
+		/* the List's cells in `cxt` too: SPI_finish frees SPI's context */
+		old = MemoryContextSwitchTo(cxt);
 		regs = lappend(regs, r);
+		MemoryContextSwitchTo(old);
 	}
 	return regs;
 }

@@ -478,7 +478,8 @@ queue_request(FunctionCallInfo fcinfo, QueuedRequest *q)
 							  " $15, $16, $17)"
 							  " RETURNING id", schema),
 					 17, types, values, nulls, SPI_OK_INSERT_RETURNING);
-	id = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	/* read as int64 before SPI_finish: a by-reference Datum where int8 is */
+	id = Int64GetDatum(DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)));
 	SPI_finish();
 	note_queued(q->server, q->api_group, q->kind, q->name);
 	kw_wake_sender_at_commit();
@@ -846,6 +847,7 @@ kwatch_wait_apply(PG_FUNCTION_ARGS)
 								 "      OR (SELECT a.rolsuper FROM pg_catalog.pg_roles a WHERE a.oid OPERATOR(pg_catalog.=) $2))",
 								 schema);
 	bool		first = true;
+	MemoryContext outer = CurrentMemoryContext;
 
 	if (IsolationUsesXactSnapshot())
 		ereport(ERROR,
@@ -911,12 +913,25 @@ kwatch_wait_apply(PG_FUNCTION_ARGS)
 		}
 		if (strcmp(state, "applied") == 0)
 		{
+			Datum		v[3] = {0};
+
+			/*
+			 * copied into the caller's context before SPI_finish, which frees
+			 * SPI's (current here), where SPI_getvalue made the strings
+			 */
+			if (resource != NULL)
+			{
+				MemoryContext spi = MemoryContextSwitchTo(outer);
+
+				v[0] = CStringGetTextDatum(server);
+				v[1] = CStringGetTextDatum(group ? group : "");
+				v[2] = CStringGetTextDatum(resource);
+				MemoryContextSwitchTo(spi);
+			}
 			SPI_finish();
 			if (wait_mirror && resource != NULL)
 			{
 				Oid			t[3] = {TEXTOID, TEXTOID, TEXTOID};
-				Datum		v[3] = {CStringGetTextDatum(server), CStringGetTextDatum(group ? group : ""),
-				CStringGetTextDatum(resource)};
 
 				/* as the caller: wait_current() checks what it may see */
 				SPI_connect();

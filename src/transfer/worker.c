@@ -250,13 +250,18 @@ reload_watches(void)
 		}
 		if (!running)
 		{
+			KwWatch    *w;
+
 			ereport(LOG,
 					(errmsg("kwatch: starting watch %d: %s%s%s on server \"%s\"%s",
 							r->id, r->plural, r->api_group[0] ? "." : "", r->api_group,
 							r->server, r->resource_version ? " (resuming)" : "")));
+
 			MemoryContextSwitchTo(worker_cxt);
-			keep = lappend(keep, kw_watch_create(r, multi, worker_cxt));
+			w = kw_watch_create(r, multi, worker_cxt);
+			/* the list itself in reload_cxt: copied to `watches` below */
 			MemoryContextSwitchTo(reload_cxt);
+			keep = lappend(keep, w);
 		}
 	}
 
