@@ -12,7 +12,8 @@
  * left over from the kubeconfig would otherwise win over a user mapping's
  * token, since kube-apiserver tries x509 authentication before bearer tokens
  * (pkg/kubeapiserver/authenticator).  A role without a user mapping gets the
- * server's own credentials only when it is a superuser (postgres_fdw's rule).
+ * server's own credentials only when it is a superuser (postgres_fdw's rule),
+ * and a role's own user mapping must carry a credential of its own.
  *
  * The cache: one entry per (server, user), holding the resolved settings,
  * so that a live-table scan or the worker's next request does not parse a
@@ -100,6 +101,7 @@ static ForeignServer *find_kwatch_server(const char *server_name);
 static KwClusterConfig *resolve(ForeignServer *server, Oid userid,
 								bool check_transport_rules);
 static List *user_mapping_options(Oid userid, ForeignServer *server);
+static bool has_credential(List *options);
 static void apply_options(KwClusterConfig *cfg, List *options);
 static char *strip_slashes(const char *url);
 static List *file_stamps(const char *path_list);
@@ -322,9 +324,11 @@ resolve(ForeignServer *server, Oid userid, bool check_transport_rules)
  * gain them just by having USAGE on the server, so it gets postgres_fdw's
  * error instead (ERRCODE_UNDEFINED_OBJECT, "user mapping not found"); a
  * PUBLIC mapping, even an empty one, is how an admin shares them on
- * purpose.  A role that no longer exists (a watch registered by a dropped
- * role) is refused too, never re-homed to PUBLIC's or the server's
- * credentials.  Returns a list of DefElem palloc'd in CurrentMemoryContext.
+ * purpose.  A role's own mapping without a credential is refused to a
+ * role that is not a superuser (ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
+ * neither the server's nor PUBLIC's credentials standing in.  A role that
+ * no longer exists (a watch registered by a dropped role) is refused too,
+ * never re-homed to PUBLIC's or the server's credentials.  Returns a list of DefElem palloc'd in CurrentMemoryContext.
  */
 static List *
 user_mapping_options(Oid userid, ForeignServer *server)
@@ -333,6 +337,7 @@ user_mapping_options(Oid userid, ForeignServer *server)
 	HeapTuple	tp;
 	Datum		datum;
 	bool		isnull;
+	bool		own = true;
 	List	   *options = NIL;
 
 	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(userid)))
@@ -347,9 +352,12 @@ user_mapping_options(Oid userid, ForeignServer *server)
 						 ObjectIdGetDatum(userid),
 						 ObjectIdGetDatum(serverid));
 	if (!HeapTupleIsValid(tp))
+	{
+		own = false;
 		tp = SearchSysCache2(USERMAPPINGUSERSERVER,
 							 ObjectIdGetDatum(InvalidOid),
 							 ObjectIdGetDatum(serverid));
+	}
 	if (!HeapTupleIsValid(tp))
 	{
 		if (superuser_arg(userid))
@@ -370,7 +378,43 @@ user_mapping_options(Oid userid, ForeignServer *server)
 		options = untransformRelOptions(datum);
 	ReleaseSysCache(tp);
 
+	/*
+	 * A role's own mapping must carry a credential of its own: PostgreSQL
+	 * lets any role with USAGE create or alter its own mapping
+	 * (user_mapping_ddl_aclcheck, commands/foreigncmds.c), so an empty one
+	 * would hand it the server's credentials.  Only the server's owner can
+	 * make a PUBLIC mapping, so an empty PUBLIC mapping stays the way to
+	 * share them on purpose; the empty own mapping never falls back to it.
+	 * postgres_fdw's password_required is the same rule
+	 * (contrib/postgres_fdw/connection.c, check_conn_params).
+	 */
+	if (own && !has_credential(options) && !superuser_arg(userid))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
+				 errmsg("user mapping for \"%s\" on server \"%s\" has no credential",
+						GetUserNameFromId(userid, false), server->servername),
+				 errdetail("A user mapping of a role that is not a superuser must carry its own token, token_file, client_certificate and client_key, or client_certificate_data and client_key_data; it never uses the server's credentials."),
+				 errhint("ALTER USER MAPPING FOR %s SERVER %s OPTIONS (ADD token '...'), or have the server's owner share its credentials with CREATE USER MAPPING FOR PUBLIC and drop this mapping.",
+						 quote_identifier(GetUserNameFromId(userid, false)),
+						 quote_identifier(server->servername))));
+
 	return options;
+}
+
+/*
+ * has_credential
+ *		Whether the options (a user mapping's DefElems) hold any of
+ *		credential_options.
+ */
+static bool
+has_credential(List *options)
+{
+	for (const char *const *cred = credential_options; *cred; cred++)
+	{
+		if (kw_get_option(options, *cred) != NULL)
+			return true;
+	}
+	return false;
 }
 
 /*

@@ -718,7 +718,7 @@ def test_wait_current_never_runs_a_table_owners_code_with_the_callers_rights(ctx
         srv = fake_server(ctx, api)
         api.create("pods", pod("p0"))
         grant(role, srv)
-        sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {}").format(r, pgsql.Identifier(srv)))
+        sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token 'fake')").format(r, pgsql.Identifier(srv)))
         sql(pgsql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(s, r))
         run_as(role, "SELECT kwatch.watch('pods', server => %s, table_name => %s)", (srv, tname))
         wait_status(srv, "pods", lambda st: st["state"] == "watching" and st["synced"], msg="synced")

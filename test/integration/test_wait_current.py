@@ -13,6 +13,7 @@ import psycopg2
 import pytest
 from psycopg2 import sql as pgsql
 
+import cluster
 import postgres
 from conftest import (kubectl, configmap_manifest, crd_manifest, wait_until, wait_crd_established, sql, sql_one,
                       TEST_DIR, RUN_ID)
@@ -136,8 +137,8 @@ def test_timeout_and_privileges(ctx):
         assert e.value.pgcode == "42704", e.value
         sql(pgsql.SQL("GRANT USAGE ON FOREIGN SERVER {} TO {}").format(
             pgsql.Identifier(server), pgsql.Identifier(role)))
-        sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {}").format(
-            pgsql.Identifier(role), pgsql.Identifier(server)))
+        sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})").format(
+            pgsql.Identifier(role), pgsql.Identifier(server), pgsql.Literal(cluster.CLUSTER.token)))
         cur.execute("SELECT kwatch.wait_current('configmaps', %s, '30s')", (server,))
         # without SELECT on the table: proven all the same (the comparison
         # reads the table as its owner and tells only equal or not); the
