@@ -99,7 +99,7 @@ mirror_of_machine() {
             }
             END { if (!found) flush() }
         ' "$f"
-    done | head -n1 | grep . && return 0
+    done | awk 'NR == 1 { print; found = 1 } END { exit !found }' && return 0  # reads all: no SIGPIPE under pipefail
     for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
         [ -f "$f" ] || continue
         awk -v suite="$SUITE" '
@@ -113,7 +113,7 @@ mirror_of_machine() {
                 }
                 if ($(i+1) == suite) { print $i "\t" key; exit }
             }' "$f"
-    done | head -n1 | grep .
+    done | awk 'NR == 1 { print; found = 1 } END { exit !found }'
 }
 
 SRCROOT="$CACHE/src"
