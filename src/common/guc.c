@@ -19,7 +19,7 @@
 #include "kw_common.h"
 
 char	   *kw_database = NULL;
-int			kw_max_watches = 128;
+int			kw_max_watches = 4096;
 int			kw_list_page_size = 500;
 int			kw_background_merge_objects = 5000;
 int			kw_watch_timeout_s = 300;
@@ -69,9 +69,11 @@ kw_define_gucs(void)
 								   &kw_database, "postgres",
 								   PGC_POSTMASTER, 0, NULL, NULL, NULL);
 
+		/* sized for fleets: 4096 slots of about 850 bytes are 3.4 MB of shared memory */
 		DefineCustomIntVariable("kwatch.max_watches",
 								"Maximum number of watches (status slots in shared memory).",
-								NULL, &kw_max_watches, 128, 1, 10000,
+								"Each costs about 850 bytes of shared memory (x86-64); watch() refuses a registration beyond it.",
+								&kw_max_watches, 4096, 1, 100000,
 								PGC_POSTMASTER, 0, NULL, NULL, NULL);
 
 		/* the event stream's ring (events.c); 1000 bytes of shared memory per slot */

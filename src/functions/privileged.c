@@ -30,10 +30,12 @@
 #include "access/htup_details.h"
 #include "access/xlog.h"
 #include "catalog/pg_proc.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/value.h"
 #include "parser/parse_func.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
@@ -43,6 +45,38 @@
 #include "kw_functions.h"
 
 PG_FUNCTION_INFO_V1(kwatch_privileged_entry);
+
+/*
+ * check_watch_limit: ERRORs (53400) when kwatch.registrations, with the
+ * caller's new rows, holds more watches than the worker has status slots
+ * (kwatch.max_watches, shared memory sized at start): a watch beyond them
+ * would run with no status that kwatch.watches or wait_synced() could
+ * read.  Nothing when kwatch is not preloaded (no worker, no slots).  Runs
+ * as the implementation's owner, who may read the registrations.
+ */
+static void
+check_watch_limit(const char *nspname)
+{
+	int64		n;
+	bool		isnull;
+
+	if (kw_shared == NULL)
+		return;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute(psprintf("SELECT count(*) FROM %s.registrations", quote_identifier(nspname)),
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not count the registrations");
+	n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	if (n > kw_shared->nslots)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many watches: %lld registered, kwatch.max_watches is %d",
+						(long long) n, kw_shared->nslots),
+				 errdetail("Each watch needs a status slot in shared memory, sized when PostgreSQL starts."),
+				 errhint("Raise kwatch.max_watches (about 850 bytes of shared memory each) and restart PostgreSQL, or unwatch what is no longer needed.")));
+}
 
 /*
  * kwatch_privileged_entry: the C body of kwatch.watch(), kwatch.unwatch()
@@ -59,6 +93,7 @@ PG_FUNCTION_INFO_V1(kwatch_privileged_entry);
  * standby (watch, unwatch: relist's 55000 comes from the worker's check);
  * 55000 for watch() and relist() in a database other than
  * kwatch.database's (unwatch() still removes what is registered there);
+ * 53400 for watch() beyond kwatch.max_watches (check_watch_limit);
  * whatever the caller's deferred triggers or the implementation raise.
  */
 Datum
@@ -142,6 +177,8 @@ kwatch_privileged_entry(PG_FUNCTION_ARGS)
 		SetUserIdAndSecContext(impl_owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 		result = FunctionCallInvoke(impl_fcinfo);
 		isnull = impl_fcinfo->isnull;
+		if (strcmp(name, "watch") == 0)
+			check_watch_limit(nspname);
 	}
 	PG_FINALLY();
 	{

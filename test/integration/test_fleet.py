@@ -1,0 +1,103 @@
+"""A fleet: 500 watches over 100 servers, registered in one transaction.
+
+The worker used to walk freed memory while it started many watches at once
+(kw_registrations_read returned a List built in SPI's context past
+SPI_finish): with 50-100 servers registered in one statement it died of
+signal 11 and took PostgreSQL with it, and again at every restart.  Here a
+fleet user's sequence, at a fleet's size: register 500 watches (100 servers,
+each a "cluster" on the one 1.20 API server, x 5 resources) in one
+transaction, unwatch half of them in one, register them again in one,
+restart PostgreSQL; after each step every watch converges (its rows equal
+the server's objects, object by object) and no kwatch process died.
+"""
+import json
+import time
+
+import pytest
+from psycopg2 import sql as pgsql
+
+import conftest
+from conftest import kubectl, sql, sql_one
+
+N_SERVERS = 100
+RESOURCES = ("configmaps", "secrets", "serviceaccounts", "limitranges", "resourcequotas")
+
+
+def server_objects(ns):
+    """{resource: sorted [(uid, resourceVersion)]} of namespace ns, from the API server."""
+    out = {}
+    for r in RESOURCES:
+        items = json.loads(kubectl("get", r, "-n", ns, "-o", "json"))["items"]
+        out[r] = sorted((i["metadata"]["uid"], i["metadata"]["resourceVersion"]) for i in items)
+    return out
+
+
+def converged(servers, tables, ns, expected):
+    """Whether every watch is healthy and synced and each server's rows of
+    namespace ns in each table equal `expected`; else what differs."""
+    bad = sql_one("SELECT count(*) FROM kwatch.watches WHERE server = ANY(%s)"
+                  " AND NOT (healthy AND synced)", (servers,))
+    n = sql_one("SELECT count(*) FROM kwatch.watches WHERE server = ANY(%s)", (servers,))
+    if bad or n != len(servers) * len(RESOURCES):
+        return "%d of %d watches not healthy and synced" % (bad, n)
+    for r in RESOURCES:
+        rows = dict(sql(pgsql.SQL("SELECT cluster, array_agg(uid || ' ' || resource_version ORDER BY uid, resource_version)"
+                                  " FROM {} WHERE cluster = ANY(%s) AND namespace = %s GROUP BY cluster")
+                        .format(pgsql.SQL(tables[r])), (servers, ns)))
+        want = ["%s %s" % o for o in expected[r]]
+        for s in servers:
+            if rows.get(s, []) != want:
+                return "%s on %s: %s, the server has %s" % (r, s, rows.get(s), want)
+    return True
+
+
+def wait_converged(servers, tables, ns, timeout=240):
+    """Waits until converged(); fails showing what still differed."""
+    expected = server_objects(ns)
+    deadline = time.monotonic() + timeout
+    while True:
+        state = converged(servers, tables, ns, expected)
+        if state is True:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail("the fleet did not converge in %ds: %s" % (timeout, state), pytrace=False)
+        time.sleep(1)
+
+
+def watch_all(servers, ns):
+    """One transaction: every resource on every server, namespace ns; {resource: table}."""
+    rows = sql("SELECT r, kwatch.watch(r, server => s, namespace => %s)::text"
+               " FROM unnest(%s::text[]) s, unnest(%s::text[]) r",
+               (ns, servers, list(RESOURCES)))
+    return dict(rows)
+
+
+def test_a_fleet_registered_at_once_unwatched_and_restarted(ctx):
+    ns = ctx.namespace()
+    servers = [ctx.server("-%d" % i) for i in range(N_SERVERS)]
+    kubectl("create", "configmap", "fleet-one", "-n", ns, "--from-literal=k=v")
+    log_start = conftest.PG.log_size()
+
+    tables = watch_all(servers, ns)
+    assert len(tables) == len(RESOURCES) and sql_one(
+        "SELECT count(*) FROM kwatch.registrations WHERE server = ANY(%s)", (servers,)) == 500
+    wait_converged(servers, tables, ns)
+
+    # half of the fleet unwatched in one transaction, then registered again in one
+    half = servers[::2]
+    sql("SELECT count(kwatch.unwatch(w.table_name, server => w.server))"
+        " FROM kwatch.registrations w WHERE w.server = ANY(%s)", (half,))
+    assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = ANY(%s)", (servers,)) == 250
+    kubectl("create", "configmap", "fleet-two", "-n", ns, "--from-literal=k=v")
+    assert watch_all(half, ns) == tables
+    wait_converged(servers, tables, ns)
+
+    # a restart resumes all 500 (a change made while PostgreSQL is down included)
+    conftest.PG.stop()
+    kubectl("create", "configmap", "fleet-three", "-n", ns, "--from-literal=k=v")
+    conftest.PG.start()
+    wait_converged(servers, tables, ns)
+
+    log = conftest.PG.log_since(log_start)
+    assert "terminated by signal" not in log and "was terminated" not in log, log[-3000:]
+    assert "runs without status" not in log, log[-3000:]
