@@ -27,9 +27,10 @@ extern void kw_write_apply(KwClusterConfig *cfg, const char *path,
 						   bool force, bool dry_run, KwHttpResponse *resp);
 extern void kw_write_delete(KwClusterConfig *cfg, const char *path,
 							const char *options, KwHttpResponse *resp);
-extern bool kw_write_outcome(KwHttpResponse *resp, int *sqlstate,
-							 char **message, char **detail, bool *retry);
+extern bool kw_write_outcome(KwHttpResponse *resp, bool withhold_values,
+							 int *sqlstate, char **message, char **detail,
+							 bool *retry);
 extern void kw_write_raise(KwClusterConfig *cfg, const char *what,
-						   KwHttpResponse *resp) pg_attribute_noreturn();
+						   KwHttpResponse *resp, bool withhold_values) pg_attribute_noreturn();
 
 #endif							/* KW_WRITE_H */

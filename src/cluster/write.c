@@ -115,9 +115,13 @@ kw_write_delete(KwClusterConfig *cfg, const char *path, const char *options,
 	kw_http_request(cfg, "DELETE", path, NULL, "application/json", options, resp);
 }
 
-/* causes: the lines of a Status's details.causes[], "field: message" */
+/*
+ * causes: the lines of a Status's details.causes[], "field: message", or
+ * with `withhold_values` "field: reason" (a cause's message may quote the
+ * value: "Invalid value: \"...\"", apimachinery/pkg/util/validation/field)
+ */
 static void
-append_causes(StringInfo out, json_object *status, bool *conflict)
+append_causes(StringInfo out, json_object *status, bool withhold_values, bool *conflict)
 {
 	json_object *details;
 	json_object *causes;
@@ -140,7 +144,10 @@ append_causes(StringInfo out, json_object *status, bool *conflict)
 			appendStringInfoChar(out, '\n');
 		if (field && *field)
 			appendStringInfo(out, "%s: ", kw_excerpt(field));
-		appendStringInfoString(out, message ? kw_excerpt(message) : "(no message)");
+		if (withhold_values)
+			appendStringInfoString(out, type ? kw_excerpt(type) : "(no reason)");
+		else
+			appendStringInfoString(out, message ? kw_excerpt(message) : "(no message)");
 	}
 }
 
@@ -150,11 +157,15 @@ append_causes(StringInfo out, json_object *status, bool *conflict)
  * file header), *message (the server's message, at most KW_ECHO_MAX bytes
  * of it), *detail (the causes, one per line, or the HTTP status and
  * reason; palloc'd) and *retry (whether sending it again later may
- * succeed: 429, 500, 502, 503, 504).
+ * succeed: 429, 500, 502, 503, 504).  With `withhold_values` (a write of
+ * a Secret) the server's message, which may quote the object it refused
+ * (a 422 quotes the patched object, values included), is replaced by its
+ * reason, and each cause by its field and reason: no value reaches the
+ * error, its DETAIL, the log or kwatch.applies.
  */
 bool
-kw_write_outcome(KwHttpResponse *resp, int *sqlstate, char **message,
-				 char **detail, bool *retry)
+kw_write_outcome(KwHttpResponse *resp, bool withhold_values, int *sqlstate,
+				 char **message, char **detail, bool *retry)
 {
 	json_object *status = NULL;
 	char	   *reason = NULL;
@@ -166,6 +177,9 @@ kw_write_outcome(KwHttpResponse *resp, int *sqlstate, char **message,
 		return true;
 
 	*message = kw_excerpt(kw_status_message(resp->body.data, resp->body.len, &reason));
+	if (withhold_values)
+		*message = psprintf("%s (the server's message is not shown: it may quote the Secret's values)",
+							reason ? kw_excerpt(reason) : "refused");
 	initStringInfo(&causes);
 	if (resp->body.len > 0)
 	{
@@ -174,7 +188,7 @@ kw_write_outcome(KwHttpResponse *resp, int *sqlstate, char **message,
 		status = json_tokener_parse_ex(tok, resp->body.data, resp->body.len);
 		json_tokener_free(tok);
 		if (status && json_object_is_type(status, json_type_object))
-			append_causes(&causes, status, &conflict);
+			append_causes(&causes, status, withhold_values, &conflict);
 		if (status)
 			json_object_put(status);
 	}
@@ -219,17 +233,18 @@ kw_write_outcome(KwHttpResponse *resp, int *sqlstate, char **message,
  * kw_write_raise: ERRORs with the meaning of a failed write's answer
  * (kw_write_outcome): "Kubernetes API server of "<server>" refused <what>:
  * <message>", its SQLSTATE and DETAIL, and for a field-manager conflict a
- * hint about force.  Never returns.
+ * hint about force; `withhold_values` as kw_write_outcome.  Never returns.
  */
 void
-kw_write_raise(KwClusterConfig *cfg, const char *what, KwHttpResponse *resp)
+kw_write_raise(KwClusterConfig *cfg, const char *what, KwHttpResponse *resp,
+			   bool withhold_values)
 {
 	int			sqlstate;
 	char	   *message;
 	char	   *detail;
 	bool		retry;
 
-	if (kw_write_outcome(resp, &sqlstate, &message, &detail, &retry))
+	if (kw_write_outcome(resp, withhold_values, &sqlstate, &message, &detail, &retry))
 		elog(ERROR, "kw_write_raise called for a successful write");
 	ereport(ERROR,
 			(errcode(sqlstate),

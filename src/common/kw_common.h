@@ -236,4 +236,16 @@ extern KwTxnStartHook kw_transaction_start_hook;
 extern Oid	kw_current_caller(void);
 extern Oid	kw_set_current_caller(Oid caller);
 
+/*
+ * kw_is_secret_resource: whether (api_group, plural) names core Secrets,
+ * the one resource whose values kwatch redacts (decode/redact.c) and
+ * whose values a refused write's message never shows (cluster/write.c).
+ */
+static inline bool
+kw_is_secret_resource(const char *api_group, const char *plural)
+{
+	return api_group != NULL && api_group[0] == '\0' &&
+		plural != NULL && strcmp(plural, "secrets") == 0;
+}
+
 #endif							/* KW_COMMON_H */

@@ -17,7 +17,6 @@ extern bool kw_valid_identity(const char *s);
 extern bool kw_sanitize_json(char **json, int *len);
 
 /* redact.c: Secret values kept out unless opted in */
-extern bool kw_is_secret_resource(const char *api_group, const char *plural);
 extern void kw_redact_secret_object(void *obj);
 extern bool kw_redact_secret_json(char **json, int *len);
 extern bool kw_redacted_value_in(void *obj);

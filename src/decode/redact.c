@@ -64,17 +64,6 @@
 static uint8 secret_key[KW_SECRET_KEY_LEN];
 static bool secret_key_loaded = false;
 
-/*
- * kw_is_secret_resource: whether (api_group, plural) names core Secrets,
- * the one resource whose values kwatch redacts.
- */
-bool
-kw_is_secret_resource(const char *api_group, const char *plural)
-{
-	return api_group != NULL && api_group[0] == '\0' &&
-		plural != NULL && strcmp(plural, "secrets") == 0;
-}
-
 /* read_key: KW_SECRET_KEY_LEN bytes of `path` into secret_key; false if absent. */
 static bool
 read_key(const char *path)

@@ -635,7 +635,7 @@ kwatch_apply(PG_FUNCTION_ARGS)
 		{
 			if (!(resp.status == 404 && at_commit && namespace != NULL &&
 				  queued_here(server, "", "Namespace", namespace)))
-				kw_write_raise(cfg, psprintf("%s (dry run)", what), &resp);
+				kw_write_raise(cfg, psprintf("%s (dry run)", what), &resp, kw_is_secret_resource(r.api_group, r.plural));
 			validated = false;
 		}
 		else
@@ -649,7 +649,7 @@ kwatch_apply(PG_FUNCTION_ARGS)
 	{
 		kw_write_apply(cfg, path, body, field_manager, force, false, &resp);
 		if (resp.status < 200 || resp.status > 299)
-			kw_write_raise(cfg, what, &resp);
+			kw_write_raise(cfg, what, &resp, kw_is_secret_resource(r.api_group, r.plural));
 		object = shown_object(resp.body.data, &m, &object_null);
 		PG_RETURN_DATUM(result(fcinfo, (Datum) 0, true, "applied", object, object_null));
 	}
@@ -783,14 +783,14 @@ kwatch_delete(PG_FUNCTION_ARGS)
 																  JSON_C_TO_STRING_NOSLASHESCAPE), &resp);
 		json_object_put(dry);
 		if (resp.status < 200 || resp.status > 299)
-			kw_write_raise(cfg, psprintf("%s (dry run)", what), &resp);
+			kw_write_raise(cfg, psprintf("%s (dry run)", what), &resp, kw_is_secret_resource(r.api_group, r.plural));
 		if (dry_run)
 			PG_RETURN_DATUM(result(fcinfo, (Datum) 0, true, "dry run", (Datum) 0, true));
 		if (!at_commit)
 		{
 			kw_write_delete(cfg, path, real, &resp);
 			if (resp.status < 200 || resp.status > 299)
-				kw_write_raise(cfg, what, &resp);
+				kw_write_raise(cfg, what, &resp, kw_is_secret_resource(r.api_group, r.plural));
 			PG_RETURN_DATUM(result(fcinfo, (Datum) 0, true, "applied", (Datum) 0, true));
 		}
 		{

@@ -773,7 +773,7 @@ kwatchExecForeignInsert(EState *estate, ResultRelInfo *rinfo,
 	if (resp.status < 200 || resp.status > 299)
 		kw_write_raise(st->cfg, psprintf("the INSERT into live table \"%s\"",
 										 RelationGetRelationName(rinfo->ri_RelationDesc)),
-					   &resp);
+					   &resp, kw_is_secret_resource(st->table->api_group, st->table->plural));
 	MemoryContextSwitchTo(old);
 	return returning_row(st, resp.body.data, resp.body.len, slot);
 }
@@ -952,7 +952,8 @@ kwatchExecForeignUpdate(EState *estate, ResultRelInfo *rinfo,
 						st->cfg->server_name, what_of("UPDATE", st, ns, name)),
 				 errhint("Read the row again.")));
 	if (resp.status < 200 || resp.status > 299)
-		kw_write_raise(st->cfg, what_of("UPDATE", st, ns, name), &resp);
+		kw_write_raise(st->cfg, what_of("UPDATE", st, ns, name), &resp,
+					   kw_is_secret_resource(st->table->api_group, st->table->plural));
 	MemoryContextSwitchTo(old);
 	return returning_row(st, resp.body.data, resp.body.len, slot);
 }
@@ -1009,7 +1010,8 @@ kwatchExecForeignDelete(EState *estate, ResultRelInfo *rinfo,
 		return NULL;
 	}
 	if (resp.status < 200 || resp.status > 299)
-		kw_write_raise(st->cfg, what_of("DELETE", st, ns, name), &resp);
+		kw_write_raise(st->cfg, what_of("DELETE", st, ns, name), &resp,
+					   kw_is_secret_resource(st->table->api_group, st->table->plural));
 	MemoryContextSwitchTo(old);
 	if (!st->returning)
 		return slot;

@@ -258,6 +258,7 @@ send_one(void *arg)
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
 	KwHttpResponse resp;
+	volatile bool withhold_values;	/* a Secret: the server's messages withheld (write.c) */
 	ErrorData  *volatile caught = NULL;
 
 	if (SPI_execute_with_args("SELECT server, role, api_version, resource, kind, namespace, name,"
@@ -307,6 +308,7 @@ send_one(void *arg)
 
 	/* the request, in a subtransaction: its ERROR is this apply's outcome */
 	memset(&resp, 0, sizeof(resp));
+	withhold_values = false;
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
@@ -342,6 +344,7 @@ send_one(void *arg)
 			r.namespaced = namespace != NULL;
 		}
 		path = kw_write_path(&r, namespace, name);
+		withhold_values = kw_is_secret_resource(r.api_group, r.plural);
 		if (is_delete)
 			kw_write_delete(cfg, path, delete_options, &resp);
 		else
@@ -383,7 +386,7 @@ send_one(void *arg)
 		char	   *detail;
 		bool		retry;
 
-		if (kw_write_outcome(&resp, &sqlstate, &message, &detail, &retry))
+		if (kw_write_outcome(&resp, withhold_values, &sqlstate, &message, &detail, &retry))
 		{
 			json_object *obj = json_tokener_parse(resp.body.data);
 			json_object *meta = NULL;

@@ -83,8 +83,9 @@ Stable API (used by other test modules; extend, do not change):
          kwatch.watch()'s probe).  times=None: forever.  Fault.hits: the
          requests it hit (Fault.times can be changed at any time).
       kinds and params:
-        "status"  code, reason=None, message=None, retry_after=None
-                  -> that HTTP status with a Status body (and Retry-After)
+        "status"  code, reason=None, message=None, retry_after=None, details=None
+                  -> that HTTP status with a Status body (and Retry-After;
+                  details: the Status's details, e.g. causes)
         "html"    code=502 -> a proxy's HTML error page (text/html)
         "drop"    after_events=0, mid_event=True: WATCH: after N events,
                   send the first half of the next event (waiting for one)
@@ -884,7 +885,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             429: "Too many requests, please try again later.",
             500: "Internal error occurred: fake",
             503: "The server is currently unable to handle the request"}.get(code, "fault %d" % code)
-        details, headers = None, {}
+        details, headers = p.get("details"), {}
         if p.get("retry_after") is not None:
             headers["Retry-After"] = str(p["retry_after"])
             details = {"retryAfterSeconds": int(p["retry_after"])}
