@@ -38,6 +38,7 @@ OBJS = \
 	src/functions/wait_current.o \
 	src/functions/status.o \
 	src/functions/ownership.o \
+	src/functions/relation_guard.o \
 	src/functions/privileged.o \
 	src/cluster/discovery.o \
 	src/cluster/kubeconfig.o \
@@ -56,9 +57,20 @@ OBJS = \
 	src/functions/apply.o \
 	src/sender/sender.o
 
-# Every install and update script; relative to $(srcdir), which PGXS sets to
-# the source tree in a VPATH build (pg_buildext builds in build-<version>/).
-DATA = $(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/kwatch--*.sql))
+
+# The extension scripts.  The install script of the current version and the
+# update scripts of sql/updates/*.sql.in are generated (DATA_built, in the
+# build directory) by sql/build.sh from the sources under sql/schema/, in
+# the order sql/schema/ORDER gives (doc/development.md, "SQL sources").
+# DATA: the released scripts, kept as they shipped (installations update
+# through them), relative to $(srcdir), which PGXS sets to the source tree
+# in a VPATH build (pg_buildext builds in build-<version>/).  Recursive
+# variables: KWATCH_VERSION is set below, $(srcdir) by PGXS.
+KW_UPDATE_TEMPLATES = $(notdir $(wildcard $(KWATCH_SOURCE_DIR)sql/updates/kwatch--*.sql.in))
+KW_UPDATES_BUILT = $(addprefix sql/,$(KW_UPDATE_TEMPLATES:.in=))
+KW_INSTALL_BUILT = sql/kwatch--$(KWATCH_VERSION).sql
+DATA_built = $(KW_INSTALL_BUILT) $(KW_UPDATES_BUILT)
+DATA = $(filter-out $(DATA_built),$(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/kwatch--*.sql)))
 
 # pg_regress suites (test/sql/<name>.sql, test/expected/<name>.out, as
 # pgvector lays them out); run by test/drivers/run.sh
@@ -108,6 +120,18 @@ KW_OBJ_DIRS = $(CURDIR)/src $(addprefix $(CURDIR)/src/,$(KW_FOLDERS))
 $(OBJS): | $(KW_OBJ_DIRS)
 $(KW_OBJ_DIRS):
 	mkdir -p $@
+# The generated scripts (DATA_built above).  Each depends on every source
+# (an update may include any of them) and on the script that writes it.
+KW_SQL_SOURCES = $(srcdir)/sql/build.sh $(srcdir)/sql/schema/ORDER \
+                 $(wildcard $(srcdir)/sql/schema/*.sql $(srcdir)/sql/schema/*/*.sql)
+$(KW_INSTALL_BUILT): $(KW_SQL_SOURCES) $(srcdir)/kwatch.control | $(CURDIR)/sql
+	sh $(srcdir)/sql/build.sh install $(srcdir)/sql $(KWATCH_VERSION) > $@.tmp
+	mv $@.tmp $@
+$(KW_UPDATES_BUILT): sql/%.sql: $(srcdir)/sql/updates/%.sql.in $(KW_SQL_SOURCES) | $(CURDIR)/sql
+	sh $(srcdir)/sql/build.sh update $(srcdir)/sql $< > $@.tmp
+	mv $@.tmp $@
+$(CURDIR)/sql:
+	mkdir -p $@
 else
 # A fresh machine has no server headers yet: `make test` and `make demo`
 # install them (test/packaging/install-deps.sh); plain `make` says how.
@@ -115,10 +139,15 @@ all install installcheck:
 	@echo "kwatch: PostgreSQL server headers are missing; run 'make deps' first" >&2; exit 1
 endif
 
-.PHONY: deps test test-versions deb demo demo-stop bench print-regress soak bench-recovery
+.PHONY: deps test test-versions deb demo demo-stop bench print-regress print-scripts soak bench-recovery
 
 print-regress:
 	@echo $(REGRESS)
+
+# The file names of the extension scripts `make install` installs
+# (test/packaging/package.sh checks that the package holds each).
+print-scripts:
+	@echo $(notdir $(DATA) $(DATA_built))
 
 # Installs build and test dependencies from Debian's archive when missing.
 deps:

@@ -68,6 +68,7 @@ _PG_init(void)
 
 	kw_define_gucs();
 	kw_ownership_init();
+	kw_relation_guard_init();
 	kw_as_owner_init();
 
 	if (!process_shared_preload_libraries_in_progress)

@@ -24,5 +24,6 @@ extern int	kw_rv_compare(const char *a, const char *b);
 
 /* in ownership.c: watches under DROP ROLE / DROP OWNED / REASSIGN OWNED */
 extern void kw_ownership_init(void);
+extern void kw_relation_guard_init(void);
 
 #endif							/* KW_FUNCTIONS_H */
