@@ -225,6 +225,51 @@ kw_kubeconfig_load(const char *path, const char *context)
 }
 
 /*
+ * kw_kubeconfig_contexts: the names of the contexts the kubeconfig path
+ * list `path` defines (merged as kw_kubeconfig_load merges them: the first
+ * file to define a name wins), in the order the files define them, as a
+ * List of palloc'd strings in the caller's context; *current (when not
+ * NULL) gets current-context or NULL.  Reads no credential file and runs
+ * no plugin.  Errors: those of kw_kubeconfig_load's reading and parsing.
+ */
+List *
+kw_kubeconfig_contexts(const char *path, char **current)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	MemoryContext tmpcxt;
+	List	   *volatile names = NIL;
+
+	if (path == NULL || path[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("kubeconfig path must not be empty")));
+	tmpcxt = AllocSetContextCreate(oldcxt, "kwatch kubeconfig", ALLOCSET_SMALL_SIZES);
+	PG_TRY();
+	{
+		KcConfig	kc;
+		ListCell   *lc;
+
+		MemoryContextSwitchTo(tmpcxt);
+		memset(&kc, 0, sizeof(kc));
+		kc_read_files(path, &kc);
+		MemoryContextSwitchTo(oldcxt);
+		foreach(lc, kc.contexts)
+			names = lappend(names, pstrdup(((KcEntry *) lfirst(lc))->name));
+		if (current)
+			*current = kc.current_context ? pstrdup(kc.current_context) : NULL;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(oldcxt);
+		MemoryContextDelete(tmpcxt);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	MemoryContextDelete(tmpcxt);
+	return names;
+}
+
+/*
  * kc_read_files: reads and parses every file of the kubeconfig path list
  * `path` into *kc, the first definition of each name winning (client-go
  * clientcmd loader.go): empty list elements are skipped (filepath.

@@ -93,6 +93,7 @@ extern bool kw_header_value_safe(const char *value);
  * ---------------------------------------------------------------------
  */
 extern KwClusterConfig *kw_kubeconfig_load(const char *path, const char *context);
+extern List *kw_kubeconfig_contexts(const char *path, char **current);
 extern KwClusterConfig *kw_in_cluster_config(void);
 
 /* ---------------------------------------------------------------------
