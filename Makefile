@@ -39,6 +39,7 @@ OBJS = \
 	src/functions/status.o \
 	src/functions/ownership.o \
 	src/functions/relation_guard.o \
+	src/functions/import_servers.o \
 	src/functions/privileged.o \
 	src/cluster/discovery.o \
 	src/cluster/kubeconfig.o \
@@ -57,20 +58,22 @@ OBJS = \
 	src/functions/apply.o \
 	src/sender/sender.o
 
-
 # The extension scripts.  The install script of the current version and the
 # update scripts of sql/updates/*.sql.in are generated (DATA_built, in the
 # build directory) by sql/build.sh from the sources under sql/schema/, in
 # the order sql/schema/ORDER gives (doc/development.md, "SQL sources").
-# DATA: the released scripts, kept as they shipped (installations update
-# through them), relative to $(srcdir), which PGXS sets to the source tree
-# in a VPATH build (pg_buildext builds in build-<version>/).  Recursive
-# variables: KWATCH_VERSION is set below, $(srcdir) by PGXS.
+# DATA: the released scripts, kept byte for byte as they shipped
+# (installations update through them; CREATE EXTENSION ... VERSION '0.1.0'
+# too), relative to $(srcdir), which PGXS sets to the source tree in a
+# VPATH build (pg_buildext builds in build-<version>/).  No script is added
+# to this list any more: a new version's update is a template in
+# sql/updates/.  Recursive variables: KWATCH_VERSION is set below.
 KW_UPDATE_TEMPLATES = $(notdir $(wildcard $(KWATCH_SOURCE_DIR)sql/updates/kwatch--*.sql.in))
 KW_UPDATES_BUILT = $(addprefix sql/,$(KW_UPDATE_TEMPLATES:.in=))
 KW_INSTALL_BUILT = sql/kwatch--$(KWATCH_VERSION).sql
 DATA_built = $(KW_INSTALL_BUILT) $(KW_UPDATES_BUILT)
-DATA = $(filter-out $(DATA_built),$(patsubst $(srcdir)/%,%,$(wildcard $(srcdir)/sql/kwatch--*.sql)))
+DATA = $(addprefix sql/kwatch--,$(addsuffix .sql,0.1.0 0.1.0--0.2.0 0.2.0--0.3.0 \
+         0.3.0--0.4.0 0.4.0--0.5.0 0.5.0--0.6.0 0.6.0--0.7.0))
 
 # pg_regress suites (test/sql/<name>.sql, test/expected/<name>.out, as
 # pgvector lays them out); run by test/drivers/run.sh

@@ -1,0 +1,564 @@
+-- _wake_at_commit(): makes the worker reload registrations when (and only
+-- if) the current transaction commits.
+CREATE OR REPLACE FUNCTION kwatch._wake_at_commit() RETURNS void
+    LANGUAGE c
+    AS 'MODULE_PATHNAME', 'kwatch_wake_at_commit';
+REVOKE ALL ON FUNCTION kwatch._wake_at_commit() FROM PUBLIC;
+
+-- _check_retry_range(name, r): raises invalid_parameter_value unless `r`
+-- is NULL or a non-empty range with finite bounds within [10ms, 1 hour].
+CREATE OR REPLACE FUNCTION kwatch._check_retry_range(name text, r kwatch.interval_range) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF r IS NOT NULL AND (isempty(r) OR lower_inf(r) OR upper_inf(r)
+                        OR lower(r) < interval '10 milliseconds' OR upper(r) > interval '1 hour') THEN
+    RAISE EXCEPTION 'invalid % "%"', name, r
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Give both bounds, between 10ms and 1 hour, e.g. ''[1s,5s]''.';
+  END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION kwatch._check_retry_range(text, kwatch.interval_range) FROM PUBLIC;
+
+-- _check_watch_owner(owner, server, resource): raises insufficient_privilege
+-- unless the caller of watch/unwatch/relist (src/privileged.c) is a superuser or has the
+-- privileges of `owner` (src/ownership.c).
+CREATE OR REPLACE FUNCTION kwatch._check_watch_owner(owner oid, server text, resource text) RETURNS void
+    LANGUAGE c STRICT
+    AS 'MODULE_PATHNAME', 'kwatch_check_watch_owner';
+REVOKE ALL ON FUNCTION kwatch._check_watch_owner(oid, text, text) FROM PUBLIC;
+
+-- unwatch(...): see _unwatch_impl above; run as watch() is
+-- (src/privileged.c).  EXECUTE grants given on 0.1.0's unwatch are kept.
+CREATE OR REPLACE FUNCTION kwatch.unwatch(resource text, server text DEFAULT NULL::text, drop_table boolean DEFAULT false) RETURNS boolean
+    LANGUAGE c
+    AS 'MODULE_PATHNAME', 'kwatch_privileged_entry';
+REVOKE ALL ON FUNCTION kwatch.unwatch(text, text, boolean) FROM PUBLIC;
+
+-- _request_relist(id) -> bigint: asks the worker to relist watch `id` now;
+-- returns the request's number, for _wait_synced (src/sync_wait.c).
+CREATE OR REPLACE FUNCTION kwatch._request_relist(id integer) RETURNS bigint
+    LANGUAGE c STRICT
+    AS 'MODULE_PATHNAME', 'kwatch_request_relist';
+REVOKE ALL ON FUNCTION kwatch._request_relist(integer) FROM PUBLIC;
+
+-- relist(...): see _relist_impl above; run as watch() is
+-- (src/privileged.c).
+CREATE OR REPLACE FUNCTION kwatch.relist(resource text, server text DEFAULT NULL::text, wait boolean DEFAULT false, timeout interval DEFAULT NULL::interval) RETURNS boolean
+    LANGUAGE c
+    AS 'MODULE_PATHNAME', 'kwatch_privileged_entry';
+REVOKE ALL ON FUNCTION kwatch.relist(text, text, boolean, interval) FROM PUBLIC;
+
+-- watch(...): see _watch_impl above; run as a C entry point that checks
+-- its caller (src/privileged.c).
+CREATE OR REPLACE FUNCTION kwatch.watch(resource text, server text DEFAULT NULL::text, namespace text DEFAULT NULL::text, label_selector text DEFAULT NULL::text, field_selector text DEFAULT NULL::text, notify boolean DEFAULT true, table_name text DEFAULT NULL::text, secret_data boolean DEFAULT false, notify_payload text DEFAULT NULL::text, retry_relist_after kwatch.interval_range DEFAULT NULL::kwatch.interval_range, retry_watch_after kwatch.interval_range DEFAULT NULL::kwatch.interval_range, history boolean DEFAULT false, history_retention interval DEFAULT NULL::interval, history_max_rows bigint DEFAULT NULL::bigint, apply_timeout interval DEFAULT NULL::interval) RETURNS regclass
+    LANGUAGE c
+    AS 'MODULE_PATHNAME', 'kwatch_privileged_entry';
+REVOKE ALL ON FUNCTION kwatch.watch(text, text, text, text, text, boolean, text, boolean, text, kwatch.interval_range, kwatch.interval_range, boolean, interval, bigint, interval) FROM PUBLIC;
+
+-- _check_apply_timeout() -> trigger: BEFORE INSERT OR UPDATE OF
+-- apply_timeout, owner on kwatch.registrations: refuses (42501) a deadline
+-- of 0 (none) or longer than kwatch.apply_timeout for a watch whose owner
+-- is not a superuser, while the setting has a deadline at all (README
+-- "Roles": a table owner's code may not hold an apply worker past
+-- kwatch.apply_timeout + 10 s).  kwatch.apply_timeout is a sighup setting:
+-- a role cannot raise it for its session.
+CREATE OR REPLACE FUNCTION kwatch._check_apply_timeout() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  limit_ interval := pg_catalog.current_setting('kwatch.apply_timeout', true)::interval;
+BEGIN
+  IF NEW.apply_timeout IS NULL OR limit_ IS NULL OR limit_ = interval '0'
+     OR (SELECT a.rolsuper FROM pg_catalog.pg_roles a WHERE a.oid = NEW.owner) THEN
+    RETURN NEW;
+  END IF;
+  IF NEW.apply_timeout = interval '0' OR NEW.apply_timeout > limit_ THEN
+    -- a watch given to another role (REASSIGN OWNED): the setting's deadline
+    IF TG_OP = 'UPDATE' AND NEW.owner IS DISTINCT FROM OLD.owner
+       AND NEW.apply_timeout IS NOT DISTINCT FROM OLD.apply_timeout THEN
+      NEW.apply_timeout := NULL;
+      RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'apply_timeout % is longer than kwatch.apply_timeout (%)',
+                    CASE WHEN NEW.apply_timeout = interval '0' THEN '0 (no limit)'
+                         ELSE NEW.apply_timeout::text END, limit_
+      USING ERRCODE = 'insufficient_privilege',
+            DETAIL = 'Only a superuser''s watch may have no deadline or a longer one: its table owner''s code would hold an apply worker from every other watch.',
+            HINT = 'Leave apply_timeout out (the setting), or pass a shorter one.';
+  END IF;
+  RETURN NEW;
+END
+$$;
+REVOKE ALL ON FUNCTION kwatch._check_apply_timeout() FROM PUBLIC;
+
+-- _watch_impl(...): as in 0.5.0 (see watch()), but the watch a call names
+-- is the one into table_name when given, else the caller's own of the
+-- resource on the server, else another role's (42710, whose HINT --
+-- table_name => for a table of your own -- now works); a table_name that
+-- no watch of the resource uses makes a new watch into it, whatever other
+-- tables mirror the resource.  ERRORs as in 0.5.0, less "already mirrored
+-- into table".
+CREATE OR REPLACE FUNCTION kwatch._watch_impl(resource text, server text DEFAULT NULL::text, namespace text DEFAULT NULL::text, label_selector text DEFAULT NULL::text, field_selector text DEFAULT NULL::text, notify boolean DEFAULT true, table_name text DEFAULT NULL::text, secret_data boolean DEFAULT false, notify_payload text DEFAULT NULL::text, retry_relist_after kwatch.interval_range DEFAULT NULL::kwatch.interval_range, retry_watch_after kwatch.interval_range DEFAULT NULL::kwatch.interval_range, history boolean DEFAULT false, history_retention interval DEFAULT NULL::interval, history_max_rows bigint DEFAULT NULL::bigint, apply_timeout interval DEFAULT NULL::interval) RETURNS regclass
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  srv text := COALESCE(server, kwatch._default_server());
+  d record;
+  existing kwatch.registrations;
+  tbl text;
+  canonical text;
+  rel regclass;
+  owner oid;
+  skipped text[];
+  caller_super boolean;
+BEGIN
+  IF NOT COALESCE(history, false) AND (history_retention IS NOT NULL OR history_max_rows IS NOT NULL) THEN
+    RAISE EXCEPTION 'history_retention and history_max_rows need history => true'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  label_selector := NULLIF(btrim(label_selector), '');
+  field_selector := NULLIF(btrim(field_selector), '');
+  namespace := NULLIF(btrim(namespace), '');
+
+  IF namespace IS NOT NULL AND namespace !~ '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$' THEN
+    RAISE EXCEPTION 'invalid namespace name "%"', kwatch._excerpt(namespace)
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Namespace names are DNS labels: lower-case letters, digits and "-".';
+  END IF;
+
+  -- the server stays until this transaction ends: a concurrent DROP
+  -- SERVER waits, and then sees this watch (issue 33)
+  PERFORM kwatch._lock_server(srv);
+  d := kwatch._discover(srv, resource);
+  caller_super := COALESCE((SELECT a.rolsuper FROM pg_roles a WHERE a.oid = d.caller), false);
+  IF NOT (d.verbs @> ARRAY['list', 'watch']) THEN
+    RAISE EXCEPTION 'resource "%" cannot be watched', resource
+      USING ERRCODE = 'feature_not_supported',
+            DETAIL = format('The API server allows only these verbs on %s: %s.',
+                            d.plural, array_to_string(d.verbs, ', ')),
+            HINT = 'kwatch needs the list and watch verbs.';
+  END IF;
+  IF namespace IS NOT NULL AND NOT d.namespaced THEN
+    RAISE EXCEPTION 'resource "%" is cluster-scoped', d.plural
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Leave out namespace => for cluster-scoped resources.';
+  END IF;
+  canonical := CASE d.api_group WHEN '' THEN d.plural ELSE d.plural || '.' || d.api_group END;
+  notify_payload := COALESCE(notify_payload,
+                             CASE WHEN d.api_group = '' AND d.plural = 'secrets' THEN 'minimal'
+                                  ELSE 'full' END);
+  IF notify_payload NOT IN ('full', 'minimal') THEN
+    RAISE EXCEPTION 'invalid notify_payload "%"', kwatch._excerpt(notify_payload)
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Use ''full'' (identity of each change) or ''minimal'' (seq and type only).';
+  END IF;
+
+  PERFORM kwatch._check_retry_range('retry_relist_after', retry_relist_after);
+  PERFORM kwatch._check_retry_range('retry_watch_after', retry_watch_after);
+  IF _watch_impl.apply_timeout < interval '0' THEN
+    RAISE EXCEPTION 'invalid apply_timeout "%"', _watch_impl.apply_timeout
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'A length of time, 0 for no limit, or NULL for kwatch.apply_timeout.';
+  END IF;
+
+  -- The watch this call names: the one into table_name when given (none
+  -- there: a new watch, whatever other tables mirror the resource), else
+  -- the caller's own watch of the resource on the server (its role or one
+  -- it is a member of), else another role's.
+  SELECT r.* INTO existing FROM kwatch.registrations r
+  WHERE r.server = srv AND r.api_group = d.api_group AND r.plural = d.plural
+    AND (_watch_impl.table_name IS NULL OR r.table_name = _watch_impl.table_name)
+  ORDER BY kwatch._acts_for(d.caller, r.owner) DESC, r.id
+  LIMIT 1;
+  IF FOUND THEN
+    -- Another role's watch: one without that role's privileges learns who
+    -- holds it and nothing else; the answer is the same whatever settings
+    -- it passed, so it cannot probe the other watch's selectors.  It may
+    -- watch the resource into a table of its own (issue 30, item 5).
+    IF NOT kwatch._acts_for(d.caller, existing.owner) THEN
+      RAISE EXCEPTION '% is already watched on server "%" by role %', canonical, srv,
+                      existing.owner::regrole
+        USING ERRCODE = 'duplicate_object',
+              DETAIL = format('Its watch writes table k8s.%I; nothing was registered for you.',
+                              existing.table_name),
+              HINT = 'Pass table_name => for a table of your own, or ask that role to share its table (GRANT SELECT).';
+    END IF;
+    IF existing.namespace IS NOT DISTINCT FROM namespace
+       AND existing.label_selector IS NOT DISTINCT FROM label_selector
+       AND existing.field_selector IS NOT DISTINCT FROM field_selector
+       AND existing.notify = _watch_impl.notify
+       AND existing.secret_data = COALESCE(_watch_impl.secret_data, false)
+       AND existing.notify_payload = _watch_impl.notify_payload
+       AND existing.retry_relist_after IS NOT DISTINCT FROM _watch_impl.retry_relist_after
+       AND existing.retry_watch_after IS NOT DISTINCT FROM _watch_impl.retry_watch_after
+       AND existing.apply_timeout IS NOT DISTINCT FROM _watch_impl.apply_timeout
+       AND (_watch_impl.table_name IS NULL OR existing.table_name = _watch_impl.table_name) THEN
+      rel := format('k8s.%I', existing.table_name)::regclass;
+      IF existing.owner <> d.caller THEN
+        RAISE NOTICE '% on server "%" is already watched by role %, into %: nothing was registered',
+                     canonical, srv, existing.owner::regrole, rel;
+      END IF;
+      -- watching again picks up a CRD's changed printer columns, on a
+      -- table the caller may alter (its owner's role or a member)
+      IF d.api_group <> '' AND pg_has_role(d.caller, (SELECT c.relowner FROM pg_class c
+                                                      WHERE c.oid = rel), 'USAGE') THEN
+        PERFORM kwatch._refresh_printer_columns(srv, d.api_group, d.plural, d.api_version,
+                                                     existing.table_name);
+        PERFORM kwatch._restore_columns_as_owner(rel, d.api_group, d.plural);
+      END IF;
+      -- its view kubectl.<t> (issue 35), made anew where a CRD's columns
+      -- changed, on a table the caller may alter
+      IF pg_has_role(d.caller, (SELECT c.relowner FROM pg_class c WHERE c.oid = rel), 'USAGE') THEN
+        PERFORM kwatch._make_printed_view(rel);
+      END IF;
+      IF _watch_impl.history THEN
+        PERFORM kwatch._history_impl(rel, true, history_retention, history_max_rows);
+      END IF;
+      RETURN rel;
+    END IF;
+    RAISE EXCEPTION '% is already watched on server "%" into k8s.% with other settings', canonical, srv,
+                    existing.table_name
+      USING ERRCODE = 'duplicate_object',
+            HINT = format('Call kwatch.unwatch(%L, server => %L) first, or pass table_name => for a second table.',
+                          existing.table_name, srv);
+  END IF;
+
+  -- The server validates selectors, namespace and permissions for us.
+  PERFORM kwatch._probe(srv, d.api_group, d.api_version, d.plural, namespace,
+                        label_selector, field_selector);
+
+  -- Table: the one this resource already has (watched on another server;
+  -- one the caller may join first), else the plural, else the plural
+  -- qualified by the group on a collision.  table_name => names any table
+  -- of this resource, or a new one: several tables may mirror one resource
+  -- (a role's own, issue 30 item 5).  A name is this resource's only when
+  -- kwatch made the table of that name for it (kwatch.tables), whatever
+  -- the table's comment says.
+  SELECT r.table_name INTO tbl FROM kwatch.registrations r
+  WHERE r.api_group = d.api_group AND r.plural = d.plural
+  ORDER BY kwatch._acts_for(d.caller, r.owner) DESC, r.id
+  LIMIT 1;
+  IF _watch_impl.table_name IS NOT NULL THEN
+    IF EXISTS (SELECT 1 FROM kwatch.registrations r
+               WHERE r.table_name = _watch_impl.table_name
+                 AND (r.api_group, r.plural) <> (d.api_group, d.plural))
+       OR (to_regclass(format('k8s.%I', _watch_impl.table_name)) IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM kwatch._mirror_table(
+                                           to_regclass(format('k8s.%I', _watch_impl.table_name))) t
+                           WHERE (t.api_group, t.plural) = (d.api_group, d.plural))) THEN
+      RAISE EXCEPTION 'table k8s.% is not a mirror of %', kwatch._excerpt(_watch_impl.table_name), canonical
+        USING ERRCODE = 'duplicate_table',
+              DETAIL = 'kwatch did not make that table for this resource.',
+              HINT = 'Choose another table_name; one table mirrors one resource.';
+    END IF;
+    tbl := _watch_impl.table_name;
+  ELSIF tbl IS NULL THEN
+    tbl := d.plural;
+    IF EXISTS (SELECT 1 FROM kwatch.registrations r
+               WHERE r.table_name = tbl AND (r.api_group, r.plural) <> (d.api_group, d.plural))
+       OR (to_regclass(format('k8s.%I', tbl)) IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM kwatch._mirror_table(to_regclass(format('k8s.%I', tbl))) t
+                           WHERE (t.api_group, t.plural) = (d.api_group, d.plural))) THEN
+      tbl := d.plural || '_' || replace(replace(d.api_group, '.', '_'), '-', '_');
+      IF d.api_group = '' THEN
+        tbl := d.plural || '_core';
+      END IF;
+    END IF;
+  END IF;
+  -- in bytes: the channel 'kwatch_' || tbl must fit in an identifier
+  -- (NAMEDATALEN - 1 = 63 bytes), and a longer table name would be cut
+  IF octet_length(tbl) > 56 THEN
+    RAISE EXCEPTION 'table name "%" is too long', kwatch._excerpt(tbl)
+      USING ERRCODE = 'name_too_long', HINT = 'Pass a shorter table_name => ''...''.';
+  END IF;
+
+  -- A new mirror table belongs to the registering role: the worker writes
+  -- it as its owner (src/apply/sync.c), so a trigger on it runs with the owner's
+  -- rights, never a superuser's.  An existing table is joined only when
+  -- kwatch made it for this resource and the caller owns it (or has its
+  -- owner's privileges); a superuser's watch never joins a table a
+  -- non-superuser owns, whose triggers would see everything the superuser's
+  -- credentials can list.
+  IF to_regclass(format('k8s.%I', tbl)) IS NULL THEN
+    -- a table other roles' watches still name (its owner dropped it): made
+    -- anew by this caller, it would receive their rows as its owner
+    IF EXISTS (SELECT 1 FROM kwatch.registrations r
+               WHERE r.table_name = tbl
+                 AND NOT kwatch._acts_for(d.caller, r.owner)) THEN
+      RAISE EXCEPTION 'table k8s.% is gone, and watches of another role still name it', tbl
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = 'A table made now would be yours, and the worker would write their rows into it.',
+              HINT = 'Pass table_name => for a table of your own.';
+    END IF;
+    rel := kwatch.create_mirror_table(tbl, d.api_group, d.api_version, d.plural);
+    EXECUTE format('ALTER TABLE %s OWNER TO %s', rel, d.caller::regrole);
+    EXECUTE format('GRANT USAGE ON SCHEMA k8s TO %s', d.caller::regrole);
+    UPDATE kwatch.tables t SET made_by = d.caller::regrole WHERE t.relid = rel;
+  ELSE
+    rel := format('k8s.%I', tbl)::regclass;
+    owner := (SELECT c.relowner FROM pg_class c WHERE c.oid = rel);
+    IF NOT EXISTS (SELECT 1 FROM kwatch._mirror_table(rel) t
+                   WHERE (t.api_group, t.plural) = (d.api_group, d.plural)) THEN
+      RAISE EXCEPTION 'table % is not a mirror of %', rel, canonical
+        USING ERRCODE = 'duplicate_table',
+              DETAIL = 'kwatch did not make that table for this resource.',
+              HINT = 'Pass table_name => for a table of your own.';
+    END IF;
+    IF NOT pg_has_role(d.caller, owner, 'USAGE') THEN
+      RAISE EXCEPTION 'permission denied for table %', rel
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = format('%s mirrors %s for role %s; the worker would write your rows as its owner.',
+                              rel, canonical, owner::regrole),
+              HINT = 'Pass table_name => for a table of your own.';
+    END IF;
+    IF caller_super AND NOT (SELECT a.rolsuper FROM pg_roles a WHERE a.oid = owner) THEN
+      RAISE EXCEPTION 'a superuser''s watch does not write table %, which role % owns', rel, owner::regrole
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = 'Its owner''s triggers and rules would see every object your credentials can list.',
+              HINT = 'Pass table_name => for a table of your own, or take the table over first (ALTER TABLE ... OWNER TO).';
+    END IF;
+    RAISE NOTICE 'the watch of % on server "%" joins table %, owned by role %', canonical, srv,
+                 rel, owner::regrole;
+    -- as the table's owner: its rows feed the ALTER TABLE's expressions
+    PERFORM kwatch._restore_columns_as_owner(rel, d.api_group, d.plural);
+  END IF;
+
+  -- A custom resource's printer columns (the columns `kubectl get` shows)
+  -- become typed columns of the table (typed_columns()), when the caller
+  -- may alter it: its owner's role or a member.
+  IF d.api_group <> '' AND pg_has_role(d.caller, (SELECT c.relowner FROM pg_class c
+                                                  WHERE c.oid = rel), 'USAGE') THEN
+    skipped := kwatch._refresh_printer_columns(srv, d.api_group, d.plural, d.api_version, tbl);
+    PERFORM kwatch._restore_columns_as_owner(rel, d.api_group, d.plural);
+    IF cardinality(skipped) > 0 THEN
+      RAISE NOTICE 'printer columns of % left out of k8s.%: %', canonical, tbl,
+                   array_to_string(skipped, '; ');
+    END IF;
+  END IF;
+
+  INSERT INTO kwatch.registrations
+    (server, resource, api_group, api_version, plural, kind, namespaced,
+     namespace, label_selector, field_selector, table_name, channel, notify, owner,
+     secret_data, notify_payload, retry_relist_after, retry_watch_after, apply_timeout)
+  VALUES (srv, canonical, d.api_group, d.api_version, d.plural, d.kind, d.namespaced,
+          namespace, label_selector, field_selector, tbl, 'kwatch_' || tbl,
+          _watch_impl.notify, d.caller, COALESCE(_watch_impl.secret_data, false), _watch_impl.notify_payload,
+          _watch_impl.retry_relist_after, _watch_impl.retry_watch_after, _watch_impl.apply_timeout);
+
+  -- what kubectl get -o wide shows, as view kubectl.<t> (issue 35)
+  PERFORM kwatch._make_printed_view(rel);
+  IF _watch_impl.history THEN
+    PERFORM kwatch._history_impl(rel, true, history_retention, history_max_rows);
+  END IF;
+  PERFORM kwatch._wake_at_commit();
+  RETURN rel;
+END
+$_$;
+REVOKE ALL ON FUNCTION kwatch._watch_impl(text, text, text, text, text, boolean, text, boolean, text, kwatch.interval_range, kwatch.interval_range, boolean, interval, bigint, interval) FROM PUBLIC;
+
+-- _find_watch(name, server, caller) -> registrations: the watch `name`
+-- means on `server` for role `caller` (unwatch(), relist()).  Matches, in
+-- this order: the resource as kwatch.watches shows it that is also the
+-- table's name, the resource, the table name, then its plural, kind or
+-- plural.group.  The caller's own watches (its role or one it has USAGE
+-- of; every watch for a superuser) come before others'.  NULL (all
+-- fields) when nothing matches.  ERRORs: 42P08 several watches match
+-- equally well (DETAIL: their tables; HINT: name the table).
+CREATE OR REPLACE FUNCTION kwatch._find_watch(name text, server text, caller oid) RETURNS kwatch.registrations
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  found_ids integer[];
+  tables text[];
+  r kwatch.registrations;
+BEGIN
+  WITH m AS (
+    SELECT x.id, x.table_name,
+           kwatch._acts_for(caller, x.owner) AS own,
+           CASE WHEN x.resource = name AND x.table_name = name THEN 0
+                WHEN x.resource = name THEN 1
+                WHEN x.table_name = name THEN 2
+                ELSE 3 END AS rank
+    FROM kwatch.registrations x
+    WHERE x.server = _find_watch.server
+      AND (x.resource = name OR x.plural = name OR lower(x.kind) = lower(name)
+           OR x.table_name = name OR x.plural || '.' || x.api_group = name)),
+  best AS (
+    SELECT * FROM m ORDER BY own DESC, rank LIMIT 1)
+  SELECT array_agg(m.id ORDER BY m.id), array_agg(format('k8s.%I', m.table_name) ORDER BY m.id)
+  INTO found_ids, tables
+  FROM m JOIN best b ON (m.own, m.rank) = (b.own, b.rank);
+  IF found_ids IS NULL THEN
+    RETURN r;
+  END IF;
+  IF cardinality(found_ids) > 1 THEN
+    RAISE EXCEPTION '"%" matches several watches on server "%"', name, server
+      USING ERRCODE = 'ambiguous_parameter',
+            DETAIL = format('They write tables %s.', array_to_string(tables, ', ')),
+            HINT = 'Name the watch by its table (without k8s.), as kwatch.watches.table_name shows it.';
+  END IF;
+  SELECT * INTO r FROM kwatch.registrations x WHERE x.id = found_ids[1];
+  RETURN r;
+END
+$$;
+REVOKE ALL ON FUNCTION kwatch._find_watch(text, text, oid) FROM PUBLIC;
+
+-- _unwatch_impl(resource, server, drop_table): as in 0.2.0 (see
+-- unwatch()), the watch found by _find_watch() for the caller; its rows
+-- are deleted also before drop_table drops the table (issue 33: a fleet
+-- subscriber receives the deletes).
+-- Returns false when there is none; ERRORs: 42P08 (_find_watch), 42501
+-- another role's watch, or drop_table of a table the caller does not own.
+CREATE OR REPLACE FUNCTION kwatch._unwatch_impl(resource text, server text DEFAULT NULL::text, drop_table boolean DEFAULT false) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  srv text := COALESCE(server, kwatch._default_server());
+  r kwatch.registrations;
+  rel regclass;
+  drop_it boolean;
+BEGIN
+  r := kwatch._find_watch(resource, srv, kwatch._caller());
+  IF r.id IS NULL THEN
+    RETURN false;
+  END IF;
+  PERFORM kwatch._check_watch_owner(r.owner, srv, r.resource);
+  -- the watch's batches in progress end first; later ones wait (issue 36)
+  PERFORM kwatch._lock_registration(r.id);
+  DELETE FROM kwatch.registrations x WHERE x.id = r.id
+  RETURNING * INTO r;
+  IF NOT FOUND THEN
+    RETURN false;   -- a concurrent unwatch removed it first
+  END IF;
+  PERFORM kwatch._drop_relist_stage(r.id);
+  rel := to_regclass(format('k8s.%I', r.table_name));
+  IF rel IS NOT NULL THEN
+    drop_it := drop_table AND NOT EXISTS (SELECT 1 FROM kwatch.registrations x
+                                          WHERE x.table_name = r.table_name);
+    -- only its owner's (or a member's) table: another role may have
+    -- watched into it with INSERT, UPDATE and DELETE granted; checked
+    -- before anything is deleted
+    IF drop_it AND NOT pg_has_role(kwatch._caller(),
+                                   (SELECT c.relowner FROM pg_class c WHERE c.oid = rel), 'USAGE') THEN
+      RAISE EXCEPTION 'must be owner of table k8s.% to drop it', r.table_name
+        USING ERRCODE = 'insufficient_privilege',
+              HINT = 'Leave out drop_table => true: the watch and its rows can go without the table.';
+    END IF;
+    -- the rows go first, as deletes, also when the table is dropped next
+    -- (issue 33): a logical-replication subscriber (the fleet recipe)
+    -- receives the deletes, whereas a DROP TABLE is not replicated and
+    -- would leave it this cluster's rows for ever.  As the table's owner:
+    -- its DELETE triggers never run as the definer.
+    PERFORM kwatch._delete_cluster_rows(rel, srv);
+    IF drop_it THEN
+      PERFORM kwatch._drop_printed_view(rel);   -- issue 35
+      EXECUTE format('DROP TABLE %s', rel);
+    END IF;
+  END IF;
+  PERFORM kwatch._wake_at_commit();
+  RETURN true;
+END
+$$;
+REVOKE ALL ON FUNCTION kwatch._unwatch_impl(text, text, boolean) FROM PUBLIC;
+
+-- _relist_impl(resource, server, wait, timeout): as in 0.2.0 (see
+-- relist()), the watch found by _find_watch() for the caller.  ERRORs:
+-- 42704 no such watch, 42P08 (_find_watch), 42501 another role's watch,
+-- and wait_synced()'s when waiting.
+CREATE OR REPLACE FUNCTION kwatch._relist_impl(resource text, server text DEFAULT NULL::text, wait boolean DEFAULT false, timeout interval DEFAULT NULL::interval) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  srv text := COALESCE(server, kwatch._default_server());
+  r kwatch.registrations;
+  request bigint;
+BEGIN
+  r := kwatch._find_watch(resource, srv, kwatch._caller());
+  IF r.id IS NULL THEN
+    RAISE EXCEPTION 'no watch of % on server "%"', resource, srv
+      USING ERRCODE = 'undefined_object';
+  END IF;
+  PERFORM kwatch._check_watch_owner(r.owner, srv, r.resource);
+  request := kwatch._request_relist(r.id);
+  IF wait THEN
+    PERFORM kwatch._wait_synced(ARRAY[r.id], ARRAY[request], timeout);
+  END IF;
+  RETURN true;
+END
+$$;
+REVOKE ALL ON FUNCTION kwatch._relist_impl(text, text, boolean, interval) FROM PUBLIC;
+
+-- _watch_ids(resource, server) -> integer[]: the watches `resource` means
+-- for wait_synced() and wait_current(), among those kwatch.watches shows
+-- the caller on `server`.  NULL `resource`: the caller's own watches (its
+-- role's, or a role's it is a member of -- a superuser's too, without the
+-- superuser's bypass) when it has any, else all.  Else the watches whose
+-- resource (as shown, or its plural) or table name is `resource`, ranked
+-- as _find_watch() ranks them: own first, then the resource that is also
+-- the table's name, the resource, the table name, the plural; the best of
+-- one role (all of them: one role may watch a resource into several
+-- tables).  NULL when none.  ERRORs: 42P08 the best matches are several
+-- roles' (DETAIL: their tables; name one by its table) -- another role's
+-- watch never joins what the caller waits for unnoticed.
+CREATE OR REPLACE FUNCTION kwatch._watch_ids(resource text, server text) RETURNS integer[]
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  ids integer[];
+  owners integer;
+  tables text[];
+BEGIN
+  WITH RECURSIVE mine(role) AS (
+    SELECT a.oid FROM pg_roles a WHERE a.rolname = current_user
+    UNION
+    SELECT m.roleid FROM pg_auth_members m JOIN mine ON m.member = mine.role),
+  m AS (
+    SELECT w.id, w.owner::oid AS owner, w.table_name,
+           w.owner::oid IN (SELECT role FROM mine) AS own,
+           CASE WHEN _watch_ids.resource IS NULL THEN 0
+                WHEN w.resource = _watch_ids.resource
+                     AND w.table_name = format('k8s.%I', _watch_ids.resource) THEN 0
+                WHEN w.resource = _watch_ids.resource THEN 1
+                WHEN w.table_name = format('k8s.%I', _watch_ids.resource) THEN 2
+                ELSE 3 END AS rank
+    FROM kwatch.watches w
+    WHERE w.server = _watch_ids.server
+      AND (_watch_ids.resource IS NULL
+           OR w.resource = _watch_ids.resource
+           OR w.table_name = format('k8s.%I', _watch_ids.resource)
+           OR split_part(w.resource, '.', 1) = _watch_ids.resource)),
+  best AS (SELECT * FROM m ORDER BY own DESC, rank LIMIT 1)
+  SELECT array_agg(m.id ORDER BY m.id), count(DISTINCT m.owner), array_agg(m.table_name ORDER BY m.id)
+  INTO ids, owners, tables
+  FROM m JOIN best b ON (m.own, m.rank) = (b.own, b.rank);
+  IF resource IS NOT NULL AND owners > 1 THEN
+    RAISE EXCEPTION '"%" matches watches of several roles on server "%"', resource, server
+      USING ERRCODE = 'ambiguous_parameter',
+            DETAIL = format('They write tables %s.', array_to_string(tables, ', ')),
+            HINT = 'Name the watch by its table (without k8s.), as kwatch.watches.table_name shows it.';
+  END IF;
+  RETURN ids;
+END
+$$;
+
+-- _lock_registration(id) -> void (C, src/common/catalog.c): takes watch
+-- id's registration lock exclusively until the transaction ends, waiting
+-- for the watch's batches in progress; the next ones wait behind it.
+-- unwatch() and DROP SERVER ... CASCADE take it before they delete the
+-- registration: while a list's batches are spread over several apply
+-- workers (issue 36), their share locks on the row overlap, and a DELETE
+-- waiting on the row alone would wait for the whole list.  EXECUTE is
+-- revoked from PUBLIC (a role holding it would stall the watch).
+CREATE OR REPLACE FUNCTION kwatch._lock_registration(id integer) RETURNS void
+    LANGUAGE c STRICT
+    AS 'MODULE_PATHNAME', 'kwatch_lock_registration';
+REVOKE ALL ON FUNCTION kwatch._lock_registration(integer) FROM PUBLIC;
