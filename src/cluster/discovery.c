@@ -32,6 +32,7 @@
 #include "access/htup_details.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "foreign/foreign.h"
 #include "funcapi.h"
@@ -493,6 +494,104 @@ resolve(KwClusterConfig *cfg, const char *name, KwResource *out)
 }
 
 /*
+ * recall: `name` resolved from the watches kwatch already has (of any
+ * server: kwatch.registrations keeps each watch's group, version, plural,
+ * kind and scope as discovery gave them), matched as resolve() matches a
+ * name: the plural, "plural.group" ("plural.core" or "plural." for the
+ * core group), the kind in lower case, or the name the watch was
+ * registered by (a short name such as "deploy").  The oldest such watch
+ * wins.  Returns false when none matches.  Reads kwatch.registrations
+ * through SPI (connected here).
+ */
+static bool
+recall(const char *name, KwResource *out)
+{
+	Oid			argtype = TEXTOID;
+	Datum		arg = CStringGetTextDatum(name);
+	bool		found = false;
+	MemoryContext outer = CurrentMemoryContext;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT api_group, api_version, plural, kind, namespaced"
+							  " FROM kwatch.registrations r"
+							  " WHERE r.plural OPERATOR(pg_catalog.=) $1"
+							  "    OR r.resource OPERATOR(pg_catalog.=) $1"
+							  "    OR pg_catalog.lower(r.kind) OPERATOR(pg_catalog.=) $1"
+							  "    OR (r.plural OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||)"
+							  "        CASE r.api_group WHEN '' THEN 'core' ELSE r.api_group END) OPERATOR(pg_catalog.=) $1"
+							  "    OR (r.api_group OPERATOR(pg_catalog.=) '' AND"
+							  "        r.plural OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.=) $1)"
+							  " ORDER BY (r.api_group OPERATOR(pg_catalog.=) '') DESC, r.id LIMIT 1",
+							  1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read kwatch.registrations");
+	if (SPI_processed == 1)
+	{
+		HeapTuple	t = SPI_tuptable->vals[0];
+		TupleDesc	d = SPI_tuptable->tupdesc;
+		MemoryContext spi = MemoryContextSwitchTo(outer);
+		bool		isnull;
+
+		memset(out, 0, sizeof(*out));
+		out->api_group = pstrdup(SPI_getvalue(t, d, 1) ? SPI_getvalue(t, d, 1) : "");
+		out->api_version = pstrdup(SPI_getvalue(t, d, 2));
+		out->plural = pstrdup(SPI_getvalue(t, d, 3));
+		out->kind = pstrdup(SPI_getvalue(t, d, 4));
+		out->namespaced = DatumGetBool(SPI_getbinval(t, d, 5, &isnull));
+		out->verbs = list_make2(pstrdup("list"), pstrdup("watch"));
+		MemoryContextSwitchTo(spi);
+		found = true;
+	}
+	SPI_finish();
+	return found;
+}
+
+/*
+ * resolve_or_recall: resolve(), or, when the API server of `server` is
+ * unreachable right now (kw_http_server_unreachable: its host did not
+ * resolve, the connection was refused, or it timed out), recall(), with a
+ * NOTICE: the watch is registered all the same and the worker starts it
+ * when the server answers, as client-go's informers start and retry.
+ * Without a watch to recall the name from, the unreachable server's error
+ * stands.  Returns false when the server answered and serves no such
+ * resource.
+ */
+static bool
+resolve_or_recall(KwClusterConfig *cfg, const char *server, const char *name, KwResource *out)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ErrorData  *volatile failed = NULL;
+	volatile bool found = false;
+
+	PG_TRY();
+	{
+		found = resolve(cfg, name, out);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		if (!kw_http_server_unreachable(server))
+			PG_RE_THROW();
+		failed = CopyErrorData();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	if (failed == NULL)
+		return found;
+	if (!recall(name, out))
+	{
+		failed->hint = pstrdup("Watch it when the server answers, or watch it first on a server that answers: kwatch then registers it on servers that are down.");
+		ReThrowError(failed);
+	}
+	ereport(NOTICE,
+			(errmsg("server \"%s\" is unreachable: %s is registered as kwatch already knows it",
+					server, out->api_group[0] ? psprintf("%s.%s", out->plural, out->api_group) : out->plural),
+			 errdetail("%s", failed->message),
+			 errhint("The worker starts the watch when the server answers; kwatch.watches shows why it waits.")));
+	return true;
+}
+
+/*
  * server_config_checked: the cluster config of foreign server `server` for
  * the role calling kwatch.watch() (kw_current_caller, privileged.c), after
  * checking that role has USAGE on the server.
@@ -509,6 +608,42 @@ server_config_checked(const char *server, Oid *caller)
 	if (caller)
 		*caller = user;
 	return kw_cluster_config_for_server(server, user);
+}
+
+/*
+ * get_unless_unreachable: kw_http_get of `path`; false (no response) when
+ * the server is unreachable (kw_http_server_unreachable), a NOTICE said so
+ * (once: later calls of the transaction return false before any request).
+ * Other errors propagate.
+ */
+static bool
+get_unless_unreachable(KwClusterConfig *cfg, const char *server, const char *path,
+					   KwHttpResponse *resp)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool ok = true;
+
+	PG_TRY();
+	{
+		kw_http_get(cfg, path, resp);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *e;
+
+		MemoryContextSwitchTo(cxt);
+		if (!kw_http_server_unreachable(server))
+			PG_RE_THROW();
+		e = CopyErrorData();
+		FlushErrorState();
+		ereport(NOTICE,
+				(errmsg("server \"%s\" is unreachable: the watch is registered unchecked", server),
+				 errdetail("%s", e->message),
+				 errhint("The worker starts the watch when the server answers; kwatch.watches shows why it waits.")));
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
 }
 
 PG_FUNCTION_INFO_V1(kwatch_discover);
@@ -547,7 +682,7 @@ kwatch_discover(PG_FUNCTION_ARGS)
 				 errhint("Use a resource name such as \"pods\", \"deploy\" or \"deployments.apps\".")));
 
 	cfg = server_config_checked(server, &caller);
-	if (!resolve(cfg, name, &r))
+	if (!resolve_or_recall(cfg, server, name, &r))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("resource \"%s\" not found on server \"%s\"", kw_excerpt(resource), server),
@@ -600,6 +735,9 @@ kwatch_probe(PG_FUNCTION_ARGS)
 	plural = text_to_cstring(PG_GETARG_TEXT_PP(3));
 
 	cfg = server_config_checked(server, NULL);
+	/* a server found unreachable in this transaction: the worker will tell */
+	if (kw_http_server_unreachable(server))
+		PG_RETURN_NULL();
 	initStringInfo(&path);
 	if (group[0] == '\0')
 		appendStringInfo(&path, "/api/%s", version);
@@ -614,7 +752,8 @@ kwatch_probe(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(6))
 		kw_url_append_param(&path, "fieldSelector", text_to_cstring(PG_GETARG_TEXT_PP(6)));
 
-	kw_http_get(cfg, path.data, &resp);
+	if (!get_unless_unreachable(cfg, server, path.data, &resp))
+		PG_RETURN_NULL();
 	if (resp.status != 200)
 		kw_http_raise_status(cfg, psprintf("listing %s", plural), &resp);
 
@@ -746,8 +885,11 @@ kwatch_printer_columns(PG_FUNCTION_ARGS)
 	if (group[0] == '\0')
 		PG_RETURN_NULL();		/* the core group has no CRDs */
 	cfg = server_config_checked(server, NULL);
-	kw_http_get(cfg, psprintf("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/%s.%s",
-							  plural, group), &resp);
+	if (kw_http_server_unreachable(server) ||
+		!get_unless_unreachable(cfg, server,
+								psprintf("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/%s.%s",
+										 plural, group), &resp))
+		PG_RETURN_NULL();		/* kept as they are: printer_columns */
 	if (resp.status == 404 || resp.status == 403)
 		PG_RETURN_NULL();
 	if (resp.status != 200)

@@ -29,6 +29,7 @@
 #include <curl/curl.h>
 #include <json-c/json.h>
 
+#include "access/xact.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
@@ -840,6 +841,94 @@ kw_http_keep_connections(void)
 }
 
 /*
+ * Servers found unreachable in the current transaction: a blocking request
+ * that failed to resolve the host, to connect, or timed out (a listener
+ * that accepts and never answers stalls the TLS handshake until the
+ * connect timeout).  Later requests of the same transaction to such a
+ * server fail at once with the same error instead of waiting again, so a
+ * statement that registers watches on many servers waits for each server
+ * that is down once at most (kwatch.watch() over a fleet); and
+ * kwatch.watch() registers a watch of such a server from what kwatch
+ * already knows (discovery.c).  Names in TopTransactionContext; forgotten
+ * at the transaction's end.
+ */
+typedef struct UnreachableServer
+{
+	char	   *name;
+	char	   *message;		/* the error's message, DETAIL and SQLSTATE */
+	char	   *detail;
+	int			sqlstate;
+} UnreachableServer;
+
+static List *unreachable = NIL;
+static bool unreachable_callback = false;
+
+static void
+unreachable_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		unreachable = NIL;
+}
+
+/* find_unreachable: the memo's entry of server `name`, or NULL. */
+static UnreachableServer *
+find_unreachable(const char *name)
+{
+	ListCell   *lc;
+
+	if (name == NULL)
+		return NULL;
+	foreach(lc, unreachable)
+	{
+		UnreachableServer *u = (UnreachableServer *) lfirst(lc);
+
+		if (strcmp(u->name, name) == 0)
+			return u;
+	}
+	return NULL;
+}
+
+/* note_unreachable: remembers server `name` as unreachable (see above). */
+static void
+note_unreachable(const char *name, int curlcode, int sqlstate, const char *message,
+				 const char *detail)
+{
+	MemoryContext old;
+	UnreachableServer *u;
+
+	if (name == NULL || !IsTransactionState() || find_unreachable(name) != NULL ||
+		!(curlcode == CURLE_COULDNT_RESOLVE_HOST || curlcode == CURLE_COULDNT_CONNECT ||
+		  curlcode == CURLE_OPERATION_TIMEDOUT))
+		return;
+	if (!unreachable_callback)
+	{
+		RegisterXactCallback(unreachable_xact_callback, NULL);
+		unreachable_callback = true;
+	}
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	u = palloc(sizeof(UnreachableServer));
+	u->name = pstrdup(name);
+	u->message = pstrdup(message);
+	u->detail = pstrdup(detail);
+	u->sqlstate = sqlstate;
+	unreachable = lappend(unreachable, u);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * kw_http_server_unreachable: whether a request of this transaction to the
+ * foreign server `name` failed to resolve its host, to connect, or timed
+ * out (see above).
+ */
+bool
+kw_http_server_unreachable(const char *name)
+{
+	return find_unreachable(name) != NULL;
+}
+
+/*
  * kw_http_request: one request `method` ("GET", "PATCH", "POST", "DELETE")
  * of `path` to cfg's API server, with `body` (NULL: none) of media type
  * `content_type` (e.g. "application/apply-patch+yaml" for server-side
@@ -854,6 +943,13 @@ kw_http_request(KwClusterConfig *cfg, const char *method, const char *path,
 				const char *accept, const char *content_type, const char *body,
 				KwHttpResponse *resp)
 {
+	UnreachableServer *down = find_unreachable(cfg->server_name);
+
+	if (down != NULL)
+		ereport(ERROR,
+				(errcode(down->sqlstate),
+				 errmsg("%s", down->message),
+				 errdetail("%s (an earlier request of this transaction; not sent again)", down->detail)));
 	for (int attempt = 0; attempt < 2; attempt++)
 	{
 		KwHttpTransfer *volatile t = NULL;
@@ -907,6 +1003,10 @@ kw_http_request(KwClusterConfig *cfg, const char *method, const char *path,
 				char	   *hint;
 				char	   *msg = kw_http_transport_error(t, rc, &sqlstate, &detail, &hint);
 
+				note_unreachable(t->server_name, rc, sqlstate,
+								 psprintf("could not reach Kubernetes API server of \"%s\": %s",
+										  t->server_name, msg),
+								 psprintf("%s (%s %s)", detail, method, kw_excerpt(url)));
 				ereport(ERROR,
 						(errcode(sqlstate),
 						 errmsg("could not reach Kubernetes API server of \"%s\": %s",

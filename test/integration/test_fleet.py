@@ -11,13 +11,15 @@ restart PostgreSQL; after each step every watch converges (its rows equal
 the server's objects, object by object) and no kwatch process died.
 """
 import json
+import socket
 import time
 
 import pytest
 from psycopg2 import sql as pgsql
 
 import conftest
-from conftest import kubectl, sql, sql_one
+from conftest import free_port, kubectl, sql, sql_one
+from fakeapi.proxy import FaultProxy
 
 N_SERVERS = 100
 RESOURCES = ("configmaps", "secrets", "serviceaccounts", "limitranges", "resourcequotas")
@@ -101,3 +103,76 @@ def test_a_fleet_registered_at_once_unwatched_and_restarted(ctx):
     log = conftest.PG.log_since(log_start)
     assert "terminated by signal" not in log and "was terminated" not in log, log[-3000:]
     assert "runs without status" not in log, log[-3000:]
+
+
+def test_servers_that_are_down_never_fail_the_fleets_registration(ctx, settings):
+    """One statement registers a watch on every server of a fleet, three of
+    them down: one whose port refuses, one that accepts and never answers
+    (the TLS handshake stalls), one whose name does not resolve.  The
+    statement succeeds for all: a server that is down is registered from
+    what kwatch knows of the resource (the watches of the servers that
+    answered), and each costs the caller one connect timeout at most.  The
+    servers that answer sync; each that is down shows why it waits; the one
+    that refused, back later, syncs too."""
+    settings(connect_timeout=2)
+    cl = conftest.CLUSTER
+    ns = ctx.namespace()
+    kubectl("create", "configmap", "fleet-down", "-n", ns, "--from-literal=k=v")
+    up = [ctx.server("-up%d" % i) for i in range(3)]
+    stalled = socket.socket()
+    stalled.bind(("127.0.0.1", 0))
+    stalled.listen(64)                      # accepts (the kernel does), never answers
+    back_port = free_port()
+    down = {"-refused": "https://127.0.0.1:%d" % back_port,
+            "-stalled": "https://127.0.0.1:%d" % stalled.getsockname()[1],
+            "-unresolved": "https://kwatch-fleet-down.invalid:6443"}
+    px = None
+    try:
+        for suffix, url in down.items():
+            name = ctx.base + suffix
+            s = pgsql.Identifier(name)
+            sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
+                          " certificate_authority {});"
+                          " CREATE USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS (token {})")
+                .format(s, pgsql.Literal(url), pgsql.Literal(cl.ca), s, pgsql.Literal(cl.token)))
+            ctx.servers.append(name)
+        downs = [ctx.base + s for s in down]
+        servers = up + downs
+        rows = sql("SELECT s, kwatch.watch('configmaps', server => s, namespace => %s)::text"
+                   " FROM unnest(%s::text[]) WITH ORDINALITY u(s, i) ORDER BY i", (ns, servers))
+        assert [r[0] for r in rows] == servers and len({r[1] for r in rows}) == 1, rows
+        table = rows[0][1]
+        assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = ANY(%s)", (servers,)) == 6
+
+        want = sorted((i["metadata"]["uid"], i["metadata"]["resourceVersion"])
+                      for i in json.loads(kubectl("get", "configmaps", "-n", ns, "-o", "json"))["items"])
+
+        def rows_of(s):
+            return sorted(sql(pgsql.SQL("SELECT uid, resource_version FROM {} WHERE cluster = %s"
+                                        " AND namespace = %s").format(pgsql.SQL(table)), (s, ns)))
+
+        deadline = time.monotonic() + 60
+        while any(rows_of(s) != [tuple(w) for w in want] for s in up):
+            assert time.monotonic() < deadline, [(s, rows_of(s)) for s in up]
+            time.sleep(0.5)
+        for s in downs:
+            st = None
+            deadline = time.monotonic() + 30
+            while not (st and st["last_error"]):
+                assert time.monotonic() < deadline, (s, st)
+                time.sleep(0.5)
+                st = sql("SELECT healthy, last_error FROM kwatch.watches WHERE server = %s", (s,))
+                st = {"healthy": st[0][0], "last_error": st[0][1]} if st else None
+            assert not st["healthy"], (s, st)
+
+        # the server that refused comes back (the real API server behind a
+        # proxy on its port): its watch syncs without anyone asking
+        px = FaultProxy.for_cluster(cl.server, cl.dir / "pki", port=back_port).start()
+        deadline = time.monotonic() + 60
+        while rows_of(ctx.base + "-refused") != [tuple(w) for w in want]:
+            assert time.monotonic() < deadline, rows_of(ctx.base + "-refused")
+            time.sleep(0.5)
+    finally:
+        stalled.close()
+        if px is not None:
+            px.stop()
