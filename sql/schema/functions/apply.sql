@@ -1,3 +1,17 @@
+-- ---------------------------------------------------------------------
+-- Acting on the cluster with server-side apply.  kwatch.apply() validates
+-- every manifest with a dry run in the statement, then applies it at once
+-- (at => 'now') or records it in kwatch.apply_queue, in the caller's
+-- transaction, for the request sender (a background process,
+-- src/sender/sender.c) to send after COMMIT; kwatch.delete() deletes the
+-- same ways.  Results: kwatch.applies, kwatch.wait_apply().  Writes through
+-- live tables (INSERT, UPDATE, DELETE on a foreign table of a kwatch
+-- server; src/live/fdw_modify.c) need no SQL object: every live table takes
+-- them, unless its option updatable (or its server's) is 'false'; a role
+-- still needs the table's INSERT/UPDATE/DELETE privilege, USAGE on the
+-- server and a user mapping, and the cluster's RBAC decides the rest.
+-- ---------------------------------------------------------------------
+
 -- kwatch.apply(manifest, server, field_manager, force, dry_run, at,
 -- deadline) -> apply_result: server-side apply of one object (PATCH with
 -- Content-Type application/apply-patch+yaml, fieldManager, force; the

@@ -1,5 +1,16 @@
--- typed_columns(api_group, plural): the extra generated columns a mirror
--- table of that resource gets, as column definitions.
+-- ---------------------------------------------------------------------
+-- The columns of mirror tables (and of the live tables that show the
+-- same): the base columns every table has, the generated columns of a
+-- built-in resource, a CRD's printer columns as generated columns, and the
+-- functions those generated columns call, in C (every row a watch writes
+-- computes them).  DROP EXTENSION ... CASCADE drops the columns that call
+-- these functions: restore_generated_columns adds them back.
+-- ---------------------------------------------------------------------
+
+-- _builtin_columns(api_group, plural) -> text[]: the extra generated
+-- columns a mirror table of that built-in resource gets (pods' phase,
+-- node_name, ready, ...), as column definitions; an empty array for other
+-- resources.  typed_columns() adds a custom resource's printer columns.
 CREATE OR REPLACE FUNCTION kwatch._builtin_columns(api_group text, plural text) RETURNS text[]
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $_$
@@ -38,7 +49,7 @@ $_$;
 -- base_columns(): the columns every mirror table has before its typed
 -- columns, as column definitions in the form typed_columns() uses.  The
 -- mirror tables (create_mirror_table) and the live foreign tables
--- (live_columns, src/live_column.c) are both built from this one list.
+-- (live_columns, src/live/live_column.c) are both built from this one list.
 CREATE OR REPLACE FUNCTION kwatch.base_columns() RETURNS text[]
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $_$
@@ -60,10 +71,11 @@ $_$;
 -- this extension's functions (created_at, deleted_at, pods' ready and
 -- restart_count, nodes' ready).  DROP EXTENSION kwatch CASCADE drops those
 -- columns (pg_depend: a column default expression depends on its functions,
--- see src/backend/catalog/dependency.c) but not the tables, which are the
--- user's; watch() after CREATE EXTENSION reuses the table and calls this.
--- Columns that exist are left alone (no lock is taken then); restored ones
--- come last in the column order.  Errors: those of ALTER TABLE.
+-- see PostgreSQL's src/backend/catalog/dependency.c) but not the tables,
+-- which are the user's; watch() after CREATE EXTENSION reuses the table and
+-- calls this.  Columns that exist are left alone (no lock is taken then);
+-- restored ones come last in the column order.  Errors: those of ALTER
+-- TABLE.
 CREATE OR REPLACE FUNCTION kwatch.restore_generated_columns(table_name text, api_group text, plural text) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -84,7 +96,7 @@ $$;
 
 -- _restore_columns_as_owner(rel, api_group, plural): restore_generated_columns
 -- on the existing mirror table `rel`, run as its owner under
--- SECURITY_RESTRICTED_OPERATION (src/sync.c); create_mirror_table (below)
+-- SECURITY_RESTRICTED_OPERATION (src/apply/sync.c); create_mirror_table
 -- uses it, so that watch() never runs an ALTER TABLE over a role's rows
 -- with the extension owner's rights.
 CREATE OR REPLACE FUNCTION kwatch._restore_columns_as_owner(rel regclass, api_group text, plural text) RETURNS void
@@ -95,7 +107,7 @@ REVOKE ALL ON FUNCTION kwatch._restore_columns_as_owner(regclass, text, text) FR
 -- _printer_columns(server, api_group, plural, api_version) -> jsonb: the
 -- CRD's additionalPrinterColumns for that version, read as the caller of
 -- watch(); NULL when it is no CRD or the caller may not read CRDs
--- (src/discovery.c).
+-- (src/cluster/discovery.c).
 CREATE OR REPLACE FUNCTION kwatch._printer_columns(server text, api_group text, plural text, api_version text) RETURNS jsonb
     LANGUAGE c STRICT
     AS 'MODULE_PATHNAME', 'kwatch_printer_columns';
@@ -173,6 +185,11 @@ END
 $_$;
 REVOKE ALL ON FUNCTION kwatch._printer_column_defs(jsonb, text[]) FROM PUBLIC;
 
+-- typed_columns(api_group, plural) -> text[]: the generated columns a
+-- mirror table of that resource gets after its base columns, as column
+-- definitions: a built-in resource's (_builtin_columns), then a custom
+-- resource's printer columns stored in kwatch.printer_columns (none until
+-- a watch of it read its CRD).
 CREATE OR REPLACE FUNCTION kwatch.typed_columns(api_group text, plural text) RETURNS text[]
     LANGUAGE sql STABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -183,37 +200,63 @@ CREATE OR REPLACE FUNCTION kwatch.typed_columns(api_group text, plural text) RET
                      '{}')
 $$;
 
+-- k8s_timestamp(text) -> timestamptz: an RFC 3339 timestamp as written by
+-- the API server ("2024-05-01T10:00:00Z"); NULL for NULL and for text that
+-- is no RFC 3339 time, never an error.  In C (src/functions/column_functions.c),
+-- as are the other functions the generated columns call: every row a watch
+-- writes computes them, where SQL functions cannot be inlined.
 CREATE OR REPLACE FUNCTION kwatch.k8s_timestamp(text) RETURNS timestamp with time zone
     LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
     AS 'MODULE_PATHNAME', 'kwatch_k8s_timestamp';
 
+-- pod_restart_count(pod jsonb) -> integer: the sum of
+-- status.containerStatuses[].restartCount (a count that is not a whole
+-- number is left out), 0 without any.  C, src/functions/column_functions.c.
 CREATE OR REPLACE FUNCTION kwatch.pod_restart_count(jsonb) RETURNS integer
     LANGUAGE c IMMUTABLE PARALLEL SAFE
     AS 'MODULE_PATHNAME', 'kwatch_pod_restart_count';
 
+-- condition_true(object jsonb, type text) -> boolean: whether
+-- status.conditions holds the condition `type` with status "True" (Pod
+-- Ready, Node Ready, ...).  C, src/functions/column_functions.c.
 CREATE OR REPLACE FUNCTION kwatch.condition_true(jsonb, text) RETURNS boolean
     LANGUAGE c IMMUTABLE PARALLEL SAFE
     AS 'MODULE_PATHNAME', 'kwatch_condition_true';
 
+-- jsonb_integer / jsonb_number / jsonb_boolean / jsonb_timestamp(value):
+-- a JSON value as a printer column's type says (integer -> bigint, number
+-- -> double precision, boolean, date -> timestamptz: an RFC 3339
+-- date-time, as Kubernetes writes them), NULL when it is absent or of
+-- another kind.  Never an error: a generated column that raised would stop
+-- its watch on one odd object.  C, src/functions/column_functions.c.
 CREATE OR REPLACE FUNCTION kwatch.jsonb_integer(jsonb) RETURNS bigint
     LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
     AS 'MODULE_PATHNAME', 'kwatch_jsonb_integer';
 
+-- jsonb_number(value) -> double precision: see jsonb_integer.
 CREATE OR REPLACE FUNCTION kwatch.jsonb_number(jsonb) RETURNS double precision
     LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
     AS 'MODULE_PATHNAME', 'kwatch_jsonb_number';
 
+-- jsonb_boolean(value) -> boolean: see jsonb_integer.
 CREATE OR REPLACE FUNCTION kwatch.jsonb_boolean(jsonb) RETURNS boolean
     LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
     AS 'MODULE_PATHNAME', 'kwatch_jsonb_boolean';
 
+-- jsonb_timestamp(value) -> timestamptz: see jsonb_integer.
 CREATE OR REPLACE FUNCTION kwatch.jsonb_timestamp(jsonb) RETURNS timestamp with time zone
     LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
     AS 'MODULE_PATHNAME', 'kwatch_jsonb_timestamp';
 
--- _refresh_printer_columns(...): as in 0.3.0, and the view kubectl.<t>
--- (above) is dropped before a printer column it shows is, which would
--- fail otherwise; watch() makes it anew right after.
+-- _refresh_printer_columns(server, api_group, plural, api_version,
+-- table_name) -> text[]: reads the CRD's printer columns as the caller of
+-- watch() and stores them; columns of a former definition that the new one
+-- no longer has (changed path, type or name) are dropped from the mirror
+-- table k8s.<table_name>, after its view kubectl.<t> (which would refuse
+-- the drop of a column it shows; watch() makes it anew right after), so
+-- that create_mirror_table or restore_generated_columns adds the new ones.
+-- Rows are kept.  Nothing happens for a resource that is no CRD.  Returns
+-- the skipped columns.
 CREATE OR REPLACE FUNCTION kwatch._refresh_printer_columns(server text, api_group text, plural text, api_version text, table_name text) RETURNS text[]
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -242,7 +285,7 @@ BEGIN
                  WHERE a.attrelid = format('k8s.%I', table_name)::regclass
                    AND a.attname = split_part(c, ' ', 1) AND a.attgenerated = 's'
                    AND NOT a.attisdropped) THEN
-        -- the view kubectl.<t> shows it (issue 35): made anew by watch()
+        -- the view kubectl.<t> shows it: made anew by watch()
         PERFORM kwatch._drop_printed_view(format('k8s.%I', table_name)::regclass);
         PERFORM kwatch._execute_as_owner(format('k8s.%I', table_name)::regclass,
           format('ALTER TABLE k8s.%I DROP COLUMN %I', table_name, split_part(c, ' ', 1)));

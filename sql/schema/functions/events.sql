@@ -1,3 +1,8 @@
+-- ---------------------------------------------------------------------
+-- The event stream kwatch.events (tables/events.sql): where it begins
+-- and ends.
+-- ---------------------------------------------------------------------
+
 -- events_last_seq(): seq of the newest committed event (0 before the
 -- first); NULL while the stream is unavailable (no worker started yet, or
 -- kwatch not preloaded).

@@ -1,3 +1,10 @@
+-- ---------------------------------------------------------------------
+-- Helpers of the functions that act for a role: who called
+-- (_caller, _acts_for), running a statement as a table's owner
+-- (_execute_as_owner, _owned_by_superuser), echoing input in an error
+-- (_excerpt); and the redaction of Secrets (redact_secret).
+-- ---------------------------------------------------------------------
+
 -- redact_secret(object jsonb) -> jsonb: the Secret `object` with each value
 -- of data and stringData, and the annotation
 -- kubectl.kubernetes.io/last-applied-configuration, replaced by
@@ -9,16 +16,17 @@ CREATE OR REPLACE FUNCTION kwatch.redact_secret(object jsonb) RETURNS jsonb
     AS 'MODULE_PATHNAME', 'kwatch_redact_secret';
 REVOKE ALL ON FUNCTION kwatch.redact_secret(jsonb) FROM PUBLIC;
 
--- _caller() -> oid: the role that called watch/unwatch/relist
--- (src/privileged.c), for the checks of their implementations.
+-- _caller() -> oid: the role that called watch/unwatch/relist/history
+-- (src/functions/privileged.c), for the checks of their implementations.
 CREATE OR REPLACE FUNCTION kwatch._caller() RETURNS oid
     LANGUAGE c STRICT
     AS 'MODULE_PATHNAME', 'kwatch_caller';
 REVOKE ALL ON FUNCTION kwatch._caller() FROM PUBLIC;
 
 -- _execute_as_owner(rel, sql) -> bigint: runs `sql` as the owner of `rel`
--- under SECURITY_RESTRICTED_OPERATION (src/sync.c); for kwatch's own
--- statements that read or alter a role's mirror table.
+-- under SECURITY_RESTRICTED_OPERATION (src/apply/sync.c); for kwatch's own
+-- statements that read or alter a role's mirror table.  Returns the number
+-- of rows processed.
 CREATE OR REPLACE FUNCTION kwatch._execute_as_owner(rel regclass, sql text) RETURNS bigint
     LANGUAGE c STRICT
     AS 'MODULE_PATHNAME', 'kwatch_execute_as_owner';
@@ -29,8 +37,8 @@ SET default_table_access_method = heap;
 REVOKE ALL ON FUNCTION kwatch._execute_as_owner(regclass, text) FROM PUBLIC;
 
 -- _excerpt(s) -> text: `s` for an error message that echoes it: at most
--- 300 characters, marked "... (N characters, cut)" when longer (issue 22,
--- hole 4; the C side's kw_excerpt, src/http.c).  NULL stays NULL.
+-- 300 characters, marked "... (N characters, cut)" when longer (the C
+-- side's kw_excerpt, src/cluster/http.c).  NULL stays NULL.
 CREATE OR REPLACE FUNCTION kwatch._excerpt(s text) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -40,23 +48,9 @@ CREATE OR REPLACE FUNCTION kwatch._excerpt(s text) RETURNS text
 $$;
 REVOKE ALL ON FUNCTION kwatch._excerpt(text) FROM PUBLIC;
 
--- 4. (Medium) Secret digests could be tested against guesses from another
---    object: the digest depended only on the value.  The 0.7.0 library keys
---    it by the Secret's uid, the field and the key (src/decode/redact.c).  The
---    digests already stored cannot be recomputed (the values are not
---    kept), so they become plain "<redacted>": in history tables for good,
---    and in mirror tables until the relist asked for here rewrites each
---    row with its new digests (their resource_version is cleared so that
---    the relist sees them as changed; each is notified once as MODIFIED).
---    Only tables a superuser owns are rewritten here (as their owner,
---    _execute_as_owner): the update runs no code of another role, whose
---    trigger could hold it and its locks for as long as it likes (a
---    review finding).  For a table another role owns, a WARNING gives its
---    owner the statement to run (README "Upgrading"); until then its
---    digests stay as 0.6.0 wrote them, and each Secret's row gets new ones
---    at its next change.
 -- _owned_by_superuser(rel) -> boolean: whether a superuser owns `rel`
--- (whose code the 0.7.0 update may then run).
+-- (so that kwatch may run the table owner's code, a trigger say, with a
+-- superuser's rights: its owner's own); false when `rel` does not exist.
 CREATE OR REPLACE FUNCTION kwatch._owned_by_superuser(rel regclass) RETURNS boolean
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'

@@ -1,7 +1,16 @@
+-- ---------------------------------------------------------------------
+-- History: a mirror table with history keeps k8s.<table>_history, one row
+-- per version of each object, its validity as a tstzrange from the moment
+-- the change was applied, written by a trigger in the transaction that
+-- changed the mirror row (so a NOTIFY, the row and its history commit
+-- together).  kwatch.history_tables lists them; the worker prunes them
+-- (src/apply/history.c).
+-- ---------------------------------------------------------------------
+
 -- _change_origin(): why the worker is changing mirror rows right now, in
 -- this process: 'watch' (an event, or a LIST that found the object), 'relist'
 -- (rows a LIST no longer had: client-go's DeletedFinalStateUnknown) or
--- 'unwatch' (a watch removed with its rows).  src/history.c.
+-- 'unwatch' (a watch removed with its rows).  src/apply/history.c.
 CREATE OR REPLACE FUNCTION kwatch._change_origin() RETURNS text
     LANGUAGE c
     AS 'MODULE_PATHNAME', 'kwatch_change_origin';
@@ -16,7 +25,7 @@ CREATE OR REPLACE FUNCTION kwatch._change_origin() RETURNS text
 -- clock is clock_timestamp(), kept strictly increasing per object so that a
 -- version changed twice in one transaction still has a non-empty range.
 -- Runs as whoever writes the mirror table: the worker writes it as the
--- table's owner (src/sync.c), who owns the history table too.
+-- table's owner (src/apply/sync.c), who owns the history table too.
 CREATE OR REPLACE FUNCTION kwatch._history_trigger() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -137,7 +146,8 @@ REVOKE ALL ON FUNCTION kwatch._history_enable(regclass, interval, bigint) FROM P
 -- k8s.<table>_history; a second call changes the retention) or off (the
 -- trigger goes, the history table and its rows stay: DROP it when it is no
 -- longer wanted).  Returns the history table.  Run as watch() is
--- (src/privileged.c); granted like watch().
+-- (src/functions/privileged.c): _history_impl as the extension's owner;
+-- granted like watch().
 CREATE OR REPLACE FUNCTION kwatch.history(table_name regclass, enabled boolean DEFAULT true, retention interval DEFAULT NULL::interval, max_rows bigint DEFAULT NULL::bigint) RETURNS regclass
     LANGUAGE c
     AS 'MODULE_PATHNAME', 'kwatch_privileged_entry';
@@ -186,10 +196,13 @@ CREATE OR REPLACE FUNCTION kwatch.object_diff(old jsonb, new jsonb) RETURNS TABL
   ORDER BY d.path
 $$;
 
--- _history_impl(table_name, enabled, retention, max_rows): as in 0.3.0,
--- but a mirror table is one kwatch made (kwatch.tables), not one whose
--- comment says so.  ERRORs: 42809 not a kwatch mirror table, 42501 not
--- its owner's role.
+-- _history_impl(table_name, enabled, retention, max_rows): history()'s
+-- work, run as the extension's owner for the caller: checks that
+-- `table_name` is a mirror table kwatch made (kwatch.tables, by OID) and
+-- that the caller has its owner's privileges (pg_has_role USAGE: a member
+-- of the owner, or a superuser), then turns its history on
+-- (_history_enable) or off.  ERRORs: 42809 not a kwatch mirror table,
+-- 42501 not its owner's role.
 CREATE OR REPLACE FUNCTION kwatch._history_impl(table_name regclass, enabled boolean DEFAULT true, retention interval DEFAULT NULL::interval, max_rows bigint DEFAULT NULL::bigint) RETURNS regclass
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'

@@ -1,9 +1,15 @@
+-- ---------------------------------------------------------------------
+-- Live foreign tables (src/live/fdw.c): a scan of a foreign table of a
+-- kwatch server is a chunked LIST against its API server, with WHERE
+-- clauses pushed down as namespace, label selector and field selector.
+-- ---------------------------------------------------------------------
+
 -- live_columns(api_group, plural): the columns of a live table of that
 -- resource, which are the columns of its mirror table (base_columns,
 -- typed_columns, object) in the same order, each with the expression that
 -- computes it from `object` (the listed object, jsonb) and `cluster` (the
--- server's name, text).  src/live_column.c plans these expressions once per
--- backend and evaluates them for every listed object.
+-- server's name, text).  src/live/live_column.c plans these expressions
+-- once per backend and evaluates them for every listed object.
 CREATE OR REPLACE FUNCTION kwatch.live_columns(api_group text, plural text, OUT column_name text, OUT column_type text, OUT expression text) RETURNS SETOF record
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $_$

@@ -1,14 +1,20 @@
+-- ---------------------------------------------------------------------
+-- Mirror tables: k8s.<table>, one per watched resource (several watches,
+-- of several servers, may write one), made by watch() through
+-- create_mirror_table and recorded by OID in kwatch.tables.
+-- ---------------------------------------------------------------------
+
 -- _delete_cluster_rows(rel, cluster) -> bigint: deletes the rows of
 -- `cluster` from mirror table `rel` as the table's owner, under
--- SECURITY_RESTRICTED_OPERATION (src/sync.c).
+-- SECURITY_RESTRICTED_OPERATION (src/apply/sync.c); returns how many.
 CREATE OR REPLACE FUNCTION kwatch._delete_cluster_rows(rel regclass, cluster text) RETURNS bigint
     LANGUAGE c STRICT
     AS 'MODULE_PATHNAME', 'kwatch_delete_cluster_rows';
 REVOKE ALL ON FUNCTION kwatch._delete_cluster_rows(regclass, text) FROM PUBLIC;
 
 -- _drop_relist_stage(id): drops watch `id`'s relist staging table
--- (kwatch_stage.relist_stage_<id>, which the worker creates, src/sync.c)
--- if there is one.
+-- (kwatch_stage.relist_stage_<id>, which the worker creates,
+-- src/apply/sync.c) if there is one.
 CREATE OR REPLACE FUNCTION kwatch._drop_relist_stage(id integer) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -41,7 +47,15 @@ $$;
 REVOKE ALL ON FUNCTION kwatch._mirror_table(regclass) FROM PUBLIC;
 
 -- create_mirror_table(table_name, api_group, api_version, plural) ->
--- regclass: as in 0.5.0, with GIN (labels jsonb_path_ops).
+-- regclass: creates k8s.<table_name> for a resource unless it exists (then
+-- it is returned, its generated columns restored as its owner,
+-- _restore_columns_as_owner).  One row per object, keyed by (cluster, uid);
+-- everything but the key, resource_version and the object is derived from
+-- the object by generated columns (base_columns, typed_columns), so the
+-- worker writes four values per row and users may add columns and indexes
+-- freely; a GIN index on labels (jsonb_path_ops).  A table it makes is
+-- recorded in kwatch.tables, made by the current user (watch() records its
+-- caller).
 CREATE OR REPLACE FUNCTION kwatch.create_mirror_table(table_name text, api_group text, api_version text, plural text) RETURNS regclass
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'

@@ -1,3 +1,31 @@
+-- ---------------------------------------------------------------------
+-- What `kubectl get -o wide` shows, as one view per mirror table.
+--
+-- Every mirror table k8s.<t> gets a view kubectl.<t> (same name, schema
+-- kubectl): cluster, namespace, name, then kubectl's columns for the kind
+-- in kubectl's order (wide ones included) under kubectl's headers in
+-- snake case, then uid (to join back to k8s.<t>).  The cells are the
+-- printer functions (sql/schema/printers/) applied to `object`, so an
+-- expression index on one (CREATE INDEX ON k8s.pods (kwatch.pod_status(object)))
+-- serves `WHERE status = ...` on the view.  AGE is `age interval`, now()
+-- minus the table's created_at at query time (kubectl's text:
+-- kwatch.human_duration(age)); other times are timestamptz, a Job's
+-- DURATION an interval.  A custom resource's view shows its printer
+-- columns (the typed columns the table already has) and, when its CRD
+-- declares none, AGE, as the API server's Table does; every other kind
+-- gets NAME and AGE, as kubectl shows a kind without a printer.
+--
+-- The views are made WITH (security_invoker = true): a query through one
+-- is checked, and row-level security applied, as the role that runs it on
+-- k8s.<t>.  A view belongs to the extension's owner, never to a role that
+-- could redefine it, and SELECT on it is the table owner's to grant
+-- (_make_printed_view).  watch() makes or refreshes the view;
+-- unwatch(drop_table => true) and DROP OWNED drop it with the table; a
+-- user's own DROP TABLE k8s.<t> needs CASCADE.  Schema kubectl is made on
+-- first use, as k8s is; a schema of that name owned by another role than
+-- a superuser is left alone (no view is made in it; a WARNING says so).
+-- ---------------------------------------------------------------------
+
 -- _printed_columns(api_group, plural) -> text[]: the view's select list
 -- between name and uid for a built-in kind, as "<expression> AS <column>"
 -- over table alias t; NULL for a kind without a printer (and for custom
@@ -219,11 +247,11 @@ $$;
 REVOKE ALL ON FUNCTION kwatch._drop_printed_views_of(oid[]) FROM PUBLIC;
 
 -- _make_printed_view(rel) -> regclass: makes or refreshes kubectl.<t> for
--- mirror table `rel` = k8s.<t> (see this section's head); returns it, or
--- NULL when none was made: `rel` is no mirror table kwatch made, schema
--- kubectl belongs to a role that is no superuser, kubectl.<t> is taken by
--- something else, or the view changes columns while a view depends on it
--- (each with a WARNING or NOTICE: watch() goes on).
+-- mirror table `rel` = k8s.<t> (this file's head says what it shows);
+-- returns it, or NULL when none was made: `rel` is no mirror table kwatch
+-- made, schema kubectl belongs to a role that is no superuser, kubectl.<t>
+-- is taken by something else, or the view changes columns while a view
+-- depends on it (each with a WARNING or NOTICE: watch() goes on).
 --
 -- The view belongs to the caller of this function (the extension's owner,
 -- a superuser), never to the table's owner: a view that a role could

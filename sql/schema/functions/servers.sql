@@ -1,3 +1,15 @@
+-- ---------------------------------------------------------------------
+-- Clusters: the foreign servers of the kwatch wrapper.  What kwatch
+-- resolves for one (server_config, _default_server), the discovery and the
+-- probe a watch makes through it (_discover, _probe), and what the
+-- ProcessUtility hook (src/functions/ownership.c) calls around ALTER SERVER
+-- ... RENAME, DROP SERVER, DROP FOREIGN DATA WRAPPER and DROP OWNED: a watch
+-- depends on its server, whose name is the `cluster` value of every row the
+-- watch writes, so a rename of a watched server is refused, and DROP SERVER
+-- treats the watches as dependents (RESTRICT refuses, CASCADE removes them
+-- as unwatch() does).
+-- ---------------------------------------------------------------------
+
 -- server_config(server): the connection settings kwatch resolves for a
 -- server and the current user, secrets redacted.  For debugging kubeconfigs.
 CREATE OR REPLACE FUNCTION kwatch.server_config(server text) RETURNS jsonb
@@ -6,9 +18,10 @@ CREATE OR REPLACE FUNCTION kwatch.server_config(server text) RETURNS jsonb
 REVOKE ALL ON FUNCTION kwatch.server_config(text) FROM PUBLIC;
 
 -- _discover(server, resource): resolves a user's resource name through the
--- API server's discovery documents (src/discovery.c).  One row: group,
--- version, plural, kind, namespaced, verbs, and the caller's role (outside
--- any SECURITY DEFINER function), whose user mapping the watch will use.
+-- API server's discovery documents (src/cluster/discovery.c).  One row:
+-- group, version, plural, kind, namespaced, verbs, and the caller's role
+-- (outside any SECURITY DEFINER function), whose user mapping the watch
+-- will use.
 CREATE OR REPLACE FUNCTION kwatch._discover(server text, resource text, OUT api_group text, OUT api_version text, OUT plural text, OUT kind text, OUT namespaced boolean, OUT verbs text[], OUT caller oid) RETURNS record
     LANGUAGE c STRICT
     AS 'MODULE_PATHNAME', 'kwatch_discover';
@@ -96,12 +109,12 @@ BEGIN
   IF how <> 'cascade' THEN
     RETURN ARRAY[first_server, dependents];
   END IF;
-  -- pending applies and deletes (issue 32) fail: never sent to a server of another identity
+  -- pending applies and deletes fail: never sent to a server of another identity
   UPDATE kwatch.apply_queue q
      SET state = 'failed', sqlstate = '42704', message = format('server %s was dropped', q.server),
          manifest = NULL, finished_at = now()
    WHERE q.state = 'pending' AND q.server = ANY (gone);
-  -- their batches in progress end first; later ones wait (issue 36)
+  -- their batches in progress end first; later ones wait
   PERFORM kwatch._lock_registration(x.id)
      FROM kwatch.registrations x WHERE x.server = ANY (gone) ORDER BY x.id;
   FOR r IN DELETE FROM kwatch.registrations x WHERE x.server = ANY (gone)
@@ -131,11 +144,11 @@ $$;
 REVOKE ALL ON FUNCTION kwatch._servers_gone(text[], text) FROM PUBLIC;
 
 -- _server_name_held(name, caller) -> text: the watches registered under
--- server name `name` (kept from a server dropped before 0.7.0, whose
--- registrations outlived it) that `caller` may not act for, one line each;
--- NULL when none.  The hook (src/functions/ownership.c) refuses CREATE
--- SERVER and ALTER SERVER ... RENAME TO such a name to everyone but a
--- superuser: the new server would take over those watches, and a DROP
+-- server name `name` with no server of that name (their server was dropped
+-- while registrations could outlive it) that `caller` may not act for, one
+-- line each; NULL when none.  The hook (src/functions/ownership.c) refuses
+-- CREATE SERVER and ALTER SERVER ... RENAME TO such a name to everyone but
+-- a superuser: the new server would take over those watches, and a DROP
 -- SERVER ... CASCADE of it would remove them.
 CREATE OR REPLACE FUNCTION kwatch._server_name_held(name text, caller oid) RETURNS text
     LANGUAGE sql STABLE

@@ -1,3 +1,12 @@
+-- ---------------------------------------------------------------------
+-- Status: the worker's state per watch (watch_status, read by the view
+-- kwatch.watches) and the metrics in Prometheus' text exposition format
+-- (version 0.0.4): the counters client-go's informer exports per watch,
+-- with labels server, resource and namespace ("" for all namespaces), from
+-- kwatch.watches -- so a role sees the metrics of the watches it may see
+-- there.
+-- ---------------------------------------------------------------------
+
 -- worker_pid(): the kwatch worker's process id, NULL when none runs.
 CREATE OR REPLACE FUNCTION kwatch.worker_pid() RETURNS integer
     LANGUAGE c STRICT

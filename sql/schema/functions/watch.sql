@@ -1,3 +1,11 @@
+-- ---------------------------------------------------------------------
+-- Watches: watch(), unwatch() and relist(), C entry points that check
+-- their caller and run their _impl as the extension's owner
+-- (src/functions/privileged.c), and what those need: finding the watch a
+-- name means for a role, the checks of a registration's owner, retry ranges
+-- and deadline, and waking the worker at commit.
+-- ---------------------------------------------------------------------
+
 -- _wake_at_commit(): makes the worker reload registrations when (and only
 -- if) the current transaction commits.
 CREATE OR REPLACE FUNCTION kwatch._wake_at_commit() RETURNS void
@@ -23,36 +31,57 @@ $$;
 REVOKE ALL ON FUNCTION kwatch._check_retry_range(text, kwatch.interval_range) FROM PUBLIC;
 
 -- _check_watch_owner(owner, server, resource): raises insufficient_privilege
--- unless the caller of watch/unwatch/relist (src/privileged.c) is a superuser or has the
--- privileges of `owner` (src/ownership.c).
+-- unless the caller of watch/unwatch/relist (src/functions/privileged.c) is
+-- a superuser or has the privileges of `owner` (src/functions/ownership.c).
 CREATE OR REPLACE FUNCTION kwatch._check_watch_owner(owner oid, server text, resource text) RETURNS void
     LANGUAGE c STRICT
     AS 'MODULE_PATHNAME', 'kwatch_check_watch_owner';
 REVOKE ALL ON FUNCTION kwatch._check_watch_owner(oid, text, text) FROM PUBLIC;
 
--- unwatch(...): see _unwatch_impl above; run as watch() is
--- (src/privileged.c).  EXECUTE grants given on 0.1.0's unwatch are kept.
+-- unwatch(resource, server => NULL, drop_table => false) -> boolean: stops
+-- the caller's watch of `resource` on `server` (the default server when
+-- NULL) and deletes that server's rows from its mirror table; with
+-- drop_table, drops the table when no other server mirrors into it
+-- (doc/reference.md).  The work is _unwatch_impl's: a C entry point that
+-- checks its caller runs it as the extension's owner
+-- (src/functions/privileged.c), as for watch().
 CREATE OR REPLACE FUNCTION kwatch.unwatch(resource text, server text DEFAULT NULL::text, drop_table boolean DEFAULT false) RETURNS boolean
     LANGUAGE c
     AS 'MODULE_PATHNAME', 'kwatch_privileged_entry';
 REVOKE ALL ON FUNCTION kwatch.unwatch(text, text, boolean) FROM PUBLIC;
 
 -- _request_relist(id) -> bigint: asks the worker to relist watch `id` now;
--- returns the request's number, for _wait_synced (src/sync_wait.c).
+-- returns the request's number, for _wait_synced
+-- (src/functions/sync_wait.c).
 CREATE OR REPLACE FUNCTION kwatch._request_relist(id integer) RETURNS bigint
     LANGUAGE c STRICT
     AS 'MODULE_PATHNAME', 'kwatch_request_relist';
 REVOKE ALL ON FUNCTION kwatch._request_relist(integer) FROM PUBLIC;
 
--- relist(...): see _relist_impl above; run as watch() is
--- (src/privileged.c).
+-- relist(resource, server => NULL, wait => false, timeout => NULL) ->
+-- boolean: asks the worker to list the caller's watch of `resource` on
+-- `server` again now (_relist_impl); a C entry point that checks its
+-- caller runs _relist_impl as the extension's owner
+-- (src/functions/privileged.c), as for watch().
 CREATE OR REPLACE FUNCTION kwatch.relist(resource text, server text DEFAULT NULL::text, wait boolean DEFAULT false, timeout interval DEFAULT NULL::interval) RETURNS boolean
     LANGUAGE c
     AS 'MODULE_PATHNAME', 'kwatch_privileged_entry';
 REVOKE ALL ON FUNCTION kwatch.relist(text, text, boolean, interval) FROM PUBLIC;
 
--- watch(...): see _watch_impl above; run as a C entry point that checks
--- its caller (src/privileged.c).
+-- watch(resource, server, namespace, label_selector, field_selector,
+-- notify, table_name, secret_data, notify_payload, retry_relist_after,
+-- retry_watch_after, history, history_retention, history_max_rows,
+-- apply_timeout) -> regclass: registers a watch of `resource` ("pods",
+-- "pod", "po", "deployments.apps", a CRD's plural...) on foreign server
+-- `server` (the only kwatch server when NULL) and returns its mirror table;
+-- syncing starts when the calling transaction commits.  The arguments and
+-- errors are _watch_impl's (doc/reference.md describes each).  A C function
+-- that runs with its caller's identity, checks it, and runs _watch_impl as
+-- the extension's owner (src/functions/privileged.c): a SECURITY DEFINER
+-- function could not tell its caller from the session's role.  Refused
+-- (42501) inside a security-restricted operation, e.g. from a trigger on a
+-- mirror table.  EXECUTE is revoked from PUBLIC: a superuser grants it to
+-- the roles that may watch (doc/security.md).
 CREATE OR REPLACE FUNCTION kwatch.watch(resource text, server text DEFAULT NULL::text, namespace text DEFAULT NULL::text, label_selector text DEFAULT NULL::text, field_selector text DEFAULT NULL::text, notify boolean DEFAULT true, table_name text DEFAULT NULL::text, secret_data boolean DEFAULT false, notify_payload text DEFAULT NULL::text, retry_relist_after kwatch.interval_range DEFAULT NULL::kwatch.interval_range, retry_watch_after kwatch.interval_range DEFAULT NULL::kwatch.interval_range, history boolean DEFAULT false, history_retention interval DEFAULT NULL::interval, history_max_rows bigint DEFAULT NULL::bigint, apply_timeout interval DEFAULT NULL::interval) RETURNS regclass
     LANGUAGE c
     AS 'MODULE_PATHNAME', 'kwatch_privileged_entry';
@@ -95,13 +124,36 @@ END
 $$;
 REVOKE ALL ON FUNCTION kwatch._check_apply_timeout() FROM PUBLIC;
 
--- _watch_impl(...): as in 0.5.0 (see watch()), but the watch a call names
--- is the one into table_name when given, else the caller's own of the
--- resource on the server, else another role's (42710, whose HINT --
--- table_name => for a table of your own -- now works); a table_name that
--- no watch of the resource uses makes a new watch into it, whatever other
--- tables mirror the resource.  ERRORs as in 0.5.0, less "already mirrored
--- into table".
+-- _watch_impl(...): watch()'s work, run as the extension's owner for the
+-- caller that watch() checked (_caller()).  The resource is resolved
+-- through discovery (_discover), the selectors probed with a LIST as the
+-- caller (_probe), the table chosen, made or joined, the registration
+-- stored and, with `history`, history enabled (also for a watch that
+-- exists already).  The watch a call names is the one into table_name when
+-- given, else the caller's own of the resource on the server, else another
+-- role's (42710: table_name => for a table of one's own); a table_name
+-- that no watch of the resource uses makes a new watch into it.  A watch
+-- uses an existing table only when kwatch made it for that resource
+-- (kwatch.tables) and the caller owns it (or has its owner's privileges),
+-- and a superuser's watch never one a non-superuser owns; joining one says
+-- so (NOTICE).  The same call again returns the table.
+-- A watch of Secrets stores each value of data and stringData, and the
+-- last-applied annotation, as a keyed digest (src/decode/redact.c) unless
+-- secret_data => true: the mirror's readers are not the cluster's.
+-- notify_payload: 'full' or 'minimal' (seq and type: anyone may LISTEN on
+-- a channel); default 'minimal' for Secrets, 'full' otherwise.
+-- retry_relist_after, retry_watch_after: ranges ('[1s,5s]') the delay
+-- before the next LIST or WATCH after a failure is drawn from; NULL for
+-- the settings' backoff.  apply_timeout: the watch's own
+-- kwatch.apply_timeout (the trigger check_apply_timeout bounds it).
+-- ERRORs: 22023 bad arguments (a selector the API server refuses, a retry
+-- range outside [10ms, 1 hour], history_retention without history...),
+-- 0A000 a resource without list and watch, 42704 an unknown server or
+-- resource, 42710 the resource already watched into that table with other
+-- settings, or another role's watch of it on the server, 42P07 a table name
+-- taken by a table kwatch did not make for this resource, 42501 an existing
+-- mirror table the caller may not have the worker write, 42622 a table
+-- name too long.
 CREATE OR REPLACE FUNCTION kwatch._watch_impl(resource text, server text DEFAULT NULL::text, namespace text DEFAULT NULL::text, label_selector text DEFAULT NULL::text, field_selector text DEFAULT NULL::text, notify boolean DEFAULT true, table_name text DEFAULT NULL::text, secret_data boolean DEFAULT false, notify_payload text DEFAULT NULL::text, retry_relist_after kwatch.interval_range DEFAULT NULL::kwatch.interval_range, retry_watch_after kwatch.interval_range DEFAULT NULL::kwatch.interval_range, history boolean DEFAULT false, history_retention interval DEFAULT NULL::interval, history_max_rows bigint DEFAULT NULL::bigint, apply_timeout interval DEFAULT NULL::interval) RETURNS regclass
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -132,7 +184,7 @@ BEGIN
   END IF;
 
   -- the server stays until this transaction ends: a concurrent DROP
-  -- SERVER waits, and then sees this watch (issue 33)
+  -- SERVER waits, and then sees this watch
   PERFORM kwatch._lock_server(srv);
   d := kwatch._discover(srv, resource);
   caller_super := COALESCE((SELECT a.rolsuper FROM pg_roles a WHERE a.oid = d.caller), false);
@@ -179,7 +231,7 @@ BEGIN
     -- Another role's watch: one without that role's privileges learns who
     -- holds it and nothing else; the answer is the same whatever settings
     -- it passed, so it cannot probe the other watch's selectors.  It may
-    -- watch the resource into a table of its own (issue 30, item 5).
+    -- watch the resource into a table of its own.
     IF NOT kwatch._acts_for(d.caller, existing.owner) THEN
       RAISE EXCEPTION '% is already watched on server "%" by role %', canonical, srv,
                       existing.owner::regrole
@@ -211,7 +263,7 @@ BEGIN
                                                      existing.table_name);
         PERFORM kwatch._restore_columns_as_owner(rel, d.api_group, d.plural);
       END IF;
-      -- its view kubectl.<t> (issue 35), made anew where a CRD's columns
+      -- its view kubectl.<t>, made anew where a CRD's columns
       -- changed, on a table the caller may alter
       IF pg_has_role(d.caller, (SELECT c.relowner FROM pg_class c WHERE c.oid = rel), 'USAGE') THEN
         PERFORM kwatch._make_printed_view(rel);
@@ -236,7 +288,7 @@ BEGIN
   -- one the caller may join first), else the plural, else the plural
   -- qualified by the group on a collision.  table_name => names any table
   -- of this resource, or a new one: several tables may mirror one resource
-  -- (a role's own, issue 30 item 5).  A name is this resource's only when
+  -- (a role's own).  A name is this resource's only when
   -- kwatch made the table of that name for it (kwatch.tables), whatever
   -- the table's comment says.
   SELECT r.table_name INTO tbl FROM kwatch.registrations r
@@ -350,7 +402,7 @@ BEGIN
           _watch_impl.notify, d.caller, COALESCE(_watch_impl.secret_data, false), _watch_impl.notify_payload,
           _watch_impl.retry_relist_after, _watch_impl.retry_watch_after, _watch_impl.apply_timeout);
 
-  -- what kubectl get -o wide shows, as view kubectl.<t> (issue 35)
+  -- what kubectl get -o wide shows, as view kubectl.<t>
   PERFORM kwatch._make_printed_view(rel);
   IF _watch_impl.history THEN
     PERFORM kwatch._history_impl(rel, true, history_retention, history_max_rows);
@@ -409,12 +461,17 @@ END
 $$;
 REVOKE ALL ON FUNCTION kwatch._find_watch(text, text, oid) FROM PUBLIC;
 
--- _unwatch_impl(resource, server, drop_table): as in 0.2.0 (see
--- unwatch()), the watch found by _find_watch() for the caller; its rows
--- are deleted also before drop_table drops the table (issue 33: a fleet
--- subscriber receives the deletes).
--- Returns false when there is none; ERRORs: 42P08 (_find_watch), 42501
--- another role's watch, or drop_table of a table the caller does not own.
+-- _unwatch_impl(resource, server, drop_table) -> boolean: unwatch()'s
+-- work, run as the extension's owner for the caller: stops the watch
+-- _find_watch() finds for the caller (its resource as registered,
+-- "deployments.apps", its kind, plural or table name), deletes that
+-- server's rows from the mirror table as the table's owner, and with
+-- drop_table drops the table (and its view kubectl.<t>) when no other
+-- server still mirrors into it; the rows are deleted also before the drop,
+-- so that a logical-replication subscriber receives the deletes
+-- (doc/operations.md, the fleet recipe).  Returns false when there is no
+-- such watch.  ERRORs: 42P08 (_find_watch), 42501 another role's watch, or
+-- drop_table of a table the caller does not own.
 CREATE OR REPLACE FUNCTION kwatch._unwatch_impl(resource text, server text DEFAULT NULL::text, drop_table boolean DEFAULT false) RETURNS boolean
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -430,7 +487,7 @@ BEGIN
     RETURN false;
   END IF;
   PERFORM kwatch._check_watch_owner(r.owner, srv, r.resource);
-  -- the watch's batches in progress end first; later ones wait (issue 36)
+  -- the watch's batches in progress end first; later ones wait
   PERFORM kwatch._lock_registration(r.id);
   DELETE FROM kwatch.registrations x WHERE x.id = r.id
   RETURNING * INTO r;
@@ -451,14 +508,14 @@ BEGIN
         USING ERRCODE = 'insufficient_privilege',
               HINT = 'Leave out drop_table => true: the watch and its rows can go without the table.';
     END IF;
-    -- the rows go first, as deletes, also when the table is dropped next
-    -- (issue 33): a logical-replication subscriber (the fleet recipe)
+    -- the rows go first, as deletes, also when the table is dropped next:
+    -- a logical-replication subscriber (the fleet recipe)
     -- receives the deletes, whereas a DROP TABLE is not replicated and
     -- would leave it this cluster's rows for ever.  As the table's owner:
     -- its DELETE triggers never run as the definer.
     PERFORM kwatch._delete_cluster_rows(rel, srv);
     IF drop_it THEN
-      PERFORM kwatch._drop_printed_view(rel);   -- issue 35
+      PERFORM kwatch._drop_printed_view(rel);
       EXECUTE format('DROP TABLE %s', rel);
     END IF;
   END IF;
@@ -468,10 +525,17 @@ END
 $$;
 REVOKE ALL ON FUNCTION kwatch._unwatch_impl(text, text, boolean) FROM PUBLIC;
 
--- _relist_impl(resource, server, wait, timeout): as in 0.2.0 (see
--- relist()), the watch found by _find_watch() for the caller.  ERRORs:
--- 42704 no such watch, 42P08 (_find_watch), 42501 another role's watch,
--- and wait_synced()'s when waiting.
+-- _relist_impl(resource, server, wait, timeout) -> boolean: relist()'s
+-- work, run as the extension's owner for the caller: asks the worker to
+-- list the watch _find_watch() finds for the caller again now (client-go's
+-- Store.Resync on demand): it ends the watch stream and merges a fresh,
+-- consistent LIST in one transaction, notifying what changed (as
+-- preexisting; deletions it finds as final_state_unknown).  With wait,
+-- returns once that relist has committed (see wait_synced for the errors
+-- and timeout).  Counted in kwatch.watches.relist_requests.  Returns true.
+-- ERRORs: 42704 no such watch, 42P08 (_find_watch), 42501 another role's
+-- watch, 55000 when the worker does not run it yet, and wait_synced()'s
+-- when waiting.
 CREATE OR REPLACE FUNCTION kwatch._relist_impl(resource text, server text DEFAULT NULL::text, wait boolean DEFAULT false, timeout interval DEFAULT NULL::interval) RETURNS boolean
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -555,9 +619,9 @@ $$;
 -- for the watch's batches in progress; the next ones wait behind it.
 -- unwatch() and DROP SERVER ... CASCADE take it before they delete the
 -- registration: while a list's batches are spread over several apply
--- workers (issue 36), their share locks on the row overlap, and a DELETE
--- waiting on the row alone would wait for the whole list.  EXECUTE is
--- revoked from PUBLIC (a role holding it would stall the watch).
+-- workers, their share locks on the row overlap, and a DELETE waiting on
+-- the row alone would wait for the whole list.  EXECUTE is revoked from
+-- PUBLIC (a role holding it would stall the watch).
 CREATE OR REPLACE FUNCTION kwatch._lock_registration(id integer) RETURNS void
     LANGUAGE c STRICT
     AS 'MODULE_PATHNAME', 'kwatch_lock_registration';

@@ -1,3 +1,7 @@
+-- ---------------------------------------------------------------------
+-- ConfigMaps: printers.go printConfigMap
+-- ---------------------------------------------------------------------
+
 -- configmap_data(object jsonb) -> bigint: DATA, len(data) + len(binaryData).
 -- printers.go printConfigMap.
 CREATE OR REPLACE FUNCTION kwatch.configmap_data(object jsonb) RETURNS bigint

@@ -1,3 +1,7 @@
+-- ---------------------------------------------------------------------
+-- CronJobs: printers.go printCronJob
+-- ---------------------------------------------------------------------
+
 -- cronjob_schedule(object jsonb) -> text: SCHEDULE, spec.schedule.
 -- printers.go printCronJob.
 CREATE OR REPLACE FUNCTION kwatch.cronjob_schedule(object jsonb) RETURNS text

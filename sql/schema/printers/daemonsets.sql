@@ -1,3 +1,10 @@
+-- ---------------------------------------------------------------------
+-- DaemonSets: printers.go printDaemonSet.  The integers are int64
+-- cells; unset counts are 0, as the internal types hold them.  The wide
+-- CONTAINERS and IMAGES cells follow layoutContainerCells, SELECTOR
+-- FormatLabelSelector.
+-- ---------------------------------------------------------------------
+
 -- daemonset_desired(object jsonb) -> bigint: DESIRED,
 -- status.desiredNumberScheduled.  printers.go printDaemonSet.
 CREATE OR REPLACE FUNCTION kwatch.daemonset_desired(object jsonb) RETURNS bigint

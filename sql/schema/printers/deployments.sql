@@ -1,3 +1,10 @@
+-- ---------------------------------------------------------------------
+-- Deployments: printers.go printDeployment.  The integers are int64
+-- cells; unset counts are 0, as the internal types hold them.  The wide
+-- CONTAINERS and IMAGES cells follow layoutContainerCells, SELECTOR
+-- FormatLabelSelector (a Deployment's: the selector's String()).
+-- ---------------------------------------------------------------------
+
 -- deployment_ready(object jsonb) -> text: READY, "readyReplicas/replicas".
 -- printers.go printDeployment.
 CREATE OR REPLACE FUNCTION kwatch.deployment_ready(object jsonb) RETURNS text

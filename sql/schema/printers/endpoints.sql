@@ -1,3 +1,7 @@
+-- ---------------------------------------------------------------------
+-- Endpoints: printers.go formatEndpoints
+-- ---------------------------------------------------------------------
+
 -- endpoints_endpoints(object jsonb) -> text: ENDPOINTS, the first three of
 -- "ip:port" (ip alone for a subset without ports; [ipv6]:port) over the
 -- subsets and their ports, then " + N more..."; "<none>" without subsets.

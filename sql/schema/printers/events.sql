@@ -1,3 +1,8 @@
+-- ---------------------------------------------------------------------
+-- Events (core/v1 Event JSON): printers.go printEvent,
+-- formatEventSource
+-- ---------------------------------------------------------------------
+
 -- event_first_seen(object jsonb) -> timestamptz: what FIRST SEEN is
 -- computed from: firstTimestamp, else eventTime; NULL: "<unknown>".
 -- printers.go printEvent.

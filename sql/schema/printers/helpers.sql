@@ -1,3 +1,51 @@
+-- ---------------------------------------------------------------------
+-- kubectl's printed columns as SQL functions of the stored object: this
+-- file has the helpers the kinds share, each kind its file beside it
+-- (pods.sql, nodes.sql, ...), and functions/printed_views.sql the views
+-- kubectl.<t> made of them.
+--
+-- Every printer function takes `object jsonb`, the full object as the
+-- API server returns it in JSON (what a mirror table's `object` column
+-- holds), and returns one cell of the Table the API server serves for
+-- `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`.  The rules
+-- are ported from the Kubernetes printers,
+-- pkg/printers/internalversion/printers.go, of the current release
+-- line (kubernetes/kubernetes master, the 1.34-era file: Job STATUS,
+-- CronJob TIMEZONE, PV/PVC VOLUMEATTRIBUTESCLASS columns, sidecar init
+-- containers, SchedulingGated; read from the reference index, file
+-- version 59882936, whose printers_test.go companion is file version
+-- 100530230).  Each function names the printers.go function it follows.
+-- test/printers/README.md lists the cells where the 1.20 printers print
+-- differently; test/printers/run.sh checks them against the upstream
+-- printer tests.
+--
+-- The API server prints with GenerateOptions{Wide: true}
+-- (pkg/printers/storage/storage.go, ConvertToTable), so the cells here
+-- are the wide ones: a LoadBalancer's EXTERNAL-IP and an Ingress's
+-- ADDRESS are not clipped to 16 characters (the functions that clip
+-- take `wide => false`).
+--
+-- Every function pins search_path (pg_catalog, pg_temp): its body is
+-- parsed when it runs, as whoever reads a kubectl.<t> view or maintains
+-- an index on it, and an operator or function of that reader's path (a
+-- writable public schema) must not be what runs.
+--
+-- IMMUTABLE PARALLEL SAFE: every function reads only its arguments.
+-- Cells that depend on the current time (AGE, a Job's DURATION while it
+-- runs, RESTARTS' "(3m ago)", an Event's LAST SEEN, a CronJob's LAST
+-- SCHEDULE) are given as the timestamp they are computed from, plus a
+-- function of (object, at timestamptz) that formats them for a given
+-- instant: a view passes now(), so nothing here calls now().
+--
+-- Timestamps: the API server writes RFC 3339 with an explicit zone
+-- ("Z"), whose reading depends on neither TimeZone nor DateStyle; a
+-- zero metav1.Time is written as null and is NULL here (kubectl:
+-- "<unknown>").
+--
+-- The printer files need no library: test/printers/run.sh loads them
+-- into a plain PostgreSQL.
+-- ---------------------------------------------------------------------
+
 -- _printer_time(text) -> timestamptz: an RFC 3339 timestamp written by the
 -- API server ("2024-05-01T10:00:00Z", "...T10:00:00.123456Z") as
 -- timestamptz; NULL (a zero metav1.Time) stays NULL, and so does text
@@ -21,7 +69,7 @@ BEGIN
 END
 $_$;
 COMMENT ON FUNCTION kwatch._printer_time(text) IS
-'RFC 3339 timestamp as written by the API server -> timestamptz; NULL for NULL or for text that is no such time, never an error. Helper of the issue 35 printer functions.';
+'RFC 3339 timestamp as written by the API server -> timestamptz; NULL for NULL or for text that is no such time, never an error. Helper of the printer functions.';
 
 -- human_duration(d interval) -> text: the duration as kubectl prints ages
 -- ("30s", "5m", "3m10s", "100m", "7h59m", "2d1h", "90d", "2y1d", "10y";
@@ -128,7 +176,7 @@ CREATE OR REPLACE FUNCTION kwatch._printer_count(j jsonb) RETURNS integer
            ELSE 0 END
 $$;
 COMMENT ON FUNCTION kwatch._printer_count(jsonb) IS
-'Go len() of a JSON array or object, 0 for null/absent. Helper of the issue 35 printer functions.';
+'Go len() of a JSON array or object, 0 for null/absent. Helper of the printer functions.';
 
 -- _printer_array(j jsonb) -> jsonb: j when it is an array, else '[]'.
 CREATE OR REPLACE FUNCTION kwatch._printer_array(j jsonb) RETURNS jsonb
@@ -136,36 +184,39 @@ CREATE OR REPLACE FUNCTION kwatch._printer_array(j jsonb) RETURNS jsonb
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$ SELECT CASE WHEN jsonb_typeof(j) = 'array' THEN j ELSE '[]'::jsonb END $$;
 COMMENT ON FUNCTION kwatch._printer_array(jsonb) IS
-'j when it is a JSON array, else []. Helper of the issue 35 printer functions.';
+'j when it is a JSON array, else []. Helper of the printer functions.';
 
 -- _printer_int(j jsonb) -> bigint: j when it is a JSON integer in int64's
 -- range, else NULL (a string, a fraction, an object...): what Go's decoder
 -- would refuse, so an object the API server never serves; a printer cell
 -- must not fail a query (or an index on it, which the worker writes) over
--- a row written by hand.  _printer_int32: the same in int32's range.
--- _printer_bool: j when it is a JSON boolean, else NULL.
+-- a row written by hand.
 CREATE OR REPLACE FUNCTION kwatch._printer_int(j jsonb) RETURNS bigint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$ SELECT CASE WHEN jsonb_typeof(j) = 'number' AND j::text ~ '^-?[0-9]{1,18}$'
                   THEN j::text::bigint END $_$;
 COMMENT ON FUNCTION kwatch._printer_int(jsonb) IS
-'j as bigint when it is a JSON integer (up to 18 digits), else NULL, never an error. Helper of the issue 35 printer functions.';
+'j as bigint when it is a JSON integer (up to 18 digits), else NULL, never an error. Helper of the printer functions.';
 
+-- _printer_int32(j jsonb) -> integer: j when it is a JSON integer in
+-- int32's range, else NULL, never an error (as _printer_int).
 CREATE OR REPLACE FUNCTION kwatch._printer_int32(j jsonb) RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$ SELECT CASE WHEN jsonb_typeof(j) = 'number' AND j::text ~ '^-?[0-9]{1,9}$'
                   THEN j::text::integer END $_$;
 COMMENT ON FUNCTION kwatch._printer_int32(jsonb) IS
-'j as integer when it is a JSON integer (up to 9 digits), else NULL, never an error. Helper of the issue 35 printer functions.';
+'j as integer when it is a JSON integer (up to 9 digits), else NULL, never an error. Helper of the printer functions.';
 
+-- _printer_bool(j jsonb) -> boolean: j when it is a JSON boolean, else
+-- NULL, never an error (as _printer_int).
 CREATE OR REPLACE FUNCTION kwatch._printer_bool(j jsonb) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$ SELECT CASE WHEN jsonb_typeof(j) = 'boolean' THEN j::text::boolean END $$;
 COMMENT ON FUNCTION kwatch._printer_bool(jsonb) IS
-'j as boolean when it is a JSON boolean, else NULL, never an error. Helper of the issue 35 printer functions.';
+'j as boolean when it is a JSON boolean, else NULL, never an error. Helper of the printer functions.';
 
 -- _printer_access_modes(modes jsonb) -> text: access modes as "RWO,ROX,
 -- RWX,RWOP" (that order, duplicates once, unknown modes left out).

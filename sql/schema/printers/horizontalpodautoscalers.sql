@@ -1,3 +1,10 @@
+-- ---------------------------------------------------------------------
+-- HorizontalPodAutoscalers (autoscaling/v2 and v2beta2 JSON;
+-- autoscaling/v1's targetCPUUtilizationPercentage read as the Resource
+-- cpu metric it converts to): printers.go printHorizontalPodAutoscaler,
+-- formatHPAMetrics
+-- ---------------------------------------------------------------------
+
 -- horizontalpodautoscaler_reference(object jsonb) -> text: REFERENCE,
 -- "Kind/name" of spec.scaleTargetRef.  printers.go
 -- printHorizontalPodAutoscaler.
@@ -125,7 +132,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION kwatch._printer_hpa_v1_metrics(jsonb) IS
-'An autoscaling/v1 HPA''s metrics (annotations, CPU target, default cpu 80%) in the autoscaling/v2 shape, as the API server converts them. pkg/apis/autoscaling/v1/conversion.go. Helper of the issue 35 printer functions.';
+'An autoscaling/v1 HPA''s metrics (annotations, CPU target, default cpu 80%) in the autoscaling/v2 shape, as the API server converts them. pkg/apis/autoscaling/v1/conversion.go. Helper of the printer functions.';
 
 -- horizontalpodautoscaler_targets(object jsonb) -> text: TARGETS, per metric
 -- "current/target" ("cpu: 50%/80%", "50m/100m (avg)", "<unknown>" for a

@@ -1,3 +1,8 @@
+-- ---------------------------------------------------------------------
+-- Ingresses: printers.go printIngress, formatHosts, formatPorts,
+-- ingressLoadBalancerStatusStringer
+-- ---------------------------------------------------------------------
+
 -- ingress_class(object jsonb) -> text: CLASS, spec.ingressClassName,
 -- "<none>".  printers.go printIngress.
 CREATE OR REPLACE FUNCTION kwatch.ingress_class(object jsonb) RETURNS text

@@ -1,3 +1,7 @@
+-- ---------------------------------------------------------------------
+-- Jobs: printers.go printJob, hasJobCondition
+-- ---------------------------------------------------------------------
+
 -- _printer_job_condition(object jsonb, type text) -> boolean: whether the
 -- first condition of that type is True.  printers.go hasJobCondition.
 CREATE OR REPLACE FUNCTION kwatch._printer_job_condition(object jsonb, type text) RETURNS boolean

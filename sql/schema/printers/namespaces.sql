@@ -1,3 +1,7 @@
+-- ---------------------------------------------------------------------
+-- Namespaces: printers.go printNamespace
+-- ---------------------------------------------------------------------
+
 -- namespace_status(object jsonb) -> text: STATUS, status.phase ("" when
 -- unset).  printers.go printNamespace.
 CREATE OR REPLACE FUNCTION kwatch.namespace_status(object jsonb) RETURNS text

@@ -1,3 +1,8 @@
+-- ---------------------------------------------------------------------
+-- Nodes: printers.go printNode, findNodeRoles, getNodeInternalIP,
+-- getNodeExternalIP
+-- ---------------------------------------------------------------------
+
 -- node_status(object jsonb) -> text: STATUS: Ready / NotReady (the last
 -- Ready condition), Unknown without one, then ",SchedulingDisabled" when
 -- spec.unschedulable.  printers.go printNode.

@@ -1,3 +1,7 @@
+-- ---------------------------------------------------------------------
+-- PersistentVolumeClaims: printers.go printPersistentVolumeClaim
+-- ---------------------------------------------------------------------
+
 -- persistentvolumeclaim_status(object jsonb) -> text: STATUS, status.phase
 -- or "Terminating" once deleted.  printers.go printPersistentVolumeClaim.
 CREATE OR REPLACE FUNCTION kwatch.persistentvolumeclaim_status(object jsonb) RETURNS text

@@ -1,3 +1,7 @@
+-- ---------------------------------------------------------------------
+-- PersistentVolumes: printers.go printPersistentVolume
+-- ---------------------------------------------------------------------
+
 -- persistentvolume_capacity(object jsonb) -> text: CAPACITY,
 -- spec.capacity.storage, "0" when unset.  printers.go printPersistentVolume.
 CREATE OR REPLACE FUNCTION kwatch.persistentvolume_capacity(object jsonb) RETURNS text

@@ -1,3 +1,7 @@
+-- ---------------------------------------------------------------------
+-- Pods: printers.go printPod
+-- ---------------------------------------------------------------------
+
 -- _pod_print(object jsonb) -> (ready_containers, total_containers, status,
 -- restarts, last_restart): the READY, STATUS and RESTARTS cells of a pod in
 -- one pass, ported line by line from printers.go printPod (current

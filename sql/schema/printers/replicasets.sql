@@ -1,3 +1,10 @@
+-- ---------------------------------------------------------------------
+-- ReplicaSets: printers.go printReplicaSet.  The integers are int64
+-- cells; unset counts are 0, as the internal types hold them.  The wide
+-- CONTAINERS and IMAGES cells follow layoutContainerCells, SELECTOR
+-- FormatLabelSelector.
+-- ---------------------------------------------------------------------
+
 -- replicaset_desired(object jsonb) -> bigint: DESIRED, spec.replicas.
 -- printers.go printReplicaSet.
 CREATE OR REPLACE FUNCTION kwatch.replicaset_desired(object jsonb) RETURNS bigint

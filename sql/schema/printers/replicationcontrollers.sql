@@ -1,3 +1,11 @@
+-- ---------------------------------------------------------------------
+-- ReplicationControllers: printers.go printReplicationController.  The
+-- integers are int64 cells; unset counts are 0, as the internal types
+-- hold them.  The wide CONTAINERS and IMAGES cells follow
+-- layoutContainerCells, SELECTOR FormatLabelSelector (a
+-- ReplicationController's: labels.FormatLabels).
+-- ---------------------------------------------------------------------
+
 -- replicationcontroller_desired(object jsonb) -> bigint: DESIRED,
 -- spec.replicas (0 when unset, as the internal type holds it; the API
 -- server defaults it to 1).  printers.go printReplicationController.

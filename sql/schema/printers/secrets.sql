@@ -1,3 +1,7 @@
+-- ---------------------------------------------------------------------
+-- Secrets: printers.go printSecret
+-- ---------------------------------------------------------------------
+
 -- secret_type(object jsonb) -> text: TYPE, type.  printers.go printSecret.
 CREATE OR REPLACE FUNCTION kwatch.secret_type(object jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE

@@ -1,3 +1,7 @@
+-- ---------------------------------------------------------------------
+-- ServiceAccounts: printers.go printServiceAccount
+-- ---------------------------------------------------------------------
+
 -- serviceaccount_secrets(object jsonb) -> bigint: SECRETS, len(secrets).
 -- printers.go printServiceAccount.
 CREATE OR REPLACE FUNCTION kwatch.serviceaccount_secrets(object jsonb) RETURNS bigint

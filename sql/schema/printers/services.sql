@@ -1,3 +1,8 @@
+-- ---------------------------------------------------------------------
+-- Services: printers.go printService, getServiceExternalIP,
+-- makePortString
+-- ---------------------------------------------------------------------
+
 -- service_type(object jsonb) -> text: TYPE, spec.type.
 -- printers.go printService.
 CREATE OR REPLACE FUNCTION kwatch.service_type(object jsonb) RETURNS text

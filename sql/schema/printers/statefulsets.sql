@@ -1,3 +1,10 @@
+-- ---------------------------------------------------------------------
+-- StatefulSets: printers.go printStatefulSet.  The integers are int64
+-- cells; unset counts are 0, as the internal types hold them.  The wide
+-- CONTAINERS and IMAGES cells follow layoutContainerCells, SELECTOR
+-- FormatLabelSelector.
+-- ---------------------------------------------------------------------
+
 -- statefulset_ready(object jsonb) -> text: READY, "readyReplicas/replicas".
 -- printers.go printStatefulSet.
 CREATE OR REPLACE FUNCTION kwatch.statefulset_ready(object jsonb) RETURNS text
