@@ -19,7 +19,7 @@ import pytest
 from psycopg2 import sql as pgsql
 
 import conftest
-from conftest import sql, sql_one, wait_until, watch_status
+from conftest import sql, sql_one, wait_until
 
 
 def cm(ns, name):
@@ -58,12 +58,13 @@ def test_an_empty_user_mapping_never_means_the_servers_credentials(ctx):
         # the tenant makes its own mapping, with no credential (it may: USAGE)
         cur.execute(pgsql.SQL("CREATE USER MAPPING FOR CURRENT_USER SERVER {}").format(s))
 
-        def refused(query, params=None):
+        def refused(query, params=None, hint=True):
             with pytest.raises(psycopg2.Error) as e:
                 cur.execute(query, params)
             assert e.value.pgcode == "28000", (query, e.value.pgerror)
             assert "has no credential" in e.value.diag.message_primary, e.value.pgerror
-            assert "ADD token" in e.value.diag.message_hint, e.value.pgerror
+            # (an outcome the sender stored keeps the message, not the hint)
+            assert not hint or "ADD token" in e.value.diag.message_hint, e.value.pgerror
             return e.value
 
         refused("SELECT kwatch.watch('configmaps', server => %s, namespace => %s,"
@@ -97,14 +98,17 @@ def test_an_empty_user_mapping_never_means_the_servers_credentials(ctx):
         cur.execute(pgsql.SQL("ALTER USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS (DROP token)").format(s))
         conn.commit()
         conn.autocommit = True
-        refused("SELECT kwatch.wait_apply(%s, '1 min')", (aid,))
+        refused("SELECT kwatch.wait_apply(%s, '1 min')", (aid,), hint=False)
         cur.execute("SELECT state, sqlstate FROM kwatch.applies WHERE id = %s", (aid,))
         assert cur.fetchone() == ("failed", "28000")
 
         # the worker: the running watch stops at the emptied mapping
-        st = wait_until(lambda: (lambda x: x if x and x["last_error"] and "has no credential" in x["last_error"]
-                                 else None)(watch_status(srv, "empty_cms")), 30, "the watch to refuse")
-        assert not st["healthy"], st
+        def status():
+            rows = sql("SELECT healthy, last_error FROM kwatch.watches WHERE server = %s"
+                       " AND table_name = 'k8s.empty_cms'", (srv,))
+            return rows[0] if rows and rows[0][1] and "has no credential" in rows[0][1] else None
+        st = wait_until(status, 30, "the watch to refuse")
+        assert not st[0], st
         conftest.CLUSTER.kubectl("create", "configmap", "after-drop", "-n", ns)
         for _ in range(3):
             assert sql_one("SELECT count(*) FROM k8s.empty_cms WHERE name = 'after-drop'") == 0
@@ -112,9 +116,9 @@ def test_an_empty_user_mapping_never_means_the_servers_credentials(ctx):
 
         # the audit log: in the tenant's namespace, kwatch acted as the tenant only
         users = {(ev.get("user", {}).get("username"))
-                 for ev in conftest.CLUSTER.audit_requests(since, "kwatch/", verbs=None)
+                 for ev in conftest.CLUSTER.audit_requests(since, "kwatch/", verbs=("get", "list", "watch", "create", "patch", "update", "delete"))
                  if "/namespaces/%s/" % ns in ev["requestURI"]}
-        assert users <= {"kwatch-user"}, users
+        assert users == {"kwatch-user"}, users
     finally:
         if conn is not None:
             conn.close()
