@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # make test: installs what is missing, builds and installs kwatch, checks
-# the layout of src/ (test/layout/check_layout.py), then
+# that a fresh install of the extension leaves the catalog an update from
+# 0.1.0 does (test/sql_sources/compare_install.sh), the layout of src/
+# (test/layout/check_layout.py) and the printer functions
+# (test/printers/run.sh), then
 #   1. the Debian package (test/packaging/package.sh): builds postgresql-15-kwatch from
 #      the same sources, installs it with dpkg -i over what make install
 #      wrote, and runs pg_regress (the SQL surface, on a temp instance
@@ -41,6 +44,9 @@ trap print_stages EXIT
 
 step "dependencies, build and install"
 build_and_install
+
+step "fresh install equals 0.1.0 updated to the current version: the catalogs diffed (test/sql_sources/compare_install.sh)"
+bash test/sql_sources/compare_install.sh
 
 step "layout of src/: include rules, header sizes, no cycle between files, one file changes a watch's state (test/layout/check_layout.py)"
 python3 test/layout/check_layout.py
