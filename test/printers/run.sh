@@ -1,13 +1,13 @@
 #!/bin/bash
-# test/printers/run.sh: check the printer functions (the section "Issue 35
-# (printer part)" of sql/kwatch--0.6.0--0.7.0.sql) against the upstream
-# printer test cases ported in test/printers/cases.py.
+# test/printers/run.sh: check the printer functions (sql/schema/printers/,
+# the files sql/schema/ORDER lists under printers/, in that order) against
+# the upstream printer test cases ported in test/printers/cases.py.
 #
 # Starts a throwaway PostgreSQL 15 in a fresh directory under /tmp (as the
 # unprivileged postgres user when run as root), unix socket in that
 # directory only, port $PRINTERS_PGPORT (5499); creates schema kwatch, loads
-# that section with @extschema@ = kwatch as CREATE EXTENSION does, runs
-# check.py and removes the instance.  Needs no kwatch library.
+# those files into it as CREATE EXTENSION would, runs check.py and fuzz.py
+# and removes the instance.  Needs no kwatch library.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -33,11 +33,10 @@ as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
 
 export PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=postgres
 "$bin/psql" -X -q -v ON_ERROR_STOP=1 -c 'CREATE SCHEMA kwatch'
-script=$root/sql/kwatch--0.6.0--0.7.0.sql
-section=$(awk '/^-- Issue 35 \(printer part\)/ { on = 1 } /^-- End of issue 35, printer part/ { on = 0 } on' "$script")
-[ -n "$section" ] || { echo "run.sh: no printer section in $script" >&2; exit 2; }
-# the line before the header is the section's opening rule
-printf '%s\n' "$section" | sed 's/@extschema@/kwatch/g' \
+order=$root/sql/schema/ORDER
+files=$(sed -n 's|^\(printers/[A-Za-z0-9_]*\.sql\)[[:space:]]*$|\1|p' "$order")
+[ -n "$files" ] || { echo "run.sh: $order lists no printers/*.sql" >&2; exit 2; }
+for f in $files; do cat "$root/sql/schema/$f"; done \
   | PGOPTIONS='-c search_path=kwatch -c client_min_messages=warning' \
     "$bin/psql" -X -q -v ON_ERROR_STOP=1 -f -
 PSQL="$bin/psql" python3 "$here/check.py"
