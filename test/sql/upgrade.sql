@@ -398,6 +398,20 @@ SELECT i.indexrelid::regclass AS index, pg_get_indexdef(i.indexrelid) AS definit
  WHERE c.relnamespace = 'k8s'::regnamespace AND c.relname IN ('upgrade_pods', 'upgrade_crontabs')
    AND pg_get_indexdef(i.indexrelid) LIKE '%gin%'
  ORDER BY 1::text;
+
+-- Extension update 0.7.0 -> 0.8.0 (the script built from sql/updates/):
+-- as_of() is a C function, still PUBLIC's, no longer with a search_path
+-- of its own; it refuses a table without history as before
+ALTER EXTENSION kwatch UPDATE TO '0.8.0';
+SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
+SELECT l.lanname, p.provolatile, p.proisstrict, p.prosecdef, p.proconfig,
+       pg_get_function_result(p.oid) AS returns,
+       has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute
+  FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+ WHERE p.oid = 'kwatch.as_of(regclass, timestamptz)'::regprocedure;
+SELECT kwatch.as_of('k8s.upgrade_crontabs', now());
+SELECT count(*) FROM kwatch.as_of(NULL, now());
+
 DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets;   -- 2BP01: the views read them
 DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets, k8s.upgrade_renamed CASCADE;
 DROP OWNED BY kw_upgrade_owner;
