@@ -9,8 +9,9 @@
 #   2. installs it with dpkg -i: it replaces the files `make install` wrote
 #      with ones built from the same sources;
 #   3. checks that dpkg -L lists kwatch.so, kwatch.control and every
-#      sql/kwatch--*.sql, and that dpkg -V finds the installed files to be
-#      the package's;
+#      extension script (`make print-scripts`: the released
+#      sql/kwatch--*.sql and those sql/build.sh generates), and that
+#      dpkg -V finds the installed files to be the package's;
 #   4. runs the pg_regress suites against the installed package
 #      (run_regress in test/drivers/lib.sh), in $KWATCH_TEST_DIR/regress.
 #
@@ -49,7 +50,8 @@ $SUDO dpkg -i "$deb" || die "dpkg -i $deb failed"
 
 listed=$(dpkg -L "$pkg") || die "dpkg -L $pkg failed"
 expect=("$(pg_config --pkglibdir)/kwatch.so" "$(pg_config --sharedir)/extension/kwatch.control")
-for f in sql/kwatch--*.sql; do expect+=("$(pg_config --sharedir)/extension/$(basename "$f")"); done
+# the released scripts and the generated ones (the Makefile's DATA, DATA_built)
+for f in $(make -s print-scripts); do expect+=("$(pg_config --sharedir)/extension/$f"); done
 for f in "${expect[@]}"; do
   grep -qxF "$f" <<<"$listed" || die "dpkg -L $pkg does not list $f"
 done

@@ -17,9 +17,12 @@
 # bodies and privileges, relations, columns in attnum order without
 # dropped ones, indexes, constraints, triggers, views, types, casts,
 # wrappers, servers, comments, the extension's members, configuration
-# tables and initial privileges) and diffs them.  Exit 0 when they are
-# equal; else the diff (upgraded -> fresh) on stdout and exit 1; exit 2
-# when the instance or an install fails.  Removes the instance.
+# tables and initial privileges) and diffs them.  Then, in both, leaves
+# mirror tables behind with DROP EXTENSION and installs again the same
+# way: both must take back the same tables (sql/schema/reinstall.sql).
+# Exit 0 when all is equal; else the diff (updated -> fresh) on stdout and
+# exit 1; exit 2 when the instance or an install fails.  Removes the
+# instance.
 #
 # Environment: PGBIN (default: pg_config --bindir), COMPARE_PGPORT (5497;
 # the socket is in the instance's own directory, so any number works),
@@ -73,3 +76,39 @@ if ! diff -u --label "0.1.0 updated to $version" --label "fresh $version" "$dir/
   exit 1
 fi
 echo "compare_install: a fresh $version and 0.1.0 updated to $version have the same catalog ($n lines)"
+
+# CREATE EXTENSION after DROP EXTENSION: the mirror tables are left behind
+# (the user's data), and both ways of installing take back the same ones
+# (sql/schema/reinstall.sql; the update scripts did it as they ran): a
+# superuser's, with its labels index rebuilt with jsonb_path_ops when it
+# was jsonb_ops, not a tenant's
+leftovers="SELECT kwatch.create_mirror_table('pods', '', 'v1', 'pods');
+  SELECT kwatch.create_mirror_table('crontabs', 'stable.example.com', 'v1', 'crontabs');
+  SELECT kwatch.create_mirror_table('configmaps', '', 'v1', 'configmaps');
+  ALTER TABLE k8s.configmaps OWNER TO kw_compare_tenant;
+  DROP INDEX k8s.pods_labels_idx;
+  CREATE INDEX pods_labels_idx ON k8s.pods USING gin (labels);
+  DROP EXTENSION kwatch CASCADE;"
+taken="SELECT format('taken back: %s %s %s %s', relid, relname, api_group, plural) FROM kwatch.tables
+  UNION ALL SELECT format('index: %s', pg_get_indexdef(i.indexrelid)) FROM pg_index i
+   WHERE i.indrelid IN (SELECT oid FROM pg_class WHERE relnamespace = 'k8s'::regnamespace)
+  UNION ALL SELECT format('member: %s', pg_describe_object(classid, objid, objsubid)) FROM pg_depend
+   WHERE deptype = 'e' AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'kwatch')
+  ORDER BY 1"
+psql -c 'CREATE ROLE kw_compare_tenant'
+psql -d fresh -c "$leftovers" -c 'CREATE EXTENSION kwatch' >>"$dir/fresh.log" 2>&1 \
+  || { echo "compare_install: CREATE EXTENSION after DROP EXTENSION failed:" >&2; cat "$dir/fresh.log" >&2; exit 2; }
+psql -d updated -c "$leftovers" -c "CREATE EXTENSION kwatch VERSION '0.1.0'" -c 'ALTER EXTENSION kwatch UPDATE' \
+  >>"$dir/updated.log" 2>&1 \
+  || { echo "compare_install: 0.1.0 + updates after DROP EXTENSION failed:" >&2; cat "$dir/updated.log" >&2; exit 2; }
+for db in fresh updated; do
+  psql -d "$db" -At -c "$taken" >"$dir/$db-again.txt"
+done
+grep -q '^taken back: k8s.pods ' "$dir/fresh-again.txt" \
+  || { echo "compare_install: CREATE EXTENSION did not take back k8s.pods:" >&2; cat "$dir/fresh-again.txt" >&2; exit 1; }
+if ! diff -u --label "0.1.0 updated to $version, again" --label "fresh $version, again" \
+     "$dir/updated-again.txt" "$dir/fresh-again.txt"; then
+  echo "compare_install: after DROP EXTENSION, CREATE EXTENSION kwatch ($version) takes back other tables than 0.1.0 updated to $version (diff above)" >&2
+  exit 1
+fi
+echo "compare_install: after DROP EXTENSION both take back the same mirror tables ($(grep -c '^taken back' "$dir/fresh-again.txt"))"
