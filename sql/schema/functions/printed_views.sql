@@ -175,8 +175,12 @@ BEGIN
       cols := ARRAY['now() - t.created_at AS age'];
     END IF;
   END IF;
-  RETURN format('SELECT t.cluster, t.namespace, t.name, %s t.uid FROM %s t',
-                COALESCE((SELECT string_agg(c || ', ', '') FROM unnest(cols) c), ''), rel);
+  -- ONLY a plain table: a child its owner attaches (a foreign table, say)
+  -- is never scanned for the view's reader
+  RETURN format('SELECT t.cluster, t.namespace, t.name, %s t.uid FROM %s%s t',
+                COALESCE((SELECT string_agg(c || ', ', '') FROM unnest(cols) c), ''),
+                CASE (SELECT c.relkind FROM pg_class c WHERE c.oid = rel) WHEN 'r' THEN 'ONLY ' ELSE '' END,
+                rel);
 END
 $$;
 REVOKE ALL ON FUNCTION kwatch._printed_view_sql(regclass) FROM PUBLIC;
@@ -263,7 +267,10 @@ REVOKE ALL ON FUNCTION kwatch._drop_printed_views_of(oid[]) FROM PUBLIC;
 -- WITH GRANT OPTION, not to PUBLIC: the owner grants it beside SELECT on
 -- k8s.<t>; a former owner's grants are revoked.  Waits at most 5 s for a
 -- lock (55P03: watch() fails and may be called again).  Runs no code of
--- any role: CREATE VIEW, DROP VIEW, GRANT and REVOKE only.
+-- any role: CREATE VIEW, DROP VIEW, GRANT and REVOKE only.  No view (a
+-- WARNING, and the former one dropped) over a relation that is not a
+-- table or whose columns the view reads are not of built-in types: the
+-- view would run the owner's casts as its reader.
 CREATE OR REPLACE FUNCTION kwatch._make_printed_view(rel regclass) RETURNS regclass
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -291,6 +298,25 @@ BEGIN
     RETURN NULL;
   END IF;
   v := kwatch._printed_view(rel);
+  -- what the view reads must run no code of the table's owner for its
+  -- reader: a table (not a view), and the columns it reads of built-in
+  -- types (an owner's type, or a domain, brings casts and functions of the
+  -- owner's; PostgreSQL only refuses ALTER COLUMN ... TYPE while the view
+  -- exists, not DROP COLUMN ... CASCADE and a new column); otherwise no
+  -- view, and the one there was goes
+  IF (SELECT c.relkind NOT IN ('r', 'p') FROM pg_class c WHERE c.oid = rel)
+     OR EXISTS (SELECT 1 FROM pg_attribute a
+                 WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped
+                   AND a.atttypid >= 16384   -- FirstNormalObjectId: not a built-in type
+                   AND position(format('t.%I', a.attname) IN q) > 0) THEN
+    IF v IS NOT NULL THEN
+      EXECUTE format('DROP VIEW %s', v);
+    END IF;
+    RAISE WARNING 'no view kubectl.% made: % has a column of a type of its own, or is no table', tname, rel
+      USING DETAIL = 'The view would run code of the table''s owner for every role that reads it.',
+            HINT = 'Give the columns kwatch made their types again, then call watch() again.';
+    RETURN NULL;
+  END IF;
   IF v IS NULL AND to_regclass(format('kubectl.%I', tname)) IS NOT NULL THEN
     -- a view kwatch made for a table that is no longer k8s.<t> (its owner
     -- moved it out of k8s): it must not go on showing that table's rows
