@@ -176,3 +176,76 @@ def test_servers_that_are_down_never_fail_the_fleets_registration(ctx, settings)
         stalled.close()
         if px is not None:
             px.stop()
+
+
+def fleet_kubeconfig(path, contexts):
+    """A kubeconfig of the test cluster under each context name; a name
+    starting with "exec" gets a user whose exec plugin prints the token."""
+    cl = conftest.CLUSTER
+    cred = json.dumps({"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential",
+                       "status": {"token": cl.token}})
+    doc = {"apiVersion": "v1", "kind": "Config", "current-context": contexts[0],
+           "clusters": [{"name": "test", "cluster": {"server": cl.server, "certificate-authority": str(cl.ca)}}],
+           "users": [{"name": "token", "user": {"token": cl.token}},
+                     {"name": "exec", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1",
+                                                        "command": "/bin/sh",
+                                                        "args": ["-c", "printf '%s' '" + cred + "'"]}}}],
+           "contexts": [{"name": c, "context": {"cluster": "test",
+                                                "user": "exec" if c.startswith("exec") else "token"}}
+                        for c in contexts]}
+    path.write_text(json.dumps(doc))
+    path.chmod(0o644)
+
+
+def test_a_kubeconfigs_contexts_become_servers_in_one_statement(ctx):
+    """kwatch.import_servers(): 30 contexts (an EKS-style ARN and an exec
+    plugin's among them) become 30 servers with names a user can type, a
+    resource is watched on all of them in one statement and every mirror
+    converges; run again after the file changed it creates the new context,
+    names those that exist, reports the one gone and a name collision, and
+    drops nothing."""
+    ns = ctx.namespace()
+    kubectl("create", "configmap", "imported", "-n", ns, "--from-literal=k=v")
+    tag = ctx.base[-4:]
+    names = ["team-%02d-%s" % (i, tag) for i in range(28)] + \
+            ["arn:aws:eks:eu-west-1:1234:cluster/prod-" + tag, "exec-" + tag]
+    kc = conftest.TEST_DIR / ("fleet-%s.kubeconfig" % tag)
+    fleet_kubeconfig(kc, names)
+    rows = sql("SELECT server, context, action, detail FROM kwatch.import_servers(%s, '*-' || %s)",
+               (str(kc), tag))
+    ctx.servers += [r[0] for r in rows if r[2] == "created"]
+    assert [r[2] for r in rows] == ["created"] * 30, rows
+    servers = [r[0] for r in rows]
+    assert servers[0] == "team_00_" + tag and servers[28] == "arn_aws_eks_eu_west_1_1234_cluster_prod_" + tag
+    assert sql("SELECT option_value FROM pg_foreign_server s, pg_options_to_table(s.srvoptions)"
+               " WHERE s.srvname = %s AND option_name = 'context'", (servers[28],)) == [(names[28],)]
+
+    # one statement watches every server of the set
+    table = sql_one("SELECT min(kwatch.watch('configmaps', server => s.srvname, namespace => %s)::text)"
+                    " FROM pg_foreign_server s, pg_options_to_table(s.srvoptions) o"
+                    " WHERE o.option_name = 'kubeconfig' AND o.option_value = %s", (ns, str(kc)))
+    uid = json.loads(kubectl("get", "configmap", "imported", "-n", ns, "-o", "json"))["metadata"]["uid"]
+    deadline = time.monotonic() + 120
+    while True:
+        have = sql_one(pgsql.SQL("SELECT count(DISTINCT cluster) FROM {} WHERE uid = %s AND cluster = ANY(%s)")
+                       .format(pgsql.SQL(table)), (uid, servers))
+        if have == 30:
+            break
+        assert time.monotonic() < deadline, "%d of 30 mirrors have the ConfigMap" % have
+        time.sleep(1)
+    row = sql("SELECT watches, healthy, synced, objects FROM kwatch.clusters WHERE server = %s", (servers[29],))
+    assert row and row[0][0] == 1 and row[0][1] == 1 and row[0][2] == 1 and row[0][3] >= 1, row
+
+    # the file changes: one context gone, one new, one whose name another server has
+    sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {})")
+        .format(pgsql.Identifier("late_" + tag), pgsql.Literal(conftest.CLUSTER.server)))
+    ctx.servers.append("late_" + tag)
+    fleet_kubeconfig(kc, names[1:] + ["new-" + tag, "late-" + tag])
+    again = {r[1]: (r[0], r[2]) for r in sql("SELECT server, context, action FROM kwatch.import_servers(%s, '*-' || %s)",
+                                               (str(kc), tag))}
+    ctx.servers += [s for s, a in again.values() if a == "created"]
+    assert again["new-" + tag] == ("new_" + tag, "created"), again
+    assert again["late-" + tag] == ("late_" + tag, "collision"), again
+    assert again[names[0]] == (servers[0], "gone"), again
+    assert all(again[n] == (s, "exists") for n, s in zip(names[1:], servers[1:])), again
+    assert sql_one("SELECT count(*) FROM pg_foreign_server WHERE srvname = %s", (servers[0],)) == 1
