@@ -25,6 +25,7 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/pg_foreign_server.h"
 #include "catalog/pg_proc.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -33,6 +34,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "utils/acl.h"
 /* fmgrprotos.h declares a json_object() function: keep it out of json-c's way */
@@ -431,6 +433,20 @@ queue_request(FunctionCallInfo fcinfo, QueuedRequest *q)
 	Datum		id;
 	bool		isnull;
 
+	/*
+	 * The server stays what it is until this transaction ends: ALTER SERVER
+	 * ... RENAME and DROP SERVER take AccessExclusiveLock on it
+	 * (get_object_address), so they wait, and then see this pending apply
+	 * (ownership.c: a rename is refused, a DROP ... CASCADE fails it), as
+	 * watch() locks it (kwatch._lock_server).  A server of the same name
+	 * made later never receives the apply.
+	 */
+	{
+		ForeignServer *srv = GetForeignServerByName(q->server, false);
+
+		LockDatabaseObject(ForeignServerRelationId, srv->serverid, 0, AccessShareLock);
+		(void) GetForeignServerByName(q->server, false);
+	}
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = CStringGetTextDatum(q->server);
 	values[1] = ObjectIdGetDatum(GetUserId());

@@ -422,6 +422,36 @@ may_remove_servers(Node *parsetree)
 }
 
 /*
+ * lock_named_servers: AccessExclusiveLock on each foreign server an ALTER
+ * SERVER ... RENAME or DROP SERVER names (the lock the statement takes
+ * itself, get_object_address), taken before watched_servers looks: a
+ * transaction that queued an apply to the server holds AccessShareLock on
+ * it until it ends (functions/apply.c), so the statement waits for it
+ * here, and the look that follows (with a new snapshot) sees its apply.
+ * Servers that do not exist are left to the statement's own error.
+ */
+static void
+lock_named_servers(Node *parsetree)
+{
+	List	   *names = NIL;
+	ListCell   *lc;
+
+	if (IsA(parsetree, RenameStmt) &&
+		((RenameStmt *) parsetree)->renameType == OBJECT_FOREIGN_SERVER)
+		names = list_make1(((RenameStmt *) parsetree)->object);
+	else if (IsA(parsetree, DropStmt) &&
+			 ((DropStmt *) parsetree)->removeType == OBJECT_FOREIGN_SERVER)
+		names = ((DropStmt *) parsetree)->objects;
+	foreach(lc, names)
+	{
+		ForeignServer *srv = GetForeignServerByName(strVal(lfirst(lc)), true);
+
+		if (srv != NULL)
+			LockDatabaseObject(ForeignServerRelationId, srv->serverid, 0, AccessExclusiveLock);
+	}
+}
+
+/*
  * watched_servers: the names (text[]) of the foreign servers that exist and
  * have a watch in this database, copied into `cxt`; (Datum) 0 when none or
  * without the extension.
@@ -446,7 +476,8 @@ watched_servers(MemoryContext cxt)
 		bool		isnull;
 		Datum		servers;
 
-		execute_as_extension_owner(&ext, sql, 0, NULL, NULL, true);
+		/* not read_only: a new snapshot, after lock_named_servers waited */
+		execute_as_extension_owner(&ext, sql, 0, NULL, NULL, false);
 		servers = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 		if (!isnull)
 		{
@@ -485,7 +516,7 @@ servers_gone(Datum before, const char *how)
 		char	   *server;
 		char	   *detail;
 
-		execute_as_extension_owner(&ext, check, 1, argtypes, &before, true);
+		execute_as_extension_owner(&ext, check, 1, argtypes, &before, false);
 		server = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 		detail = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 		if (server != NULL && strcmp(how, "rename") == 0)
@@ -659,7 +690,10 @@ ownership_utility_hook(PlannedStmt *pstmt, const char *queryString,
 
 	/* before DROP OWNED removes the roles' own watches: see servers_gone */
 	if (servers_how != NULL)
+	{
+		lock_named_servers(parsetree);
 		servers_before = watched_servers(CurrentMemoryContext);
+	}
 
 	if (IsA(parsetree, DropRoleStmt))
 		check_drop_role((DropRoleStmt *) parsetree);

@@ -306,6 +306,16 @@ send_one(void *arg)
 		return;
 	}
 
+	/* its server is gone (dropped, or renamed where kwatch was not loaded):
+	 * failed, never retried, so that a server made later under the same
+	 * name never receives it */
+	if (GetForeignServerByName(server, true) == NULL)
+	{
+		record(id, "failed", 0, "42704", psprintf("server \"%s\" no longer exists", server),
+			   NULL, NULL, NULL, 0);
+		return;
+	}
+
 	/* the request, in a subtransaction: its ERROR is this apply's outcome */
 	memset(&resp, 0, sizeof(resp));
 	withhold_values = false;

@@ -257,3 +257,42 @@ def test_an_idle_sender_sleeps():
     time.sleep(4)
     woke = switches() - before
     assert woke <= 10, "the idle request sender woke %d times in 4 s" % woke
+
+
+def test_a_pending_apply_keeps_its_server(ctx):
+    """A transaction queues an apply; before it commits an admin renames the
+    server.  The rename waits for that transaction (apply() holds a lock on
+    the server until its transaction ends, as watch() does) and is then
+    refused, since a pending apply depends on the server; the apply goes to
+    the server it was made for.  A server whose name is gone when the sender
+    looks fails its applies (42704) and is never retried, so a new server of
+    that name never receives them."""
+    srv = ctx.server(auth="token")
+    ns = ctx.namespace()
+    a = conftest.PG.connect(autocommit=False)
+    try:
+        cur = a.cursor()
+        cur.execute("SELECT (kwatch.apply(%s::jsonb, server => %s)).id", (cm(ns, "kept", k="v"), srv))
+        aid = cur.fetchone()[0]
+        outcome = {}
+
+        def rename():
+            try:
+                sql(pgsql.SQL("ALTER SERVER {} RENAME TO {}").format(
+                    pgsql.Identifier(srv), pgsql.Identifier(srv + "-renamed")))
+                outcome["error"] = None
+            except psycopg2.Error as e:
+                outcome["error"] = e
+        t = threading.Thread(target=rename)
+        t.start()
+        time.sleep(1.5)
+        assert t.is_alive(), "the rename waits for the transaction that queued the apply"
+        a.commit()
+        t.join(30)
+        e = outcome["error"]
+        assert e is not None and e.pgcode == "55006", e
+        assert "pending apply %d" % aid in (e.diag.message_detail or ""), e.diag.message_detail
+        assert sql("SELECT (kwatch.wait_apply(%s, '1 min')).state", (aid,)) == [("applied",)]
+        assert kubectl_json("get", "configmap", "kept", "-n", ns)["data"] == {"k": "v"}
+    finally:
+        a.close()
