@@ -153,8 +153,9 @@ kw_fire_deferred_triggers(void)
  * DROP OWNED hook in ownership.c) hold it from before they fire what the
  * caller deferred until they return: a trigger of the caller's that fires
  * then could otherwise defer another one, which would fire later, inside
- * the implementation, under the extension owner's identity (issue 30,
- * review).  Nested calls count; a transaction's end resets the count.
+ * the implementation, under the extension owner's identity
+ * (doc/security.md, Roles).  Nested calls count; a transaction's end
+ * resets the count.
  */
 void
 kw_refuse_deferral_begin(void)
@@ -180,8 +181,8 @@ kw_refuse_deferral_end(void)
  * under a raised identity on behalf of `role` (owner_functions.c, called
  * by kwatch's privileged entry points as the extension owner): whatever
  * is still deferred fires as the role that deferred it, never as the
- * extension owner (issue 30).  The entry points fire first, before they
- * switch, and refuse deferral until they return (privileged.c,
+ * extension owner (doc/security.md, Roles).  The entry points fire first,
+ * before they switch, and refuse deferral until they return (privileged.c,
  * ownership.c), so this normally finds nothing; should anything be left,
  * it fires under SECURITY_RESTRICTED_OPERATION in a GUC nest level of its
  * own, so that it can leave nothing behind (a search_path, a temporary

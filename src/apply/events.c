@@ -217,9 +217,10 @@ events_xact_callback(XactEvent event, void *arg)
 
 /*
  * kw_events_writer_init: registers the transaction callback of a process
- * that appends events (the worker, a background merge, merge.c): it checks
- * the last seq was saved (PRE_COMMIT, else ERROR), publishes (COMMIT) or
- * discards (ABORT) the events a transaction appended.  Once per process.
+ * that appends events (the worker, worker.c, and each apply worker,
+ * apply_worker.c): it checks the last seq was saved (PRE_COMMIT, else
+ * ERROR), publishes (COMMIT) or discards (ABORT) the events a transaction
+ * appended.  Once per process.
  */
 void
 kw_events_writer_init(void)

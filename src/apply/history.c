@@ -115,8 +115,9 @@ static void prune_batch(PruneTarget *pt, PruneArgs *a, const char *which, Oid ty
  * set, history(), never for another role's table that took the name), and
  * with a rule.  Tables whose last pruning began and never finished (its
  * owner's code outlasted the deadline and its apply worker was terminated)
- * come last, so that no table's code delays another's pruning (issue 30);
- * the others in random order.  A transaction body (kw_run_in_transaction).
+ * come last, so that no table's code delays another's pruning
+ * (doc/security.md, Roles); the others in random order.  A transaction
+ * body (kw_run_in_transaction).
  */
 static void
 read_targets(void *arg)
@@ -255,10 +256,10 @@ prune_batch(PruneTarget *pt, PruneArgs *a, const char *which, Oid type, Datum va
  * (read_targets, in a transaction of its own), as a List of
  * KwPruneTarget allocated in `cxt`, unfinished ones last.  The transfer
  * process hands each to an apply worker as a request of its own, under
- * its owner's share of the pool (issue 30: one table's owner's code,
- * failing or outlasting its deadline, never holds up another table's
- * pruning, and pruning counts against its owner's share).  NIL, with a
- * LOG line, when the list cannot be read.
+ * its owner's share of the pool (doc/security.md, Roles: one table's
+ * owner's code, failing or outlasting its deadline, never holds up
+ * another table's pruning, and pruning counts against its owner's
+ * share).  NIL, with a LOG line, when the list cannot be read.
  */
 List *
 kw_history_prune_targets(MemoryContext cxt)

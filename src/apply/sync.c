@@ -701,8 +701,9 @@ stage_schema_check(void)
  *
  * The staging table is kwatch_stage.relist_stage_<watch id>: unlogged
  * (what it holds is rebuilt by the next LIST after a crash), a regular
- * table rather than a temporary one because a large relist is merged by a
- * background worker of its own (merge.c), which must read it, and outside
+ * table rather than a temporary one because a relist's batches and its
+ * merge are apply requests any apply worker may run (apply_worker.c), and
+ * the one that merges must read what the others staged, and outside
  * the extension (ALTER EXTENSION ADD/DROP would make every relist wait for
  * any open transaction that called unwatch, which drops the table).  Its
  * schema is the worker's; the mirror table's owner is granted SELECT on
@@ -750,7 +751,7 @@ kw_sync_relist_begin(KwSyncPlans *p, KwRegistration *reg, MemoryContext cxt,
 	 * own table kwatch.tables (SHARE UPDATE EXCLUSIVE: it conflicts with
 	 * itself, not with reads or writes), which no other role can take, as
 	 * it needs UPDATE on the table (0.6.0 took an advisory lock any role
-	 * could hold, issue 30).
+	 * could hold; doc/security.md, Roles).
 	 */
 	if (!OidIsValid(get_namespace_oid("kwatch_stage", true)))
 	{

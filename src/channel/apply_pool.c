@@ -23,7 +23,7 @@
  * 57P01 (admin_shutdown): whether it committed is unknown, which the
  * caller must treat as such (watch.c relists).
  *
- * Fairness (issue 30, README "Roles"): the requests of one role (the
+ * Fairness (doc/security.md, Roles): the requests of one role (the
  * registering role of their watches) hold at most all workers but one
  * (kwatch.max_apply_workers - 1, at least 1), and a request's deadline
  * (kwatch.apply_timeout; never longer, nor none, for a non-superuser's

@@ -45,6 +45,13 @@
 #define KW_SYNC_TIMEOUT_S 30
 
 /*
+ * The longest a request that is not a stream may take, in seconds
+ * (CURLOPT_TIMEOUT): KW_SYNC_TIMEOUT_S, or the request sender's
+ * kwatch.apply_send_timeout (sender.c sets it in its process).
+ */
+int			kw_http_sync_timeout_s = KW_SYNC_TIMEOUT_S;
+
+/*
  * The first libcurl whose curl_easy_upkeep may be given a handle with a
  * transfer in progress on a multi handle: 8.22.0 (curl commit 7103a93b05,
  * "connections: use admin handles only for maintenance").  Before 8.10.0
@@ -421,7 +428,7 @@ kw_http_transfer_create(KwClusterConfig *cfg, const char *url, bool stream,
 	if (kw_http_compression)
 		curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "gzip");
 	if (!stream)
-		curl_easy_setopt(easy, CURLOPT_TIMEOUT, (long) KW_SYNC_TIMEOUT_S);
+		curl_easy_setopt(easy, CURLOPT_TIMEOUT, (long) kw_http_sync_timeout_s);
 
 	set_tls(t, cfg, cred, url);
 	set_proxy(easy, cfg);

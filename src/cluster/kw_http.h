@@ -121,6 +121,7 @@ extern void kw_http_raise_status(KwClusterConfig *cfg, const char *what,
 extern int	kw_http_status_sqlstate(long status);
 extern int	kw_http_curl_sqlstate(int curlcode);
 extern bool kw_http_server_unreachable(const char *name);
+extern int	kw_http_sync_timeout_s;
 extern char *kw_status_message(const char *body, size_t len, char **reason);
 
 /*

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * write.c
- *		Writes to a cluster (issue 32): the server-side apply request of one
+ *		Writes to a cluster: the server-side apply request of one
  *		object and the meaning of its answer.  Used in the statement by
  *		kwatch.apply() (functions/apply.c) and after COMMIT by the request
  *		sender (sender/sender.c); both send with the credentials of the role

@@ -31,6 +31,7 @@ int			kw_backoff_max_ms = 30000;
 int			kw_batch_size = 1000;
 int			kw_batch_memory_kb = 16384;
 int			kw_connect_timeout_s = 10;
+int			kw_apply_send_timeout_s = 10;
 bool		kw_http_compression = false;
 bool		kw_list_from_watch_cache = true;
 int			kw_event_buffer = 10000;
@@ -193,6 +194,13 @@ kw_define_gucs(void)
 	DefineCustomIntVariable("kwatch.connect_timeout",
 							"Timeout for connecting to an API server.",
 							NULL, &kw_connect_timeout_s, 10, 1, 600,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+
+	/* sender.c: a server that stalls writes holds the others this long at most */
+	DefineCustomIntVariable("kwatch.apply_send_timeout",
+							"Longest the request sender waits for one request of an apply made at commit.",
+							"A request that takes longer is tried again later, and the other pending applies to its server wait with it, so that a server that stalls holds no other server's applies for longer.",
+							&kw_apply_send_timeout_s, 10, 1, 300,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("kwatch.http_compression",

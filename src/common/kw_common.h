@@ -108,6 +108,7 @@ extern int	kw_backoff_max_ms;
 extern int	kw_batch_size;
 extern int	kw_batch_memory_kb;
 extern int	kw_connect_timeout_s;
+extern int	kw_apply_send_timeout_s;
 extern bool kw_http_compression;
 extern bool kw_list_from_watch_cache;
 extern char *kw_debug_error_on_object;
@@ -183,7 +184,7 @@ typedef struct KwRegistration
 	Oid			owner;
 	bool		owner_super;	/* owner is a superuser (read with the row):
 								 * only then may apply_timeout_ms be 0 or
-								 * above kwatch.apply_timeout (issue 30) */
+								 * above kwatch.apply_timeout */
 	char	   *resource_version;	/* checkpoint: resume point */
 	char	   *created_at;		/* with id, tells a re-created registration apart */
 } KwRegistration;

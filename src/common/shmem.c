@@ -221,9 +221,9 @@ kw_status_broadcast(void)
 /*
  * kw_serves_this_database: whether the kwatch worker serves the current
  * database, the one kwatch.database names.  The worker, its apply
- * workers, the status slots and the event ring are that database's alone
- * (issue 33): in another database, the SQL functions that read or wait
- * for them show nothing or refuse (kw_require_worker_state).  Needs a
+ * workers, the status slots and the event ring are that database's alone:
+ * in another database, the SQL functions that read or wait for them show
+ * nothing or refuse (kw_require_worker_state).  Needs a
  * transaction (it reads the database's name); cached per backend, whose
  * database never changes.
  */

@@ -46,7 +46,7 @@ kw_run_in_transaction(KwTxnBody body, void *arg, char **errmsg, int *sqlstate)
 		/*
 		 * a table owner's deferrable triggers fire as the owner (as_owner.c);
 		 * without the hook they could fire at COMMIT under this process's
-		 * identity (issue 30), so its absence is an error, never a skip
+		 * identity, so its absence is an error, never a skip
 		 */
 		if (kw_transaction_start_hook == NULL)
 			elog(ERROR, "kwatch: the transaction start hook is not installed (kw_as_owner_init)");

@@ -19,7 +19,8 @@
  * an HMAC-SHA256 under a key only the server processes can read (the
  * file kwatch_secret.key in the data directory, 32 random bytes made on
  * first use) of the value together with where it is: the Secret's uid, the
- * field (data, stringData, the annotation) and the key (0.7.0, issue 30).
+ * field (data, stringData, the annotation) and the key (0.7.0;
+ * doc/security.md, Secrets).
  * A changed value shows as a changed digest, and the digest tells nothing
  * about the value, even a short one: without the key there is nothing to
  * guess against, and since the digest is keyed by object and key, a value

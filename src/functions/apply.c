@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * apply.c
- *		kwatch.apply() and kwatch.wait_apply() (issue 32): server-side apply
+ *		kwatch.apply() and kwatch.wait_apply(): server-side apply
  *		of one object from SQL, checked by a dry run in the statement and
  *		sent at once or after COMMIT.
  *

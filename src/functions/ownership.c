@@ -20,7 +20,7 @@
  *   DROP OWNED BY r    in kwatch's database, removes r's watches (with
  *                      kwatch.unwatch's implementation, the rows they
  *                      mirrored included), and the views kubectl.<t> of
- *                      r's tables (issue 35), before PostgreSQL drops r's
+ *                      r's tables, before PostgreSQL drops r's
  *                      tables;
  *   REASSIGN OWNED BY r TO s
  *                      in kwatch's database, gives r's watches to s; the
@@ -28,9 +28,9 @@
  *
  * A watch also depends on its foreign server, which it names: the name is
  * the `cluster` value of every row the watch writes (the key of every
- * mirror table and the partition key of README's partitioning recipe), so
- * the hook treats watches as dependents of their server (issue 33;
- * PostgreSQL's rules for dependents, backend/catalog/dependency.c):
+ * mirror table and the partition key of the partitioning recipe in
+ * doc/operations.md), so the hook treats watches as dependents of their
+ * server (PostgreSQL's rules for dependents, backend/catalog/dependency.c):
  *
  *   ALTER SERVER s RENAME  refused (55006) while s has a watch;
  *   DROP SERVER s [RESTRICT], DROP OWNED BY its owner [RESTRICT]
@@ -135,7 +135,7 @@ extension_here(KwExtension *ext)
  * registration locks (kwatch._lock_registration, src/common/catalog.c) of
  * the watches the roles $1 (oid[]) own, run before DROP OWNED or REASSIGN
  * OWNED changes their rows: each waits for its watch's batches in
- * progress, not behind every new one (issue 36).
+ * progress, not behind every new one.
  */
 static char *
 lock_registrations_sql(KwExtension *ext)
@@ -315,7 +315,7 @@ drop_owned_watches(DropOwnedStmt *stmt)
 										  " SELECT %1$s._drop_relist_stage(d.id), %1$s._wake_at_commit() FROM d",
 										  ext.schema);
 		/*
-		 * Their registrations' locks first (issue 36): the DELETE waits for
+		 * Their registrations' locks first: the DELETE waits for
 		 * the watches' batches in progress, not behind every new one.
 		 */
 		char	   *lock_own = lock_registrations_sql(&ext);
@@ -324,7 +324,7 @@ drop_owned_watches(DropOwnedStmt *stmt)
 									  " WHERE r.owner OPERATOR(pg_catalog.=) ANY ($1) ORDER BY r.id",
 									  ext.schema);
 		/*
-		 * The views kubectl.<t> of the roles' tables (issue 35) belong to
+		 * The views kubectl.<t> of the roles' tables belong to
 		 * the extension's owner and depend on the tables: they go first, or
 		 * PostgreSQL's DROP OWNED would refuse to drop the tables.
 		 */
@@ -335,7 +335,7 @@ drop_owned_watches(DropOwnedStmt *stmt)
 		/*
 		 * What the issuer deferred fires now, as the issuer, before anything
 		 * runs as the extension owner (_unwatch_impl deletes rows through
-		 * owner_functions.c; issue 30).
+		 * owner_functions.c; doc/security.md, Roles).
 		 */
 		/* unwatch's implementation, checking the issuer of DROP OWNED */
 		kw_refuse_deferral_begin();
@@ -381,7 +381,7 @@ reassign_owned_watches(ReassignOwnedStmt *stmt)
 								   " WHERE owner OPERATOR(pg_catalog.=) ANY ($1) RETURNING 1)"
 								   " SELECT %1$s._wake_at_commit() FROM u LIMIT 1",
 								   ext.schema);
-		/* as DROP OWNED: the registrations' locks first (issue 36) */
+		/* as DROP OWNED: the registrations' locks first */
 		char	   *lock = lock_registrations_sql(&ext);
 
 		execute_as_extension_owner(&ext, lock, 1, argtypes, values, false);

@@ -86,8 +86,8 @@ check_watch_limit(const char *nspname)
  * First fires, as the caller, every trigger the caller had deferred in its
  * transaction and sets its constraints IMMEDIATE (kw_fire_deferred_triggers),
  * so that no code of the caller's ever runs with the owner's rights
- * (issue 30: a deferred constraint trigger fired under the raised identity
- * made its role superuser).
+ * (doc/security.md, Roles: in 0.6.0 a deferred constraint trigger fired
+ * under the raised identity made its role superuser).
  * ERRORs: 42501 inside a security-restricted operation (e.g. from a
  * trigger the worker fires as a mirror table's owner); 25006 on a hot
  * standby (watch, unwatch: relist's 55000 comes from the worker's check);
@@ -133,7 +133,7 @@ kwatch_privileged_entry(PG_FUNCTION_ARGS)
 				 errdetail("Code that runs as a table's owner on another role's behalf (a trigger, rule or constraint the kwatch worker fires, say) may not register or remove watches.")));
 
 	/*
-	 * Before any request to a cluster (discovery) and any write (issue 33):
+	 * Before any request to a cluster (discovery) and any write:
 	 * a hot standby cannot register or remove a watch, and a
 	 * database the worker does not serve would register a watch nothing
 	 * ever starts.

@@ -57,7 +57,7 @@ typedef struct SyncTarget
 /*
  * kw_require_served_database: ERRORs 55000 unless this is the database the
  * worker serves (kwatch.database, kw_serves_this_database): elsewhere no
- * watch is ever started nor its status shown (issue 33).
+ * watch is ever started nor its status shown.
  */
 void
 kw_require_served_database(void)
@@ -74,7 +74,7 @@ kw_require_served_database(void)
 
 /*
  * kw_require_worker_state: ERRORs 55000 unless a worker can sync watches here:
- * kwatch preloaded, this the database kwatch.database names (issue 33: no
+ * kwatch preloaded, this the database kwatch.database names (no
  * database waits on, or reads, another's status), and not a hot standby (the worker starts only once
  * recovery has finished, BgWorkerStart_RecoveryFinished; until then a wait
  * would last until its timeout, or forever).
@@ -102,7 +102,7 @@ kw_require_worker_state(void)
  * this transaction, or a re-registration): the worker reads registrations
  * as committed (catalog.c) and starts a watch only once the transaction
  * that registered it commits, so a wait for it here could only end at its
- * timeout (issue 33).  `labels[i]` names watch ids[i] in the message (NULL:
+ * timeout.  `labels[i]` names watch ids[i] in the message (NULL:
  * its number), `function` the SQL function for the hint.  Reads the rows
  * with the transaction's snapshot, whatever the caller's rights on
  * kwatch.registrations: it tells only whether the caller's own

@@ -57,7 +57,7 @@
 /*
  * ring_here: whether this backend may read the event ring: it exists and
  * is restored, and this is the database whose watches write it
- * (kwatch.database; issue 33: another database's kwatch.events is empty).
+ * (kwatch.database: another database's kwatch.events is empty).
  */
 static bool
 ring_here(void)

@@ -2,7 +2,7 @@
  *
  * fdw_modify.c
  *		INSERT, UPDATE and DELETE on a live table act on the cluster during
- *		the statement (issue 32), postgres_fdw style: each row is one request,
+ *		the statement, postgres_fdw style: each row is one request,
  *		sent with the credentials of the role the write is checked as (its
  *		user mapping, else PUBLIC's; connection.c), and a refusal aborts the
  *		statement with the server's words.  Kubernetes has no transaction:

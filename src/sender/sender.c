@@ -4,7 +4,7 @@
  *		The request sender: a background process that sends the applies
  *		kwatch.apply() recorded at commit (kwatch.apply_queue), after their
  *		transaction committed, with the credentials of the role that made
- *		each one (issue 32; pg_net's pattern: a request recorded in the
+ *		each one (pg_net's pattern: a request recorded in the
  *		transaction, sent by a worker after commit).
  *
  * Order: the pending applies of one object are sent one at a time in id
@@ -204,7 +204,10 @@ record(int64 id, const char *state, long http_status, const char *sqlstate,
 	if (SPI_execute_with_args("UPDATE kwatch.apply_queue SET state = $2, http_status = $3, sqlstate = $4,"
 							  " message = $5, detail = $6, resource_version = $7, uid = $8,"
 							  " attempts = attempts + 1,"
-							  " next_attempt_at = pg_catalog.now() + $9 * interval '1 millisecond',"
+							  /* from the request's end, not the transaction's start
+							   * (now()): a request that took longer than the backoff
+							   * would be due again at once, every round */
+							  " next_attempt_at = pg_catalog.clock_timestamp() + $9 * interval '1 millisecond',"
 							  " finished_at = CASE WHEN $2 = 'pending' THEN NULL ELSE pg_catalog.now() END,"
 							  " manifest = CASE WHEN $2 = 'pending' THEN manifest END"
 							  " WHERE id = $1",
@@ -214,6 +217,27 @@ record(int64 id, const char *state, long http_status, const char *sqlstate,
 		SPI_execute_with_args("SELECT pg_catalog.pg_notify('kwatch_applies', $1::text)",
 							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not notify kwatch_applies");
+}
+
+/*
+ * defer_server: the other pending applies to server `server` wait at least
+ * `wait_ms` too, as apply `id` does after its request could not reach the
+ * server (refused, unresolved, or timed out after kwatch.apply_send_timeout):
+ * a server that stalls costs the sender one request per backoff, not one
+ * per apply and round, so it holds the other servers' applies for at most
+ * kwatch.apply_send_timeout now and then (their roles' turns come between).
+ */
+static void
+defer_server(const char *server, int64 id, long wait_ms)
+{
+	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
+	Datum		values[3] = {CStringGetTextDatum(server), Int64GetDatum(id), Int64GetDatum(wait_ms)};
+
+	if (SPI_execute_with_args("UPDATE kwatch.apply_queue SET next_attempt_at ="
+							  " GREATEST(next_attempt_at, pg_catalog.clock_timestamp() + $3 * interval '1 millisecond')"
+							  " WHERE state = 'pending' AND server = $1 AND id <> $2",
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not defer the applies to server %s", server);
 }
 
 /* backoff_ms: 0.5 s doubling per attempt, at most 30 s; Retry-After when given */
@@ -317,6 +341,7 @@ send_one(void *arg)
 	}
 
 	/* the request, in a subtransaction: its ERROR is this apply's outcome */
+	kw_http_sync_timeout_s = kw_apply_send_timeout_s;
 	memset(&resp, 0, sizeof(resp));
 	withhold_values = false;
 	BeginInternalSubTransaction(NULL);
@@ -383,8 +408,15 @@ send_one(void *arg)
 			(!validated && code == ERRCODE_UNDEFINED_OBJECT);
 
 		if (retry)
+		{
+			long		wait_ms = backoff_ms(attempts, -1);
+
 			record(id, "pending", 0, unpack_sql_state(code), caught->message, caught->detail,
-				   NULL, NULL, backoff_ms(attempts, -1));
+				   NULL, NULL, wait_ms);
+			if (code == ERRCODE_FDW_UNABLE_TO_ESTABLISH_CONNECTION ||
+				ERRCODE_TO_CATEGORY(code) == ERRCODE_CONNECTION_EXCEPTION)
+				defer_server(server, id, wait_ms);
+		}
 		else
 			record(id, "failed", 0, unpack_sql_state(code), caught->message, caught->detail,
 				   NULL, NULL, 0);

@@ -273,9 +273,10 @@ kw_watch_forget_request(KwWatch *w)
  * own (watch(apply_timeout)), else kwatch.apply_timeout.  A watch whose
  * owner is not a superuser never has a longer deadline than
  * kwatch.apply_timeout, nor none while the setting has one: its table
- * owner's code could otherwise hold an apply worker for ever (issue 30;
- * watch() refuses such a value, and the 0.7.0 update clamps the ones 0.6.0
- * let through, but the rule holds here whatever the table says).
+ * owner's code could otherwise hold an apply worker for ever
+ * (doc/security.md, Roles; watch() refuses such a value, and the 0.7.0
+ * update clamps the ones 0.6.0 let through, but the rule holds here
+ * whatever the table says).
  */
 static int
 apply_timeout(KwWatch *w)
@@ -537,9 +538,9 @@ kw_watch_note_list_committed(KwWatch *w, KwApplyCounts *counts)
 
 	/*
 	 * The merged list's resourceVersion, as sent: a streaming list's stream
-	 * may have failed meanwhile (restart_list cleared list_rv); the table
-	 * holds that list all the same, and the WATCH from its resourceVersion
-	 * finds out what the failure meant (a 410 relists).
+	 * may have failed meanwhile (kw_watch_restart_list cleared list_rv);
+	 * the table holds that list all the same, and the WATCH from its
+	 * resourceVersion finds out what the failure meant (a 410 relists).
 	 */
 	set_str(w, &w->resume_rv, w->sent_rv);
 	w->need_list = false;
@@ -1236,7 +1237,8 @@ kw_watch_restart_list(KwWatch *w, bool with_rv)
 	w->list_finish_pending = false;
 	set_str(w, &w->continue_token, NULL);
 	set_str(w, &w->list_rv, NULL);
-	reset_items(w);			/* staged rows are emptied by relist_begin */
+	/* staged rows are emptied by kw_sync_relist_begin */
+	reset_items(w);
 	/* in list_cxt, reset by kw_watch_note_relist_begun */
 	w->amends = NULL;
 	w->namends = w->maxamends = 0;
@@ -1619,11 +1621,11 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 	 * kwatch.relist() asked for a fresh LIST (client-go's Store.Resync /
 	 * Relist on demand): once what was decoded is applied, end the
 	 * transfer in flight and list without a resourceVersion, a consistent
-	 * read of the newest state (PROTOCOL 22).  Requests coalesce (issue
-	 * 30): while the LIST of an earlier request has not committed, newer
-	 * ones wait for it and are then served by one LIST begun after all of
-	 * them, so a role calling relist() in a loop makes one LIST at a time,
-	 * not one per call.
+	 * read of the newest state (PROTOCOL 22).  Requests coalesce
+	 * (doc/security.md, Roles): while the LIST of an earlier request has
+	 * not committed, newer ones wait for it and are then served by one
+	 * LIST begun after all of them, so a role calling relist() in a loop
+	 * makes one LIST at a time, not one per call.
 	 */
 	if (w->slot->relist_requests != w->relist_requests_seen && !kw_watch_unapplied(w) &&
 		w->list_request <= w->slot->relist_done)

@@ -30,7 +30,7 @@
  * code is slow holds back its own watch and nothing else.  A watch has at
  * most one request in flight, so its batches commit in order, except:
  *
- * Spreading a list (issue 36).  The batches of one LIST (a first sync
+ * Spreading a list.  The batches of one LIST (a first sync
  * going straight into the mirror table, or a relist's staging) are
  * independent transactions whose order does not matter: rows of distinct
  * uids, each batch notified as it commits (a first sync's readers see rows

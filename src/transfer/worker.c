@@ -13,13 +13,15 @@
  *
  * Each pass: react to signals and registration changes (reload_if_changed)
  * -> prune history tables when due (prune_if_due) -> let libcurl run due
- * timers (run_curl_timer) -> drive exec credential plugins -> start due
+ * timers (run_curl_timer) -> drive exec credential plugins -> take the
+ * apply workers' results to their watches (collect_applied) -> start due
  * requests (start_due_requests, so a server prepares the next LIST page
- * while we write the last one) -> apply pending batches (apply_batches, one
- * short transaction per watch) -> wait (wait_for_events).  An ERROR while
- * applying one watch's batch is caught in sync.c and handled by that watch
- * alone.  If the worker itself dies, the postmaster restarts it after 5
- * seconds and every watch resumes from its checkpoint.
+ * while the last one is written) -> hand pending batches to the apply
+ * workers (hand_over_batches, one request, a short transaction, per watch)
+ * -> wait (wait_for_events).  An ERROR while applying one watch's batch is
+ * caught in sync.c and handled by that watch alone.  If the worker itself
+ * dies, the postmaster restarts it after 5 seconds and every watch resumes
+ * from its checkpoint.
  *
  *-------------------------------------------------------------------------
  */
@@ -431,8 +433,8 @@ connect_error_context(void *arg)
  * memory contexts and the session settings every statement of the worker
  * runs under.  When the last life's connection was refused because
  * kwatch.database names no database, first waits until a minute has
- * passed since then (so the FATAL is logged once a minute, with a hint;
- * issue 33), ending on SIGTERM or postmaster death.
+ * passed since then (so the FATAL is logged once a minute, with a hint),
+ * ending on SIGTERM or postmaster death.
  */
 static void
 worker_connect(void)
@@ -570,12 +572,12 @@ prune_after(TimestampTz from)
 }
 
 /*
- * Pruning (issue 30): one request per history table, each under its
- * owner's share of the apply pool.  A round lists the tables; those not
- * yet handed over wait in prune_pending (a busy pool, an owner's share
- * used); a table whose last request has not come back (its owner's code
- * still runs) is left out of later rounds until it does, and never holds
- * up another table's.
+ * Pruning (doc/security.md, Roles): one request per history table, each
+ * under its owner's share of the apply pool.  A round lists the tables;
+ * those not yet handed over wait in prune_pending (a busy pool, an owner's
+ * share used); a table whose last request has not come back (its owner's
+ * code still runs) is left out of later rounds until it does, and never
+ * holds up another table's.
  */
 typedef struct PruneInFlight
 {

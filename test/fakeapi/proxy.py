@@ -38,6 +38,7 @@ Watch events are forwarded one line (one event) at a time, as the API
 server writes them; other answers once complete.  Writes (PATCH, POST, PUT,
 DELETE) are forwarded with their body and Content-Type; a request's `body`
 (bytes) is kept, and faults "status" and "html" with on="write" answer them
+("stall" leaves them unanswered until the client gives up)
 instead (e.g. 429 with Retry-After, 409, 422, 503).
 """
 import http.client
@@ -231,6 +232,8 @@ class _ProxyHandler(_Handler):
         f = self.fake._take_fault(req)
         if f and f.kind in ("status", "html"):
             return self._simple_fault(f)
+        if f and f.kind == "stall":
+            return self._stall()            # a server that never answers the write
         return self._forward(None, method, req.body)
 
     def do_PATCH(self):

@@ -296,3 +296,55 @@ def test_a_pending_apply_keeps_its_server(ctx):
         assert kubectl_json("get", "configmap", "kept", "-n", ns)["data"] == {"k": "v"}
     finally:
         a.close()
+
+
+def test_a_server_that_stalls_writes_holds_no_other_roles_applies(ctx, settings):
+    """A tenant's server answers the dry runs and then stalls every write
+    (the fault proxy never answers them); the tenant has three applies
+    pending there.  Another role's three applies to another server go out
+    as soon as the stalled request gives up (kwatch.apply_send_timeout),
+    not one per round behind a 30 s request each (59, 89 and 119 s in
+    0.7.0): the stalled server's applies wait out its backoff together."""
+    settings(apply_send_timeout=3)
+    cl = conftest.CLUSTER
+    px = FaultProxy.for_cluster(cl.server, cl.dir / "pki").start()
+    tenant, other = ("kw_stall_t_" + ctx.base.replace("-", "_"))[:63], ("kw_stall_o_" + ctx.base.replace("-", "_"))[:63]
+    ns = ctx.namespace()
+    slow = ctx.base + "-slow"
+    fast = ctx.server("-fast", auth="token")
+    try:
+        sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {}, certificate_authority {})")
+            .format(pgsql.Identifier(slow), pgsql.Literal(px.url), pgsql.Literal(cl.ca)))
+        ctx.servers.append(slow)
+        for role, srv in ((tenant, slow), (other, fast)):
+            r, s = pgsql.Identifier(role), pgsql.Identifier(srv)
+            sql(pgsql.SQL("CREATE ROLE {0}; GRANT USAGE ON FOREIGN SERVER {1} TO {0};"
+                          " CREATE USER MAPPING FOR {0} SERVER {1} OPTIONS (token {2})")
+                .format(r, s, pgsql.Literal(cl.token)))
+        px.inject("stall", on="write", times=None, when=lambda q: "dryRun" not in q.query)
+
+        def apply_as(role, srv, name):
+            return sql_one(pgsql.SQL("SET ROLE {}; SELECT (kwatch.apply(%s::jsonb, server => %s)).id")
+                           .format(pgsql.Identifier(role)), (cm(ns, name, k="v"), srv))
+        stalled = [apply_as(tenant, slow, "stalled-%d" % i) for i in range(3)]
+        sql("RESET ROLE")
+        started = time.monotonic()
+        mine = [apply_as(other, fast, "other-%d" % i) for i in range(3)]
+        sql("RESET ROLE")
+        for aid in mine:
+            assert sql("SELECT (kwatch.wait_apply(%s, '2 min')).state", (aid,)) == [("applied",)]
+        done = time.monotonic()
+        # 0.7.0 sent a stalled request before each of them (a round each);
+        # now the stalled server's applies wait out one backoff together
+        tries = [q for q in px.requests_for(kind="write") if "dryRun" not in q.query and q.at <= done]
+        assert 1 <= len(tries) <= 2, "%d stalled requests before the other role's 3 applies (%.1f s)" % (
+            len(tries), done - started)
+        states = sql("SELECT state FROM kwatch.applies WHERE id = ANY(%s)", (stalled,))
+        assert [s for (s,) in states] == ["pending"] * 3, states
+    finally:
+        sql("RESET ROLE")
+        px.stop()
+        for role in (tenant, other):
+            if sql_one("SELECT count(*) FROM pg_roles WHERE rolname = %s", (role,)):
+                sql("UPDATE kwatch.apply_queue SET state = 'failed' WHERE role = %s::regrole AND state = 'pending'", (role,))
+                sql(pgsql.SQL("DROP OWNED BY {0} CASCADE; DROP ROLE {0}").format(pgsql.Identifier(role)))
