@@ -1315,8 +1315,11 @@ def test_as_of_never_runs_a_history_owners_code_with_the_callers_rights(ctx, rol
             assert sql_one("SELECT relkind FROM pg_class WHERE oid = %s::regclass", ("k8s." + h,)) == "v"
             code = "42809"
         else:
-            run_as(role, pgsql.SQL("DROP TABLE k8s.{h}; CREATE VIEW k8s.{h} AS SELECT " + cols)
-                   .format(h=pgsql.SQL(h)))
+            # the owner drops its table; a view takes the name (made here by
+            # a superuser for a role that would need CREATE on schema k8s)
+            run_as(role, pgsql.SQL("DROP TABLE k8s.{h}").format(h=pgsql.SQL(h)))
+            sql(pgsql.SQL("CREATE VIEW k8s.{h} AS SELECT " + cols + "; ALTER VIEW k8s.{h} OWNER TO {r}")
+                .format(h=pgsql.SQL(h), r=r))
             code = "42P01"
         with pytest.raises(psycopg2.Error) as e:
             sql("SELECT * FROM kwatch.as_of(%s::regclass, now())", ("k8s." + t,))
