@@ -165,6 +165,32 @@ string_list(json_object *obj, const char *member)
 }
 
 /*
+ * visit_resource: hands `visit` the DiscEntry of resource object `r`, in
+ * either discovery format: what the formats name differently the caller
+ * has read (`singular` and `kind` NULL for ""; `namespaced` from
+ * namespaced or from scope), what they share (verbs, shortNames) is read
+ * here.  Returns what the visitor returns: true to stop.
+ */
+static bool
+visit_resource(json_object *r, const char *group, const char *version,
+			   const char *plural, const char *singular, const char *kind,
+			   bool namespaced, DiscVisit visit, void *arg)
+{
+	DiscEntry	e;
+
+	e.r.api_group = pstrdup(group);
+	e.r.api_version = pstrdup(version);
+	e.r.plural = pstrdup(plural);
+	e.r.kind = pstrdup(kind ? kind : "");
+	e.r.namespaced = namespaced;
+	e.r.verbs = string_list(r, "verbs");
+	e.singular = singular ? singular : "";
+	if (!json_object_object_get_ex(r, "shortNames", &e.short_names))
+		e.short_names = NULL;
+	return visit(&e, arg);
+}
+
+/*
  * walk_resource_list: visits the resources of a legacy APIResourceList
  * (/api/v1, /apis/<group>/<version>: name, singularName, shortNames, kind,
  * namespaced, verbs); names with a slash are subresources and are skipped.
@@ -186,21 +212,13 @@ walk_resource_list(json_object *list, const char *group, const char *version,
 		const char *singular = kw_json_get_string(r, "singularName");
 		const char *kind = kw_json_get_string(r, "kind");
 		json_object *ns;
-		DiscEntry	e;
 
 		if (plural == NULL || strchr(plural, '/') != NULL)
 			continue;			/* subresource */
-		e.r.api_group = pstrdup(group);
-		e.r.api_version = pstrdup(version);
-		e.r.plural = pstrdup(plural);
-		e.r.kind = pstrdup(kind ? kind : "");
-		e.r.namespaced = json_object_object_get_ex(r, "namespaced", &ns) &&
-			json_object_get_boolean(ns);
-		e.r.verbs = string_list(r, "verbs");
-		e.singular = singular ? singular : "";
-		if (!json_object_object_get_ex(r, "shortNames", &e.short_names))
-			e.short_names = NULL;
-		if (visit(&e, arg))
+		if (visit_resource(r, group, version, plural, singular, kind,
+						   json_object_object_get_ex(r, "namespaced", &ns) &&
+						   json_object_get_boolean(ns),
+						   visit, arg))
 			return true;
 	}
 	return false;
@@ -261,22 +279,14 @@ walk_aggregated(json_object *doc, const char *only_group, DiscVisit visit, void 
 				const char *scope = kw_json_get_string(r, "scope");
 				const char *kind = NULL;
 				json_object *rk;
-				DiscEntry	e;
 
 				if (plural == NULL || strchr(plural, '/') != NULL)
 					continue;
 				if (json_object_object_get_ex(r, "responseKind", &rk))
 					kind = kw_json_get_string(rk, "kind");
-				e.r.api_group = pstrdup(gname);
-				e.r.api_version = pstrdup(version);
-				e.r.plural = pstrdup(plural);
-				e.r.kind = pstrdup(kind ? kind : "");
-				e.r.namespaced = scope != NULL && strcmp(scope, "Namespaced") == 0;
-				e.r.verbs = string_list(r, "verbs");
-				e.singular = singular ? singular : "";
-				if (!json_object_object_get_ex(r, "shortNames", &e.short_names))
-					e.short_names = NULL;
-				if (visit(&e, arg))
+				if (visit_resource(r, gname, version, plural, singular, kind,
+								   scope != NULL && strcmp(scope, "Namespaced") == 0,
+								   visit, arg))
 					return true;
 			}
 		}
