@@ -236,8 +236,8 @@ BEGIN
       RAISE EXCEPTION '% is already watched on server "%" by role %', canonical, srv,
                       existing.owner::regrole
         USING ERRCODE = 'duplicate_object',
-              DETAIL = format('Its watch writes table k8s.%I; nothing was registered for you.',
-                              existing.table_name),
+              DETAIL = format('Its watch writes table k8s.%I; nothing was registered for you. Every role with USAGE on server "%s" sees that watch, its settings included, in kwatch.watches.',
+                              existing.table_name, srv),
               HINT = 'Pass table_name => for a table of your own, or ask that role to share its table (GRANT SELECT).';
     END IF;
     IF existing.namespace IS NOT DISTINCT FROM namespace
