@@ -504,20 +504,22 @@ resolve(KwClusterConfig *cfg, const char *name, KwResource *out)
 }
 
 /*
- * recall: `name` resolved from the watches kwatch already has (of any
- * server: kwatch.registrations keeps each watch's group, version, plural,
- * kind and scope as discovery gave them), matched as resolve() matches a
+ * recall: `name` resolved from the watches kwatch already has of the
+ * calling role (`caller` or a role it is a member of, on any server:
+ * kwatch.registrations keeps each watch's group, version, plural, kind and
+ * scope as discovery gave them; another role's, whose server may serve
+ * anything under any name, never count), matched as resolve() matches a
  * name: the plural, "plural.group" ("plural.core" or "plural." for the
- * core group), the kind in lower case, or the name the watch was
- * registered by (a short name such as "deploy").  The oldest such watch
- * wins.  Returns false when none matches.  Reads kwatch.registrations
+ * core group), the kind in lower case, or the canonical name the watch was
+ * registered by.  An exact canonical name first, then the core group, then
+ * the oldest watch wins.  Returns false when none matches.  Reads kwatch.registrations
  * through SPI (connected here).
  */
 static bool
-recall(const char *name, KwResource *out)
+recall(const char *name, Oid caller, KwResource *out)
 {
-	Oid			argtype = TEXTOID;
-	Datum		arg = CStringGetTextDatum(name);
+	Oid			argtypes[2] = {TEXTOID, OIDOID};
+	Datum		args[2] = {CStringGetTextDatum(name), ObjectIdGetDatum(caller)};
 	bool		found = false;
 	MemoryContext outer = CurrentMemoryContext;
 
@@ -525,15 +527,17 @@ recall(const char *name, KwResource *out)
 		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute_with_args("SELECT api_group, api_version, plural, kind, namespaced"
 							  " FROM kwatch.registrations r"
-							  " WHERE r.plural OPERATOR(pg_catalog.=) $1"
+							  " WHERE pg_catalog.pg_has_role($2, r.owner, 'USAGE')"
+							  "   AND (r.plural OPERATOR(pg_catalog.=) $1"
 							  "    OR r.resource OPERATOR(pg_catalog.=) $1"
 							  "    OR pg_catalog.lower(r.kind) OPERATOR(pg_catalog.=) $1"
 							  "    OR (r.plural OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||)"
 							  "        CASE r.api_group WHEN '' THEN 'core' ELSE r.api_group END) OPERATOR(pg_catalog.=) $1"
 							  "    OR (r.api_group OPERATOR(pg_catalog.=) '' AND"
-							  "        r.plural OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.=) $1)"
-							  " ORDER BY (r.api_group OPERATOR(pg_catalog.=) '') DESC, r.id LIMIT 1",
-							  1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT)
+							  "        r.plural OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.=) $1))"
+							  " ORDER BY (r.resource OPERATOR(pg_catalog.=) $1) DESC,"
+							  "   (r.api_group OPERATOR(pg_catalog.=) '') DESC, r.id LIMIT 1",
+							  2, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read kwatch.registrations");
 	if (SPI_processed == 1)
 	{
@@ -567,7 +571,8 @@ recall(const char *name, KwResource *out)
  * resource.
  */
 static bool
-resolve_or_recall(KwClusterConfig *cfg, const char *server, const char *name, KwResource *out)
+resolve_or_recall(KwClusterConfig *cfg, const char *server, Oid caller, const char *name,
+				  KwResource *out)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ErrorData  *volatile failed = NULL;
@@ -588,9 +593,9 @@ resolve_or_recall(KwClusterConfig *cfg, const char *server, const char *name, Kw
 	PG_END_TRY();
 	if (failed == NULL)
 		return found;
-	if (!recall(name, out))
+	if (!recall(name, caller, out))
 	{
-		failed->hint = pstrdup("Watch it when the server answers, or watch it first on a server that answers: kwatch then registers it on servers that are down.");
+		failed->hint = pstrdup("Watch it when the server answers, or first on a server of yours that answers: kwatch then registers it on your servers that are down.");
 		ReThrowError(failed);
 	}
 	ereport(NOTICE,
@@ -692,7 +697,7 @@ kwatch_discover(PG_FUNCTION_ARGS)
 				 errhint("Use a resource name such as \"pods\", \"deploy\" or \"deployments.apps\".")));
 
 	cfg = server_config_checked(server, &caller);
-	if (!resolve_or_recall(cfg, server, name, &r))
+	if (!resolve_or_recall(cfg, server, caller, name, &r))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("resource \"%s\" not found on server \"%s\"", kw_excerpt(resource), server),

@@ -31,6 +31,7 @@
 #include "foreign/foreign.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -89,9 +90,10 @@ server_name(const char *prefix, const char *context)
 	{
 		char	   *named = psprintf("c_%s", b.data);
 
-		return pnstrdup(named, Min(strlen(named), NAMEDATALEN - 1));
+		return pnstrdup(named, pg_mbcliplen(named, strlen(named), NAMEDATALEN - 1));
 	}
-	return pnstrdup(b.data, Min(b.len, NAMEDATALEN - 1));
+	/* the prefix may hold multi-byte characters: never cut one */
+	return pnstrdup(b.data, pg_mbcliplen(b.data, b.len, NAMEDATALEN - 1));
 }
 
 /*

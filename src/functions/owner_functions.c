@@ -25,6 +25,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -285,17 +286,24 @@ kwatch_as_of(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	/*
+	 * The caller's deferred triggers first (as_owner.c, "Deferred
+	 * triggers"): one fired after the checks could change the table they
+	 * checked (a column's type) before it is read.
+	 */
+	kw_fire_deferred_triggers_as(kw_current_caller());
 	hoid = history_table_of(relid);
 	if (!OidIsValid(hoid))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("%s has no history", get_rel_name(relid)),
 				 errhint("Turn it on with kwatch.history(table) or kwatch.watch(..., history => true).")));
+	/* no other session alters it between the checks and the read */
+	LockRelationOid(hoid, AccessShareLock);
 	check_history_table(relid, hoid);
 	sql = psprintf("SELECT cluster, namespace, name, uid, resource_version, object, valid"
 				   " FROM ONLY k8s.%s WHERE valid OPERATOR(pg_catalog.@>) $1",
 				   quote_identifier(get_rel_name(hoid)));
-	kw_fire_deferred_triggers_as(kw_current_caller());	/* as_owner.c, "Deferred triggers" */
 	kw_as_owner_begin(kw_rel_owner(hoid), &as_owner);
 	PG_TRY();
 	{
@@ -310,6 +318,14 @@ kwatch_as_of(PG_FUNCTION_ARGS)
 	kw_as_owner_end(&as_owner);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read %s: %s", get_rel_name(hoid), SPI_result_code_string(rc));
+	/* the rows are what the result declares, whatever ran meanwhile */
+	if (SPI_tuptable->tupdesc->natts != lengthof(history_columns))
+		elog(ERROR, "history table %s changed while it was read", get_rel_name(hoid));
+	for (int k = 0; k < lengthof(history_columns); k++)
+		if (TupleDescAttr(SPI_tuptable->tupdesc, k)->atttypid != history_columns[k].type)
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("history table \"%s\" changed while it was read", get_rel_name(hoid))));
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		Datum		values[lengthof(history_columns)];

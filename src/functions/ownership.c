@@ -446,7 +446,10 @@ lock_named_servers(Node *parsetree)
 	{
 		ForeignServer *srv = GetForeignServerByName(strVal(lfirst(lc)), true);
 
-		if (srv != NULL)
+		/* only for who may rename or drop it: anyone else's statement is
+		 * refused by PostgreSQL and must not queue a lock that holds up
+		 * the server's watch() and apply() callers meanwhile */
+		if (srv != NULL && has_privs_of_role(GetUserId(), srv->owner))
 			LockDatabaseObject(ForeignServerRelationId, srv->serverid, 0, AccessExclusiveLock);
 	}
 }

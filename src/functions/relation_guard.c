@@ -73,7 +73,13 @@ check_rule(RuleStmt *stmt)
 
 	if (stmt->event != CMD_SELECT || superuser())
 		return;
-	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	/*
+	 * With the lock DefineRule takes (rewriteDefine.c), held to the end of
+	 * the transaction: the name cannot come to mean another relation
+	 * between this look and the statement's own (a decoy earlier in the
+	 * search_path dropped while the statement waits)
+	 */
+	relid = RangeVarGetRelidExtended(stmt->relation, AccessExclusiveLock, RVR_MISSING_OK, NULL, NULL);
 	if (OidIsValid(relid) && is_kwatch_table(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

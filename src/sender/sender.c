@@ -220,8 +220,9 @@ record(int64 id, const char *state, long http_status, const char *sqlstate,
 }
 
 /*
- * defer_server: the other pending applies to server `server` wait at least
- * `wait_ms` too, as apply `id` does after its request could not reach the
+ * defer_server: the other pending applies of the same role to server
+ * `server` wait at least `wait_ms` too, as apply `id` does after its
+ * request could not reach the
  * server (refused, unresolved, or timed out after kwatch.apply_send_timeout):
  * a server that stalls costs the sender one request per backoff, not one
  * per apply and round, so it holds the other servers' applies for at most
@@ -233,9 +234,12 @@ defer_server(const char *server, int64 id, long wait_ms)
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
 	Datum		values[3] = {CStringGetTextDatum(server), Int64GetDatum(id), Int64GetDatum(wait_ms)};
 
+	/* the same role's only: one role's stalling requests (a webhook of its
+	 * own, say) must not delay another role's applies to the server */
 	if (SPI_execute_with_args("UPDATE kwatch.apply_queue SET next_attempt_at ="
 							  " GREATEST(next_attempt_at, pg_catalog.clock_timestamp() + $3 * interval '1 millisecond')"
-							  " WHERE state = 'pending' AND server = $1 AND id <> $2",
+							  " WHERE state = 'pending' AND server = $1 AND id <> $2"
+							  " AND role = (SELECT q.role FROM kwatch.apply_queue q WHERE q.id = $2)",
 							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not defer the applies to server %s", server);
 }

@@ -1368,3 +1368,52 @@ def test_a_kubectl_view_never_reads_a_column_of_its_owners_type(ctx, role):
         if sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (srv,)):
             sql("SELECT kwatch.unwatch(%s, server => %s)", (t, srv))
         sql(pgsql.SQL("DROP SCHEMA {} CASCADE").format(s))
+
+
+def test_as_of_checks_the_history_table_after_the_callers_deferred_triggers(ctx, role):
+    """A role's deferred constraint trigger on its own mirror table changes
+    the history table's column type; in the same transaction it calls
+    as_of().  The trigger used to fire after as_of() had checked the table
+    and before it read it, and the rows of the new type were returned as
+    text: the backend read an address of the role's choosing (signal 11
+    with a bigint).  The caller's deferred triggers now fire before the
+    checks: as_of() refuses the changed table (42809), the server lives."""
+    ns = ctx.namespace()
+    srv = ctx.server(auth="token")
+    tenant_on(role, srv)
+    r, s = pgsql.Identifier(role), pgsql.Identifier(role + "_s")
+    t = ("kwr_asofd_" + conftest.RUN_ID).lower()
+    h = t + "_history"
+    ctx.tables += [h, t]
+    sql(pgsql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(s, r))
+    kubectl("create", "configmap", "one", "-n", ns)
+    try:
+        run_as(role, "SELECT kwatch.watch('configmaps', server => %s, namespace => %s, history => true,"
+                     " table_name => %s)", (srv, ns, t))
+        sql("SELECT kwatch.wait_synced(server => %s, timeout => '60s')", (srv,))
+        run_as(role, pgsql.SQL("""
+            CREATE FUNCTION {s}.swap() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN
+              EXECUTE 'ALTER TABLE k8s.{h} DROP COLUMN resource_version,'
+                      ' ADD COLUMN resource_version bigint DEFAULT 4096';
+              RETURN NULL; END$$;
+            CREATE CONSTRAINT TRIGGER swap AFTER INSERT ON k8s.{t} DEFERRABLE INITIALLY DEFERRED
+              FOR EACH ROW EXECUTE FUNCTION {s}.swap();
+        """).format(s=s, h=pgsql.SQL(h), t=pgsql.SQL(t)))
+        conn = as_role(role)
+        conn.autocommit = False
+        try:
+            cur = conn.cursor()
+            cur.execute(pgsql.SQL("INSERT INTO k8s.{} (cluster, uid, resource_version, object)"
+                                  " VALUES ('x', 'u-x', '1', '{{\"metadata\": {{\"name\": \"x\"}}}}')")
+                        .format(pgsql.Identifier(t)))
+            with pytest.raises(psycopg2.Error) as e:
+                cur.execute("SELECT * FROM kwatch.as_of(%s::regclass, now())", ("k8s." + t,))
+            assert e.value.pgcode == "42809", e.value.pgerror
+        finally:
+            conn.close()
+        assert sql_one("SELECT 1") == 1          # the server is still there
+    finally:
+        run_as(role, pgsql.SQL("DROP TRIGGER IF EXISTS swap ON k8s.{}").format(pgsql.Identifier(t)))
+        if sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (srv,)):
+            sql("SELECT kwatch.unwatch(%s, server => %s)", (t, srv))
+        sql(pgsql.SQL("DROP SCHEMA {} CASCADE").format(s))
