@@ -1417,3 +1417,19 @@ def test_as_of_checks_the_history_table_after_the_callers_deferred_triggers(ctx,
         if sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (srv,)):
             sql("SELECT kwatch.unwatch(%s, server => %s)", (t, srv))
         sql(pgsql.SQL("DROP SCHEMA {} CASCADE").format(s))
+
+
+def test_restore_generated_columns_runs_for_the_tables_owner_only(ctx, role):
+    """kwatch.restore_generated_columns() (PUBLIC may execute it) adds
+    generated columns, which evaluates their expressions over every row
+    through the casts of the owner's column types: a superuser calling it
+    on a role's table would run the role's code with superuser rights.  It
+    refuses any caller but the owner (42501), and works for the owner."""
+    t = ("kwr_rgc_" + conftest.RUN_ID).lower()
+    ctx.tables.append(t)
+    sql("SELECT kwatch.create_mirror_table(%s, '', 'v1', 'configmaps')", (t,))
+    sql(pgsql.SQL("ALTER TABLE k8s.{0} OWNER TO {1}; GRANT USAGE ON SCHEMA k8s TO {1}")
+        .format(pgsql.Identifier(t), pgsql.Identifier(role)))
+    e = error_as_super("SELECT kwatch.restore_generated_columns(%s, '', 'configmaps')", (t,))
+    assert e.pgcode == "42501", e.pgerror
+    run_as(role, "SELECT kwatch.restore_generated_columns(%s, '', 'configmaps')", (t,))

@@ -74,15 +74,32 @@ $_$;
 -- see PostgreSQL's src/backend/catalog/dependency.c) but not the tables,
 -- which are the user's; watch() after CREATE EXTENSION reuses the table and
 -- calls this.  Columns that exist are left alone (no lock is taken then);
--- restored ones come last in the column order.  Errors: those of ALTER
--- TABLE.
+-- restored ones come last in the column order.  Runs for the table's owner
+-- only (or a superuser for a table a superuser owns): ALTER TABLE ... ADD
+-- COLUMN ... GENERATED evaluates the expression over every row, through
+-- casts of the owner's column types, which must never run with another
+-- role's rights (kwatch._restore_columns_as_owner runs it as the owner).
+-- Errors: 42501 for any other caller; 42809 when k8s.<table_name> is not a
+-- table; those of ALTER TABLE.
 CREATE OR REPLACE FUNCTION kwatch.restore_generated_columns(table_name text, api_group text, plural text) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   c text;
+  rel regclass := format('k8s.%I', table_name)::regclass;
 BEGIN
+  IF (SELECT k.relkind NOT IN ('r', 'p') FROM pg_class k WHERE k.oid = rel) THEN
+    RAISE EXCEPTION '% is not a table', rel USING ERRCODE = 'wrong_object_type';
+  END IF;
+  IF NOT (SELECT k.relowner = u.oid OR (u.rolsuper AND o.rolsuper)
+            FROM pg_class k, pg_roles o, pg_roles u
+           WHERE k.oid = rel AND o.oid = k.relowner AND u.rolname = current_user) THEN
+    RAISE EXCEPTION 'only the owner of % may restore its generated columns', rel
+      USING ERRCODE = 'insufficient_privilege',
+            HINT = format('Run it as role %s, or call kwatch.watch() for the table again.',
+                          (SELECT k.relowner::regrole FROM pg_class k WHERE k.oid = rel));
+  END IF;
   FOREACH c IN ARRAY kwatch.base_columns() || kwatch.typed_columns(api_group, plural) LOOP
     CONTINUE WHEN c NOT LIKE '% GENERATED ALWAYS AS %';
     IF NOT EXISTS (SELECT 1 FROM pg_attribute
