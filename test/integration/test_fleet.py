@@ -66,6 +66,13 @@ def wait_converged(servers, tables, ns, timeout=240):
         time.sleep(1)
 
 
+def k8s_tables():
+    """The tables of schema k8s now (the mirror tables a test made go with it:
+    later tests expect a resource's default table not to exist yet)."""
+    return {r[0] for r in sql("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                              " WHERE n.nspname = 'k8s' AND c.relkind IN ('r', 'p')")}
+
+
 def watch_all(servers, ns):
     """One transaction: every resource on every server, namespace ns; {resource: table}."""
     rows = sql("SELECT r, kwatch.watch(r, server => s, namespace => %s)::text"
@@ -80,7 +87,9 @@ def test_a_fleet_registered_at_once_unwatched_and_restarted(ctx):
     kubectl("create", "configmap", "fleet-one", "-n", ns, "--from-literal=k=v")
     log_start = conftest.PG.log_size()
 
+    before = k8s_tables()
     tables = watch_all(servers, ns)
+    ctx.tables += sorted(k8s_tables() - before)
     assert len(tables) == len(RESOURCES) and sql_one(
         "SELECT count(*) FROM kwatch.registrations WHERE server = ANY(%s)", (servers,)) == 500
     wait_converged(servers, tables, ns)
@@ -138,10 +147,12 @@ def test_servers_that_are_down_never_fail_the_fleets_registration(ctx, settings)
             ctx.servers.append(name)
         downs = [ctx.base + s for s in down]
         servers = up + downs
+        before = k8s_tables()
         rows = sql("SELECT s, kwatch.watch('configmaps', server => s, namespace => %s)::text"
                    " FROM unnest(%s::text[]) WITH ORDINALITY u(s, i) ORDER BY i", (ns, servers))
         assert [r[0] for r in rows] == servers and len({r[1] for r in rows}) == 1, rows
         table = rows[0][1]
+        ctx.tables += sorted(k8s_tables() - before)
         assert sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = ANY(%s)", (servers,)) == 6
 
         want = sorted((i["metadata"]["uid"], i["metadata"]["resourceVersion"])
@@ -221,9 +232,11 @@ def test_a_kubeconfigs_contexts_become_servers_in_one_statement(ctx):
                " WHERE s.srvname = %s AND option_name = 'context'", (servers[28],)) == [(names[28],)]
 
     # one statement watches every server of the set
+    before = k8s_tables()
     table = sql_one("SELECT min(kwatch.watch('configmaps', server => s.srvname, namespace => %s)::text)"
                     " FROM pg_foreign_server s, pg_options_to_table(s.srvoptions) o"
                     " WHERE o.option_name = 'kubeconfig' AND o.option_value = %s", (ns, str(kc)))
+    ctx.tables += sorted(k8s_tables() - before)
     uid = json.loads(kubectl("get", "configmap", "imported", "-n", ns, "-o", "json"))["metadata"]["uid"]
     deadline = time.monotonic() + 120
     while True:
