@@ -429,23 +429,18 @@ has_credential(List *options)
 static void
 apply_options(KwClusterConfig *cfg, List *options)
 {
-	const char *const *cred;
 	char	   *v;
 	DefElem    *def;
 
-	for (cred = credential_options; *cred; cred++)
+	if (has_credential(options))
 	{
-		if (kw_get_option(options, *cred) != NULL)
-		{
-			cfg->token = NULL;
-			cfg->token_file = NULL;
-			cfg->client_cert_file = NULL;
-			cfg->client_cert_data = NULL;
-			cfg->client_key_file = NULL;
-			cfg->client_key_data = NULL;
-			cfg->exec = NULL;	/* the kubeconfig's plugin is a credential too */
-			break;
-		}
+		cfg->token = NULL;
+		cfg->token_file = NULL;
+		cfg->client_cert_file = NULL;
+		cfg->client_cert_data = NULL;
+		cfg->client_key_file = NULL;
+		cfg->client_key_data = NULL;
+		cfg->exec = NULL;		/* the kubeconfig's plugin is a credential too */
 	}
 
 	if ((v = kw_option_string(options, "certificate_authority")) != NULL)

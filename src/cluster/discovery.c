@@ -628,7 +628,8 @@ server_config_checked(const char *server, Oid *caller)
 /*
  * get_unless_unreachable: kw_http_get of `path`; false (no response) when
  * the server is unreachable (kw_http_server_unreachable), a NOTICE said so
- * (once: later calls of the transaction return false before any request).
+ * (once: later calls of the transaction return false before any request,
+ * and without a NOTICE).
  * Other errors propagate.
  */
 static bool
@@ -638,6 +639,9 @@ get_unless_unreachable(KwClusterConfig *cfg, const char *server, const char *pat
 	MemoryContext cxt = CurrentMemoryContext;
 	volatile bool ok = true;
 
+	/* found unreachable earlier in this transaction: said so then */
+	if (kw_http_server_unreachable(server))
+		return false;
 	PG_TRY();
 	{
 		kw_http_get(cfg, path, resp);
@@ -750,9 +754,6 @@ kwatch_probe(PG_FUNCTION_ARGS)
 	plural = text_to_cstring(PG_GETARG_TEXT_PP(3));
 
 	cfg = server_config_checked(server, NULL);
-	/* a server found unreachable in this transaction: the worker will tell */
-	if (kw_http_server_unreachable(server))
-		PG_RETURN_NULL();
 	initStringInfo(&path);
 	if (group[0] == '\0')
 		appendStringInfo(&path, "/api/%s", version);
@@ -900,8 +901,7 @@ kwatch_printer_columns(PG_FUNCTION_ARGS)
 	if (group[0] == '\0')
 		PG_RETURN_NULL();		/* the core group has no CRDs */
 	cfg = server_config_checked(server, NULL);
-	if (kw_http_server_unreachable(server) ||
-		!get_unless_unreachable(cfg, server,
+	if (!get_unless_unreachable(cfg, server,
 								psprintf("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/%s.%s",
 										 plural, group), &resp))
 		PG_RETURN_NULL();		/* kept as they are: printer_columns */

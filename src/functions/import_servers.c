@@ -229,6 +229,7 @@ kwatch_import_servers(PG_FUNCTION_ARGS)
 	List	   *made = NIL;
 	ListCell   *lc;
 	MemoryContext cxt = CurrentMemoryContext;
+	Datum		like;			/* `pattern` as LIKE's */
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -245,6 +246,7 @@ kwatch_import_servers(PG_FUNCTION_ARGS)
 				 errdetail("Only superusers and roles with privileges of the \"%s\" role may make the server read files.",
 						   "pg_read_server_files")));
 
+	like = CStringGetTextDatum(glob_to_like(pattern));
 	InitMaterializedSRF(fcinfo, 0);
 	contexts = kw_kubeconfig_contexts(path, NULL);
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -259,7 +261,7 @@ kwatch_import_servers(PG_FUNCTION_ARGS)
 		char	   *failure;
 
 		if (!DatumGetBool(DirectFunctionCall2(textlike, CStringGetTextDatum(context),
-											  CStringGetTextDatum(glob_to_like(pattern)))))
+											  like)))
 			continue;
 		foreach(sc, existing)
 		{
@@ -304,7 +306,7 @@ kwatch_import_servers(PG_FUNCTION_ARGS)
 			in_file |= strcmp((char *) lfirst(cc), s->context) == 0;
 		if (!in_file &&
 			DatumGetBool(DirectFunctionCall2(textlike, CStringGetTextDatum(s->context),
-											 CStringGetTextDatum(glob_to_like(pattern)))))
+											 like)))
 			put_row(rsinfo, s->name, s->context, "gone",
 					"The context is no longer in the kubeconfig; the server is kept (DROP SERVER ... CASCADE removes it and its watches).");
 	}
