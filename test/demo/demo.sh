@@ -89,37 +89,14 @@ ENV
 
   if [ "$local_cluster" = 1 ]; then
     say "4/7 a small workload: namespaces shop, billing, monitoring"
-    for ns in shop billing monitoring; do
-      kubectl get ns "$ns" >/dev/null 2>&1 || kubectl create namespace "$ns" >/dev/null
-    done
-    mkdep() {
-      kubectl -n "$1" get deployment "$2" >/dev/null 2>&1 ||
-        kubectl -n "$1" create deployment "$2" --image="$3" --replicas="$4" >/dev/null
-      kubectl -n "$1" label deployment "$2" tier="$5" --overwrite >/dev/null
-    }
-    mkdep shop web nginx:1.25 3 web
-    mkdep shop api ghcr.io/example/api:2.1 2 backend
-    mkdep shop cart ghcr.io/example/cart:0.9 2 backend
-    mkdep billing invoicer ghcr.io/example/invoicer:1.4 2 backend
-    mkdep monitoring exporter prom/node-exporter:1.7 1 ops
+    bash test/demo/workload.sh
     kubectl get deployments -A
   else
     say "4/7 workload: using what your cluster runs (nothing is created)"
   fi
 
   say "5/7 watching pods, replicasets, deployments, namespaces"
-  psql -X -q -v ON_ERROR_STOP=1 <<SQL
-CREATE EXTENSION IF NOT EXISTS kwatch;
-DO \$\$ BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_foreign_server WHERE srvname = 'demo') THEN
-    EXECUTE format('CREATE SERVER demo FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig %L)', '$pg_kubeconfig');
-  END IF;
-END \$\$;
-SELECT kwatch.watch('pods', server => 'demo');
-SELECT kwatch.watch('replicasets', server => 'demo');
-SELECT kwatch.watch('deployments.apps', server => 'demo');
-SELECT kwatch.watch('namespaces', server => 'demo');
-SQL
+  psql -X -q -v ON_ERROR_STOP=1 -v kubeconfig="$pg_kubeconfig" -f test/demo/setup.sql
   printf 'waiting for the initial sync'
   for _ in $(seq 1 100); do
     ready=$(psql -XAtc "SELECT count(*) FILTER (WHERE healthy) = count(*) AND count(*) = 4 FROM kwatch.watches")
@@ -149,14 +126,7 @@ SQL
   fi
 
   say "7/7 live tables (a LIST per scan) and the event stream"
-  psql -X -q -v ON_ERROR_STOP=1 <<'SQL'
-CREATE SCHEMA IF NOT EXISTS k8s_live;
-DO $$ BEGIN
-  IF to_regclass('k8s_live.pods') IS NULL THEN
-    IMPORT FOREIGN SCHEMA k8s LIMIT TO (pods, nodes, configmaps, services) FROM SERVER demo INTO k8s_live;
-  END IF;
-END $$;
-SQL
+  # the live tables k8s_live.* were made by test/demo/setup.sql (step 5)
   echo "-- the WHERE clause becomes the request (selectors are pushed down, rows re-checked):"
   psql -X -c "EXPLAIN (COSTS OFF) SELECT name, phase FROM k8s_live.pods WHERE labels->>'app' = 'web' AND namespace = 'shop'"
   psql -X -c "SELECT name, phase FROM k8s_live.pods WHERE labels->>'app' = 'web' AND namespace = 'shop' ORDER BY name"

@@ -1,6 +1,6 @@
 """The README's "First hour" stays honest (issue 26): its SQL blocks are
 read from README.md and run against the test cluster, with the README's
-names ('prod', 'staging', the role app) replaced by the test's own, and
+names (the demo's server 'demo', 'staging', the role app) replaced by the test's own, and
 each does what the README says it does; the mistakes it warns about fail
 with the SQLSTATE it names."""
 import re
@@ -41,8 +41,8 @@ def test_first_hour_sql(ctx, app_role):
     prod, staging = ctx.server("-prod"), ctx.server("-staging")
 
     def ours(block):
-        return (block.replace("'prod'", "'%s'" % prod).replace("'staging'", "'%s'" % staging)
-                .replace("FOR app ", "FOR %s " % app_role).replace("SERVER prod ", 'SERVER "%s" ' % prod))
+        return (block.replace("'demo'", "'%s'" % prod).replace("'staging'", "'%s'" % staging)
+                .replace("FOR app ", "FOR %s " % app_role).replace("SERVER demo ", 'SERVER "%s" ' % prod))
 
     ns = ctx.namespace()
     create_pods(ns, {"first-hour": {}})
