@@ -425,6 +425,16 @@ kw_http_transfer_create(KwClusterConfig *cfg, const char *url, bool stream,
 	curl_easy_setopt(easy, CURLOPT_UPKEEP_INTERVAL_MS, (long) kw_health_check_interval_s * 1000L);
 	curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "https,http");
 	curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_2TLS);
+	/*
+	 * PROTOCOL 36: a server's watches share HTTP/2 connections, as
+	 * client-go's do.  Without PIPEWAIT the watches a registration starts
+	 * at once each opened a connection of their own (4 watches of one
+	 * server: 4 connections, test/bench/fleet.py), because none had
+	 * learned yet that the first one multiplexes; with it a transfer waits
+	 * for a connection being set up to say so.  libcurl opens another one
+	 * once the server's SETTINGS_MAX_CONCURRENT_STREAMS are in use.
+	 */
+	curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L);
 	if (kw_http_compression)
 		curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "gzip");
 	if (!stream)

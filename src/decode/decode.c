@@ -52,6 +52,8 @@
 #define KW_MAX_DEPTH (10000 + 16)
 /* Below KW_MAX_DEPTH only depth is counted, up to this (the int's bound). */
 #define KW_MAX_DEPTH_COUNTED (1 << 30)
+/* Depths is_obj/expect_key hold at first (a pod nests about 12 levels). */
+#define KW_DEPTH_FLAGS_INITIAL 64
 
 /* hex4: the value of 4 hex digits (0x10000 when they are not hex digits). */
 static unsigned int
@@ -307,8 +309,16 @@ struct KwListDecoder
 	int			depth;			/* nesting depth after the current byte */
 	bool		in_string;
 	bool		escape;
-	bool		is_obj[KW_MAX_DEPTH + 2];	/* container at depth is an object */
-	bool		expect_key[KW_MAX_DEPTH + 2];
+	/*
+	 * Per depth: the container there is an object; a key comes next.  They
+	 * grow on demand (depth_flags_grow) up to KW_MAX_DEPTH + 2 entries: a
+	 * decoder lives as long as its watch, and 20 kB of flags a watch, for
+	 * depths real objects never reach, were a fifth of an idle watch's
+	 * memory at fleet sizes (test/bench/fleet.py).
+	 */
+	bool	   *is_obj;
+	bool	   *expect_key;
+	int			flags_len;		/* entries in each */
 	char		item_skip[80];	/* non-empty: the current item is skipped */
 	char		key1[KW_KEY_MAX];	/* last key at depth 1 */
 	char		key3[KW_KEY_MAX];	/* last key in the item */
@@ -393,6 +403,9 @@ kw_list_decoder_create(const char *api_version, const char *kind)
 			set_type_prefix(dec, kind);
 	}
 
+	dec->flags_len = KW_DEPTH_FLAGS_INITIAL;
+	dec->is_obj = palloc0(dec->flags_len * sizeof(bool));
+	dec->expect_key = palloc0(dec->flags_len * sizeof(bool));
 	initStringInfo(&dec->str);
 	initStringInfo(&dec->capture);
 	initStringInfo(&dec->meta);
@@ -410,6 +423,8 @@ kw_list_decoder_free(KwListDecoder *dec)
 {
 	if (dec == NULL)
 		return;
+	pfree(dec->is_obj);
+	pfree(dec->expect_key);
 	pfree(dec->str.data);
 	pfree(dec->capture.data);
 	pfree(dec->meta.data);
@@ -562,6 +577,26 @@ skip_item(KwListDecoder *dec, const char *fmt,...)
 }
 
 /*
+ * depth_flags_grow: makes is_obj and expect_key hold depth `di` (at most
+ * KW_MAX_DEPTH + 1), doubling them; new entries are false, as palloc0'd
+ * ones were.
+ */
+static pg_noinline void
+depth_flags_grow(KwListDecoder *dec, int di)
+{
+	int			len = dec->flags_len;
+
+	while (len <= di)
+		len *= 2;
+	len = Min(len, KW_MAX_DEPTH + 2);
+	dec->is_obj = repalloc(dec->is_obj, len * sizeof(bool));
+	dec->expect_key = repalloc(dec->expect_key, len * sizeof(bool));
+	memset(dec->is_obj + dec->flags_len, 0, len - dec->flags_len);
+	memset(dec->expect_key + dec->flags_len, 0, len - dec->flags_len);
+	dec->flags_len = len;
+}
+
+/*
  * string_start: an opening quote at depth d (di: d capped for the arrays).
  * Keys are collected at depths 1/3/4 and values at 1 and 4.
  */
@@ -703,6 +738,8 @@ open_container(KwListDecoder *dec, ListChunk *ch, size_t i, char c, int d,
 		item_begin(dec, ch, i);
 	}
 	dec->depth = d + 1;
+	if (unlikely(d + 1 >= dec->flags_len))
+		depth_flags_grow(dec, d + 1);
 	dec->is_obj[d + 1] = (c == '{');
 	dec->expect_key[d + 1] = (c == '{');
 	if (d + 1 == 4 && dec->capturing && strcmp(dec->key3, "metadata") == 0)
@@ -958,6 +995,10 @@ kw_list_decoder_feed(KwListDecoder *dec, const char *data, size_t len,
 		int			d = dec->depth;
 		/* below KW_MAX_DEPTH only depth is counted (inside a skipped item) */
 		int			di = Min(d, KW_MAX_DEPTH + 1);
+
+		/* skip_deep may have left the loop deeper than the flags reach */
+		if (unlikely(di >= dec->flags_len))
+			depth_flags_grow(dec, di);
 
 		if (dec->in_string)
 		{

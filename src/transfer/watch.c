@@ -1801,9 +1801,18 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 	KwRegistration *r = &w->reg;
 
 	w->cxt = cxt;
-	w->batch_cxt = AllocSetContextCreate(cxt, "kwatch batch", ALLOCSET_DEFAULT_SIZES);
-	w->items_cxt = AllocSetContextCreate(cxt, "kwatch list items", ALLOCSET_DEFAULT_SIZES);
-	w->list_cxt = AllocSetContextCreate(cxt, "kwatch relist", ALLOCSET_DEFAULT_SIZES);
+	/*
+	 * These three are empty while a watch idles, which is most of its life:
+	 * a 1 kB first block each (an 8 kB one, ALLOCSET_DEFAULT_SIZES', was
+	 * 24 kB an idle watch at fleet sizes: test/bench/fleet.py), and blocks
+	 * still doubling up to ALLOCSET_DEFAULT_MAXSIZE for a big list.
+	 */
+	w->batch_cxt = AllocSetContextCreate(cxt, "kwatch batch", 0, 1024,
+										 ALLOCSET_DEFAULT_MAXSIZE);
+	w->items_cxt = AllocSetContextCreate(cxt, "kwatch list items", 0, 1024,
+										 ALLOCSET_DEFAULT_MAXSIZE);
+	w->list_cxt = AllocSetContextCreate(cxt, "kwatch relist", 0, 1024,
+										ALLOCSET_DEFAULT_MAXSIZE);
 	w->cfg_cxt = AllocSetContextCreate(cxt, "kwatch cluster config", ALLOCSET_SMALL_SIZES);
 	w->multi = multi;
 	initStringInfo(&w->errbody);
