@@ -185,12 +185,18 @@ demo-stop:
 	@bash test/demo/demo.sh stop
 
 bench:
-	@PODS=$(PODS) SCALE_CRDS=$(SCALE_CRDS) bash test/bench/run.sh
+	@PODS=$(PODS) SCALE_CRDS=$(SCALE_CRDS) WATCHES=$(WATCHES) bash test/bench/run.sh
 
 # Fault soak (issue 3): the convergence test for MINUTES (default 30) at a
 # high rate with faults; prints rows, changes, faults, mismatches, memory.
 soak:
 	@MINUTES=$(MINUTES) bash test/bench/soak.sh
+
+# The fleet report (issue 47, test/bench/fleet.py): WATCHES (default
+# 100,300,1000) watches over servers of 4 resources each, on a 1.20 API
+# server of its own reached through a loopback address per server.
+bench-fleet:
+	@WATCHES=$(WATCHES) bash test/bench/fleet.sh
 
 # Recovery timings (issue 3): API server back -> table converged, stalled
 # connection noticed, relist after a 410 on OBJECTS (default 10000) objects.

@@ -10,7 +10,8 @@
 # minutes), scale.py with SCALE_CRDS (default 200; 0 skips it); stops both servers
 # (unless KWATCH_KEEP=1); then modern.sh: CR_OBJECTS (default 10000,50000; 0
 # skips it) Certificates synced by streaming list and by LIST on the modern
-# (1.36) control plane, beside a COPY floor.  KWATCH_BENCH_NO_BUILD=1 skips building and
+# (1.36) control plane, beside a COPY floor; then fleet.sh: WATCHES
+# (default 100,300,1000; 0 skips it) watches over many servers (the fleet report).  KWATCH_BENCH_NO_BUILD=1 skips building and
 # installing kwatch (when the installed one is current).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,6 +42,10 @@ if [ "$crds" -gt 0 ]; then
 fi
 if [ "${CR_OBJECTS:-10000,50000}" != 0 ]; then
   KWATCH_BENCH_NO_BUILD=1 bash test/bench/modern.sh
+fi
+# the fleet report, on a control plane of its own (WATCHES=0 skips it)
+if [ "${WATCHES:-100,300,1000}" != 0 ]; then
+  KWATCH_BENCH_NO_BUILD=1 bash test/bench/fleet.sh
 fi
 echo
 echo "JSON reports: $dir/bench-$pods.json$([ "$crds" -gt 0 ] && echo " $dir/scale-$crds.json") $dir/evreal.json $dir/evstream.json $dir/servers-20.json$([ "${CR_OBJECTS:-}" != 0 ] && echo " $dir/crbench.json")"
