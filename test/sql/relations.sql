@@ -70,6 +70,14 @@ EXPLAIN (COSTS OFF) SELECT array_agg(m.uid) FROM k8s.replicasets m
  WHERE m.cluster = 'prod' AND m.namespace = 'shop' AND kwatch.controller_uid(m.owner_references) = 'd1';
 EXPLAIN (COSTS OFF) SELECT p.name FROM k8s.pods p WHERE p.cluster = 'prod' AND p.node_name = 'n1';
 RESET enable_seqscan;
+-- two mirror tables of pods: each server's relations read the one with its rows
+SELECT kwatch.create_mirror_table('pods_b', '', 'v1', 'pods');
+INSERT INTO k8s.pods_b (cluster, uid, resource_version, object) VALUES
+ ('b', 'pb', '1', '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-b","namespace":"shop","uid":"pb","labels":{"app":"web"}},"spec":{}}');
+SELECT kwatch._relation_table('', 'pods', 'b'), kwatch._relation_table('', 'pods', 'prod');
+SELECT name FROM kwatch.pods_of('svc', 'web', server => 'prod');
+SELECT kwatch._relation_table('', 'pods', 'nobody');
+DROP TABLE k8s.pods_b;
 DROP OWNED BY relations_reader;
 DROP ROLE relations_reader;
 DROP TABLE k8s.pods, k8s.replicasets, k8s.deployments, k8s.services, k8s.nodes;
