@@ -196,6 +196,17 @@ def test_rollout_undo_is_kubectls(plane_objects):
         sql("SELECT kwatch.rollout_undo('web', %s, %s, to_revision => 9)", (ns, srv))
     assert e.value.pgcode == "22023", e.value.pgerror
 
+    # a mirror row older than the Deployment: nothing written, 40001
+    table = sql_one("SELECT table_name FROM kwatch.watches WHERE server = %s AND resource = 'deployments.apps'", (srv,))
+    rv = kubectl_json("get", "deployment", "web", "-n", ns)["metadata"]["resourceVersion"]
+    sql("UPDATE %s SET resource_version = '1', object = jsonb_set(object, '{metadata,resourceVersion}', '\"1\"')"
+        " WHERE cluster = %%s AND namespace = %%s AND name = 'web'" % table, (srv, ns))
+    with pytest.raises(psycopg2.Error) as e:
+        sql("SELECT kwatch.rollout_undo('web', %s, %s)", (ns, srv))
+    assert e.value.pgcode == "40001", e.value.pgerror
+    assert kubectl_json("get", "deployment", "web", "-n", ns)["metadata"]["resourceVersion"] == rv
+    sql("SELECT kwatch.relist('deployments.apps', server => %s, wait => true, timeout => '1 min')", (srv,))
+
     assert sql_one("SELECT kwatch.rollout_undo('web', %s, %s)", (ns, srv)) == "deployment.apps/web rolled back"
     dep = kubectl_json("get", "deployment", "web", "-n", ns)
     rs2 = next(r for r in kubectl_json("get", "rs", "-n", ns)["items"]
