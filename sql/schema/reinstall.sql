@@ -102,3 +102,27 @@ BEGIN
 END
 $$;
 
+
+-- Their relation indexes (on kwatch.controller_uid(owner_references), which
+-- DROP EXTENSION ... CASCADE drops with the function), made again as
+-- create_mirror_table makes them (_create_relation_indexes), each table's
+-- lock waited for at most 5 s (then a WARNING, and the table goes without).
+DO $$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT t.relid, t.api_group, t.plural FROM kwatch.tables t
+            JOIN pg_class c ON c.oid = t.relid AND c.relname = t.relname
+           WHERE (t.api_group, t.plural) IN (('', 'pods'), ('apps', 'replicasets'), ('batch', 'jobs'))
+           ORDER BY t.relname LOOP
+    BEGIN
+      SET LOCAL lock_timeout = '5s';
+      PERFORM kwatch._create_relation_indexes(r.relid, r.api_group, r.plural);
+    EXCEPTION WHEN OTHERS THEN
+      RAISE WARNING 'table % gets no relation indexes: %', r.relid, SQLERRM
+        USING HINT = 'Create them as its owner: see doc/reference.md, "Relations".';
+    END;
+  END LOOP;
+  RESET lock_timeout;
+END
+$$;

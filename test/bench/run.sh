@@ -4,7 +4,7 @@
 # beside the client-go informer, kubectl, the LIST and COPY floors, relist
 # and WAL costs, queries, NOTIFY delay: Markdown on stdout, JSON in
 # $KWATCH_BENCH_DIR/bench-$PODS.json), then events.py, history.py,
-# relist.py, evreal.py (lag from the apiserver beside client-go),
+# relist.py, relations.py (the relation functions at 50,000 pods), evreal.py (lag from the apiserver beside client-go),
 # evstream.py (events/s from a synthetic source), servers.py (20 API
 # servers at once) and, last (its CRDs keep a 1.20 apiserver busy for
 # minutes), scale.py with SCALE_CRDS (default 200; 0 skips it); stops both servers
@@ -33,6 +33,8 @@ export PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres
 /usr/bin/python3 test/bench/printed.py
 /usr/bin/python3 test/bench/applies.py
 /usr/bin/python3 test/bench/relist.py
+# the relation functions at 50,000 pods-shaped rows of its own (needs no API server)
+/usr/bin/python3 test/bench/relations.py --json "$dir/relations.json"
 /usr/bin/python3 test/bench/evreal.py --json "$dir/evreal.json"
 # these two bring API servers of their own (a C streamer, fake API servers)
 /usr/bin/python3 test/bench/evstream.py --perf 20000 --json "$dir/evstream.json"

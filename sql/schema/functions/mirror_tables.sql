@@ -53,7 +53,8 @@ REVOKE ALL ON FUNCTION kwatch._mirror_table(regclass) FROM PUBLIC;
 -- everything but the key, resource_version and the object is derived from
 -- the object by generated columns (base_columns, typed_columns), so the
 -- worker writes four values per row and users may add columns and indexes
--- freely; a GIN index on labels (jsonb_path_ops).  A table it makes is
+-- freely; a GIN index on labels (jsonb_path_ops), and the indexes of the
+-- relation functions (_create_relation_indexes).  A table it makes is
 -- recorded in kwatch.tables, made by the current user (watch() records its
 -- caller).
 CREATE OR REPLACE FUNCTION kwatch.create_mirror_table(table_name text, api_group text, api_version text, plural text) RETURNS regclass
@@ -91,6 +92,7 @@ BEGIN
   END IF;
   EXECUTE format('CREATE INDEX ON k8s.%I (namespace, name)', table_name);
   EXECUTE format('CREATE INDEX ON k8s.%I USING gin (labels jsonb_path_ops)', table_name);
+  PERFORM kwatch._create_relation_indexes(format('k8s.%I', table_name)::regclass, api_group, plural);
   -- for people reading \dt+; kwatch itself goes by kwatch.tables
   EXECUTE format('COMMENT ON TABLE k8s.%I IS %L', table_name,
                  format('kwatch mirror of %s (%s)', plural,
