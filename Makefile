@@ -13,6 +13,7 @@ OBJS = \
 	src/cluster/credential.o \
 	src/decode/decode.o \
 	src/decode/redact.o \
+	src/decode/yaml_manifest.o \
 	src/functions/column_functions.o \
 	src/transfer/watch.o \
 	src/transfer/watch_apply.o \
@@ -56,6 +57,7 @@ OBJS = \
 	src/live/fdw.o \
 	src/cluster/write.o \
 	src/functions/apply.o \
+	src/functions/apply_manifest.o \
 	src/sender/sender.o
 
 # The extension scripts.  The install script of the current version and the
