@@ -20,7 +20,7 @@ typedef struct KwManifestObject
 	Jsonb	   *object;			/* a JSON object */
 	int			document;		/* 1-based, counting empty documents too */
 	int			item;			/* 1-based index in a List's items, or 0 */
-	int			line;			/* 1-based line where the document starts */
+	int			line;			/* 1-based line of the document's first node */
 } KwManifestObject;
 
 /* Deepest nesting of mappings and sequences a manifest may have. */

@@ -800,18 +800,20 @@ add_jsonb(List **out, Jsonb *j, int document, int line)
 }
 
 /*
- * add_document: document `root` (number `document`, starting at `line`)
- * as the objects it holds (add_jsonb), none for an empty one.  22023 for
+ * add_document: document `root` (number `document`) as the objects it
+ * holds (add_jsonb), none for an empty one.  22023 for
  * one that is not a mapping.
  */
 static void
-add_document(List **out, YNode *root, int document, int line)
+add_document(List **out, YNode *root, int document)
 {
 	Convert		c = {0, document};
 	JsonbParseState *st = NULL;
+	int			line;
 
 	if (root == NULL)
 		return;
+	line = root->line;			/* past any "---" and comments */
 	if (root->kind == Y_SCALAR)
 	{
 		Resolved	r;
@@ -878,7 +880,6 @@ kw_manifest_objects(const char *text, size_t len)
 		int			depth = 0;
 		YNode	   *root = NULL;
 		int			document = 0;
-		int			line = 1;
 		bool		done = false;
 
 		if (!yaml_parser_initialize(&parser))
@@ -901,7 +902,6 @@ kw_manifest_objects(const char *text, size_t len)
 			{
 				case YAML_DOCUMENT_START_EVENT:
 					document++;
-					line = (int) event.start_mark.line + 1;
 					root = NULL;
 					depth = 0;
 					if (anchors)
@@ -969,7 +969,7 @@ kw_manifest_objects(const char *text, size_t len)
 					}
 					break;
 				case YAML_DOCUMENT_END_EVENT:
-					add_document(&out, root, document, line);
+					add_document(&out, root, document);
 					root = NULL;
 					break;
 				case YAML_STREAM_END_EVENT:
