@@ -38,7 +38,8 @@
  * and expanding them is bounded (MAX_VALUES per document).  Errors: 22P02
  * for syntax (libyaml's problem, line and column) and for values JSON
  * cannot hold; 22023 for a document that is not a mapping; 54000 for too
- * deep nesting or expansion; 22P05 for a NUL character.
+ * deep nesting or expansion, or an anchor name of MAX_ANCHOR bytes or more
+ * (the anchors' table is sized by it); 22P05 for a NUL character.
  *
  *-------------------------------------------------------------------------
  */
@@ -63,7 +64,7 @@
 
 /* the values one document may expand to through aliases */
 #define MAX_VALUES			2000000
-#define MAX_ANCHOR			1024
+#define MAX_ANCHOR			128
 
 #define TAG_PREFIX			"tag:yaml.org,2002:"
 
