@@ -23,6 +23,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "parser/parse_func.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -71,13 +72,15 @@ object_context(void *arg)
 	KwManifestObject *o = oc->object;
 	char	   *kind = member(o->object, NULL, "kind");
 	char	   *name = member(o->object, "metadata", "name");
+	char	   *what = psprintf("%s %s%s%s", kind ? kind : "(no kind)",
+								name ? "\"" : "(no name)", name ? name : "", name ? "\"" : "");
 
 	if (o->item > 0)
-		errcontext("item %d of the List in YAML document %d (line %d) of the manifest: %s \"%s\"",
-				   o->item, o->document, o->line, kind ? kind : "(no kind)", name ? name : "");
+		errcontext("item %d of the List in YAML document %d (line %d) of the manifest: %s",
+				   o->item, o->document, o->line, what);
 	else
-		errcontext("YAML document %d (line %d) of the manifest: %s \"%s\"",
-				   o->document, o->line, kind ? kind : "(no kind)", name ? name : "");
+		errcontext("YAML document %d (line %d) of the manifest: %s",
+				   o->document, o->line, what);
 }
 
 /* kwatch.apply(manifest jsonb, ...) in the schema of the called function */
@@ -99,7 +102,8 @@ jsonb_apply_oid(FunctionCallInfo fcinfo)
  * kwatch.apply(manifest jsonb, ...) with the same other arguments.
  * ERRORs: those of kw_manifest_objects (22P02 syntax, with its line and
  * column; 22023 a document that is not an object; 54000), 22023 a
- * manifest of no object, and each object's, with a CONTEXT line naming
+ * manifest of no object, 42501 without EXECUTE on the jsonb form, and
+ * each object's, with a CONTEXT line naming
  * its document, line, kind and name.  Rules: `kubectl apply -f`
  * (kubectl/pkg/cmd/apply, the resource builder's document stream and
  * List flattening).
@@ -111,6 +115,7 @@ kwatch_apply_text(PG_FUNCTION_ARGS)
 	text	   *manifest;
 	List	   *objects;
 	FmgrInfo	flinfo;
+	Oid			jsonb_apply;
 	ListCell   *lc;
 	int			i = 0;
 
@@ -126,8 +131,12 @@ kwatch_apply_text(PG_FUNCTION_ARGS)
 				 errmsg("the manifest holds no object"),
 				 errdetail("Its YAML documents are all empty.")));
 
+	/* as if the caller called it: its EXECUTE privilege too (a REVOKE on it holds here) */
+	jsonb_apply = jsonb_apply_oid(fcinfo);
+	if (pg_proc_aclcheck(jsonb_apply, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FUNCTION, get_func_name(jsonb_apply));
 	InitMaterializedSRF(fcinfo, 0);
-	fmgr_info(jsonb_apply_oid(fcinfo), &flinfo);
+	fmgr_info(jsonb_apply, &flinfo);
 	foreach(lc, objects)
 	{
 		LOCAL_FCINFO(call, 7);

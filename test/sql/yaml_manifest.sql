@@ -78,6 +78,16 @@ SELECT p.oid::regprocedure, p.proretset
 EXPLAIN (VERBOSE, COSTS OFF) SELECT * FROM kwatch.apply('{"apiVersion": "v1"}');
 EXPLAIN (VERBOSE, COSTS OFF) SELECT kwatch.apply('{"apiVersion": "v1"}'::jsonb);
 EXPLAIN (VERBOSE, COSTS OFF) SELECT (kwatch.apply($$apiVersion: v1$$, dry_run => true)).id;
+-- the text form calls the jsonb one as the caller would: its EXECUTE privilege holds
+CREATE ROLE kw_yaml_user;
+REVOKE EXECUTE ON FUNCTION kwatch.apply(jsonb, text, text, boolean, boolean, text, interval) FROM PUBLIC;
+SET ROLE kw_yaml_user;
+SELECT * FROM kwatch.apply(E'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n');
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION kwatch.apply(jsonb, text, text, boolean, boolean, text, interval) TO PUBLIC;
+DROP ROLE kw_yaml_user;
+-- the CONTEXT names the document: here the jsonb form's own check (no metadata.name)
+SELECT * FROM kwatch.apply(E'---\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {}\n');
 -- a manifest of no object, before anything else
 SELECT * FROM kwatch.apply(E'---\n# nothing\n');
 SELECT * FROM kwatch.apply('a: [');
