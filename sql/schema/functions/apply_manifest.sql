@@ -12,7 +12,8 @@
 -- line and column) or a value JSON cannot hold (.inf, .nan); 22023 a
 -- document that is not an object, or no object at all; 54000 nesting
 -- deeper than 512 levels, aliases expanding past 2,000,000 values, or
--- an anchor name over 127 bytes; and
+-- an anchor name over 127 bytes; 42501 without EXECUTE on the jsonb
+-- form; and
 -- each object's, as the jsonb form raises them, with a CONTEXT line
 -- naming its document (number, line), kind and name.
 CREATE FUNCTION kwatch.apply(manifest text, server text DEFAULT NULL::text, field_manager text DEFAULT 'kwatch'::text, force boolean DEFAULT false, dry_run boolean DEFAULT false, at text DEFAULT 'commit'::text, deadline interval DEFAULT '00:10:00'::interval) RETURNS SETOF kwatch.apply_result
