@@ -19,6 +19,14 @@
  * its manager in DETAIL), another 409 a stale resourceVersion (40001),
  * 422 and 400 an invalid object (22023, the causes in DETAIL), 403 forbidden
  * (42501), 404 not found (42704), and the rest as kw_http_status_sqlstate.
+ * The meaning goes by the Status's reason before its code: Invalid and
+ * BadRequest are 22023 whatever the code, and so is the 500 a 1.20 server
+ * answers for an apply patch that does not fit the object's schema (an
+ * unknown field, a string for a number: apiserver's fieldmanager
+ * structuredmerge.go, "failed to create typed patch object", an error
+ * without a reason; later servers answer 400 BadRequest), never retried.
+ * A 404 whose details.kind is "namespaces" names the missing namespace
+ * and hints at creating it (kw_write_raise).
  *
  *-------------------------------------------------------------------------
  */
@@ -151,6 +159,76 @@ append_causes(StringInfo out, json_object *status, bool withhold_values, bool *c
 	}
 }
 
+/* what a 1.20 server's 500 for an apply patch that does not fit the schema begins with */
+#define TYPED_PATCH_REFUSED "failed to create typed patch object"
+
+/*
+ * typed_patch_refused: whether `resp` (a 500) is the 1.20 server's refusal
+ * of an apply patch that does not fit the object's schema; if so *detail
+ * says which field and why ("Field .spec.bogus: field not declared in
+ * schema."), the field only with `withhold_values`.
+ */
+static bool
+typed_patch_refused(KwHttpResponse *resp, bool withhold_values, char **detail)
+{
+	char	   *reason = NULL;
+	char	   *message = kw_status_message(resp->body.data, resp->body.len, &reason);
+	const char *rest;
+	const char *colon;
+
+	if (reason != NULL && strcmp(reason, "InternalError") != 0)
+		return false;
+	if (strncmp(message, TYPED_PATCH_REFUSED, strlen(TYPED_PATCH_REFUSED)) != 0)
+		return false;
+	rest = message + strlen(TYPED_PATCH_REFUSED);
+	while (*rest == ':' || *rest == ' ')
+		rest++;
+	colon = strstr(rest, ": ");
+	if (colon == NULL)
+		*detail = psprintf("HTTP status 500: the object does not fit its schema.");
+	else if (withhold_values)
+		*detail = psprintf("Field %s does not fit its schema (HTTP status 500).",
+						   kw_excerpt(pnstrdup(rest, colon - rest)));
+	else
+		*detail = psprintf("Field %s: %s (HTTP status 500).",
+						   kw_excerpt(pnstrdup(rest, colon - rest)), kw_excerpt(colon + 2));
+	return true;
+}
+
+/*
+ * missing_namespace: the namespace a 404's Status names in its details
+ * (kind "namespaces", apimachinery's NewNotFound for the namespace of a
+ * namespaced object), or NULL
+ */
+static char *
+missing_namespace(KwHttpResponse *resp)
+{
+	json_object *status;
+	json_object *details;
+	char	   *ns = NULL;
+	json_tokener *tok;
+
+	if (resp->status != 404 || resp->body.len == 0)
+		return NULL;
+	tok = json_tokener_new();
+	status = json_tokener_parse_ex(tok, resp->body.data, resp->body.len);
+	json_tokener_free(tok);
+	if (status && json_object_is_type(status, json_type_object) &&
+		json_object_object_get_ex(status, "details", &details) &&
+		json_object_is_type(details, json_type_object))
+	{
+		const char *kind = kw_json_get_string(details, "kind");
+		const char *name = kw_json_get_string(details, "name");
+
+		if (kind && strcmp(kind, "namespaces") == 0 && name && *name && strlen(name) <= 63 &&
+			strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") == strlen(name))
+			ns = pstrdup(name);	/* a DNS label: safe inside the hint's SQL literal */
+	}
+	if (status)
+		json_object_put(status);
+	return ns;
+}
+
 /*
  * kw_write_outcome: what the answer `resp` to a write means.  Returns true
  * for a 2xx (the object in resp->body); else false with *sqlstate (see the
@@ -191,6 +269,21 @@ kw_write_outcome(KwHttpResponse *resp, bool withhold_values, int *sqlstate,
 			append_causes(&causes, status, withhold_values, &conflict);
 		if (status)
 			json_object_put(status);
+	}
+
+	if (reason && (strcmp(reason, "Invalid") == 0 || strcmp(reason, "BadRequest") == 0))
+	{
+		*sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
+		if (causes.len > 0)
+			*detail = causes.data;
+		else
+			*detail = psprintf("HTTP status %ld, reason %s.", resp->status, reason);
+		return false;
+	}
+	if (resp->status == 500 && typed_patch_refused(resp, withhold_values, detail))
+	{
+		*sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
+		return false;
 	}
 
 	switch (resp->status)
@@ -244,8 +337,19 @@ kw_write_raise(KwClusterConfig *cfg, const char *what, KwHttpResponse *resp,
 	char	   *detail;
 	bool		retry;
 
+	char	   *namespace;
+
 	if (kw_write_outcome(resp, withhold_values, &sqlstate, &message, &detail, &retry))
 		elog(ERROR, "kw_write_raise called for a successful write");
+	namespace = missing_namespace(resp);
+	if (namespace)
+		ereport(ERROR,
+				(errcode(sqlstate),
+				 errmsg("Kubernetes API server of \"%s\" refused %s: namespace \"%s\" does not exist",
+						cfg->server_name ? cfg->server_name : cfg->api_server, what, namespace),
+				 errdetail_internal("%s", detail),
+				 errhint("Create it first, in the same transaction or before: SELECT kwatch.apply('{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"%s\"}}');",
+						 namespace)));
 	ereport(ERROR,
 			(errcode(sqlstate),
 			 errmsg("Kubernetes API server of \"%s\" refused %s: %s",
