@@ -233,6 +233,14 @@ PREPARE q(text) AS SELECT count(*) FROM pods WHERE kwatch.matches_labels(labels,
 EXECUTE q('app=web,tier!=db');
 DROP VIEW web_pods;
 DROP TABLE pods;
+-- a live table (no cluster contacted: EXPLAIN only): the rewritten
+-- equalities are sent as the request's labelSelector, the rest is a filter
+CREATE SERVER sel_nowhere FOREIGN DATA WRAPPER kwatch
+  OPTIONS (api_server 'https://127.0.0.1:1', use_remote_estimate 'false');
+CREATE FOREIGN TABLE sel_live_pods (namespace text, name text, labels jsonb)
+  SERVER sel_nowhere OPTIONS (resource 'pods', api_version 'v1', namespaced 'true');
+EXPLAIN (COSTS OFF) SELECT name FROM sel_live_pods WHERE kwatch.matches_labels(labels, 'app=web,tier!=db');
+DROP SERVER sel_nowhere CASCADE;
 DROP FUNCTION sel_error(text);
 DROP FUNCTION sel_error(jsonb);
 DROP FUNCTION count_both(text);
