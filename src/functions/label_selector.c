@@ -25,7 +25,9 @@
  *
  * An invalid selector is ERROR 22023 (invalid_parameter_value), its
  * message apimachinery's, its DETAIL the selector and the character where
- * the parser stopped.
+ * the parser stopped; what they echo of the selector is cut to
+ * KW_ECHO_MAX bytes (kw_excerpt), as every kwatch message that echoes
+ * user input.
  *
  *-------------------------------------------------------------------------
  */
@@ -45,6 +47,8 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+
+#include "kw_http.h"
 
 /* selection.Operator (k8s.io/apimachinery/pkg/selection/operator.go) */
 typedef enum SelOp
@@ -243,7 +247,7 @@ label_key_error(const char *key)
 		return NULL;
 	initStringInfo(&msg);
 	appendStringInfoString(&msg, "invalid label key ");
-	append_go_quoted(&msg, key);
+	append_go_quoted(&msg, kw_excerpt(key));
 	appendStringInfo(&msg, ": %s", errs.data);
 	return msg.data;
 }
@@ -264,9 +268,9 @@ label_value_error(const char *key, const char *value)
 		return NULL;
 	initStringInfo(&msg);
 	appendStringInfoString(&msg, "invalid label value: ");
-	append_go_quoted(&msg, value);
+	append_go_quoted(&msg, kw_excerpt(value));
 	appendStringInfoString(&msg, ": at key: ");
-	append_go_quoted(&msg, key);
+	append_go_quoted(&msg, kw_excerpt(key));
 	appendStringInfoString(&msg, ": ");
 	if (too_long)
 		appendStringInfoString(&msg, "must be no more than 63 characters");
@@ -551,9 +555,21 @@ sort_unique(char **values, int n)
 	return out;
 }
 
-/* parseIdentifiersList, after `(`: values into *values (capacity p->nitems) */
+/* appends a value to the growing array *values of *n (capacity *cap) */
+static void
+push_value(char ***values, int *n, int *cap, char *value)
+{
+	if (*n == *cap)
+	{
+		*cap *= 2;
+		*values = repalloc(*values, *cap * sizeof(char *));
+	}
+	(*values)[(*n)++] = value;
+}
+
+/* parseIdentifiersList, after `(`: values appended to *values */
 static bool
-sel_parse_identifiers(SelParser *p, char **values, int *n)
+sel_parse_identifiers(SelParser *p, char ***values, int *n, int *cap)
 {
 	for (;;)
 	{
@@ -565,30 +581,32 @@ sel_parse_identifiers(SelParser *p, char **values, int *n)
 		switch (tok)
 		{
 			case TOK_IDENTIFIER:
-				values[(*n)++] = it->literal;
+				push_value(values, n, cap, it->literal);
 				it2 = sel_peek(p, true, &tok2);
 				if (tok2 == TOK_COMMA)
 					continue;
 				if (tok2 == TOK_CLOSED_PAR)
 					return true;
-				return sel_fail(p, it2, psprintf("found '%s', expected: ',' or ')'", it2->literal));
+				return sel_fail(p, it2, psprintf("found '%s', expected: ',' or ')'",
+													kw_excerpt(it2->literal)));
 			case TOK_COMMA:
 				if (*n == 0)
-					values[(*n)++] = "";
+					push_value(values, n, cap, "");
 				sel_peek(p, true, &tok2);
 				if (tok2 == TOK_CLOSED_PAR)
 				{
-					values[(*n)++] = "";
+					push_value(values, n, cap, "");
 					return true;
 				}
 				if (tok2 == TOK_COMMA)
 				{
 					sel_consume(p, true, &tok2);
-					values[(*n)++] = "";
+					push_value(values, n, cap, "");
 				}
 				break;
 			default:
-				return sel_fail(p, it, psprintf("found '%s', expected: ',', or identifier", it->literal));
+				return sel_fail(p, it, psprintf("found '%s', expected: ',', or identifier",
+													kw_excerpt(it->literal)));
 		}
 	}
 }
@@ -604,6 +622,7 @@ sel_parse_requirement(SelParser *p, SelRequirement *req)
 	bool		unary = false;
 	char	  **values;
 	int			nvalues = 0;
+	int			cap = 4;
 	char	   *err;
 
 	/* parseKeyAndInferOperator */
@@ -615,7 +634,8 @@ sel_parse_requirement(SelParser *p, SelRequirement *req)
 		it = sel_consume(p, true, &tok);
 	}
 	if (tok != TOK_IDENTIFIER)
-		return sel_fail(p, it, psprintf("found '%s', expected: identifier", it->literal));
+		return sel_fail(p, it, psprintf("found '%s', expected: identifier",
+											kw_excerpt(it->literal)));
 	keyitem = it;
 	if ((err = label_key_error(it->literal)) != NULL)
 		return sel_fail(p, it, err);
@@ -660,46 +680,49 @@ sel_parse_requirement(SelParser *p, SelRequirement *req)
 			break;
 		default:
 			return sel_fail(p, it, psprintf("found '%s', expected: '=', '!=', '==', 'in', notin'",
-											it->literal));
+												kw_excerpt(it->literal)));
 	}
 
-	values = palloc((p->nitems + 1) * sizeof(char *));
+	values = palloc(cap * sizeof(char *));
 	if (op == SEL_IN || op == SEL_NOTIN)
 	{
 		/* parseValues */
 		it = sel_consume(p, true, &tok);
 		if (tok != TOK_OPEN_PAR)
-			return sel_fail(p, it, psprintf("found '%s' expected: '('", it->literal));
+			return sel_fail(p, it, psprintf("found '%s' expected: '('",
+												kw_excerpt(it->literal)));
 		it = sel_peek(p, true, &tok);
 		if (tok == TOK_IDENTIFIER || tok == TOK_COMMA)
 		{
-			if (!sel_parse_identifiers(p, values, &nvalues))
+			if (!sel_parse_identifiers(p, &values, &nvalues, &cap))
 				return false;
 			sel_consume(p, true, &tok);
 			if (tok != TOK_CLOSED_PAR)
-				return sel_fail(p, it, psprintf("found '%s', expected: ')'", it->literal));
+				return sel_fail(p, it, psprintf("found '%s', expected: ')'",
+													kw_excerpt(it->literal)));
 		}
 		else if (tok == TOK_CLOSED_PAR)
 		{
 			sel_consume(p, true, &tok);
-			values[nvalues++] = "";
+			push_value(&values, &nvalues, &cap, "");
 		}
 		else
 			return sel_fail(p, it, psprintf("found '%s', expected: ',', ')' or identifier",
-											it->literal));
+												kw_excerpt(it->literal)));
 	}
 	else
 	{
 		/* parseExactValue */
 		sel_peek(p, true, &tok);
 		if (tok == TOK_EOS || tok == TOK_COMMA)
-			values[nvalues++] = "";
+			push_value(&values, &nvalues, &cap, "");
 		else
 		{
 			it = sel_consume(p, true, &tok);
 			if (tok != TOK_IDENTIFIER)
-				return sel_fail(p, it, psprintf("found '%s', expected: identifier", it->literal));
-			values[nvalues++] = it->literal;
+				return sel_fail(p, it, psprintf("found '%s', expected: identifier",
+													kw_excerpt(it->literal)));
+			push_value(&values, &nvalues, &cap, it->literal);
 		}
 	}
 	nvalues = sort_unique(values, nvalues);
@@ -739,7 +762,7 @@ parse_selector(const char *s, int len, LabelSelector *sel, SelError *error)
 			break;
 		if (tok != TOK_IDENTIFIER && tok != TOK_DOES_NOT_EXIST)
 			return sel_fail(&p, it, psprintf("found '%s', expected: !, identifier, or 'end of string'",
-											 it->literal));
+												kw_excerpt(it->literal)));
 		if (!sel_parse_requirement(&p, &sel->reqs[sel->nreqs]))
 		{
 			error->message = psprintf("unable to parse requirement: %s", error->message);
@@ -751,11 +774,11 @@ parse_selector(const char *s, int len, LabelSelector *sel, SelError *error)
 			break;
 		if (tok != TOK_COMMA)
 			return sel_fail(&p, it, psprintf("found '%s', expected: ',' or 'end of string'",
-											 it->literal));
+												kw_excerpt(it->literal)));
 		it = sel_peek(&p, true, &tok);
 		if (tok != TOK_IDENTIFIER && tok != TOK_DOES_NOT_EXIST)
 			return sel_fail(&p, it, psprintf("found '%s', expected: identifier after ','",
-											 it->literal));
+												kw_excerpt(it->literal)));
 	}
 	if (sel->nreqs > 1)
 		qsort(sel->reqs, sel->nreqs, sizeof(SelRequirement), cmp_requirement_key);
@@ -905,7 +928,7 @@ label_selector_from_jsonb(Jsonb *jb, LabelSelector *sel, SelError *error)
 				StringInfoData msg;
 
 				initStringInfo(&msg);
-				append_go_quoted(&msg, opname);
+				append_go_quoted(&msg, kw_excerpt(opname));
 				appendStringInfoString(&msg, " is not a valid pod selector operator");
 				error->message = msg.data;
 				error->offset = -1;
@@ -1055,12 +1078,12 @@ report_selector_error(SelError *error, const char *selector, int len, bool is_te
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s", error->message),
-				 errdetail("The label selector is %s.", selector)));
+				 errdetail("The label selector is %s.", kw_excerpt(selector))));
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("%s", error->message),
 			 errdetail("The label selector \"%s\" is invalid at character %d.",
-					   selector, pg_mbstrlen_with_len(selector, error->offset) + 1),
+					   kw_excerpt(selector), pg_mbstrlen_with_len(selector, error->offset) + 1),
 			 (len > 0 && selector[0] == '{') ?
 			 errhint("A LabelSelector object (matchLabels, matchExpressions) is passed as jsonb: cast it with ::jsonb.") :
 			 errhint("Label selectors are written as kubectl -l takes them: key=value, key!=value, key in (a,b), key notin (a,b), key, !key, joined by commas.")));

@@ -144,7 +144,12 @@ SELECT kwatch.matches_labels('{}', 'app=web,tier!=db,,x');
 SELECT kwatch.matches_labels('{}', 'app in (web');
 SELECT kwatch.matches_labels('{}', '{"matchLabels": {"app": "web"}}');
 SELECT kwatch.matches_labels('{}', '{"matchExpressions": [{"key": "tier", "operator": "in", "values": ["db"]}]}'::jsonb);
+-- what is echoed of a long selector is cut (kw_excerpt: 300 bytes)
+SELECT kwatch.matches_labels('{}', 'app=web,' || repeat('x', 400) || ' in (a');
 \set VERBOSITY terse
+SELECT length(sel_error(repeat('(', 100000))) AS "found '(((...'",
+       length(sel_error(repeat('a', 100000))) AS "invalid key aaa...",
+       length(sel_error('a=' || repeat('b', 100000))) AS "invalid value bbb...";
 
 -- a LabelSelector (metav1): TestLabelSelectorAsSelector (apis/meta/v1/helpers_test.go:31-94)
 SELECT sel, labels, want, kwatch.matches_labels(labels::jsonb, sel::jsonb) AS got,
