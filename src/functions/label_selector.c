@@ -1236,6 +1236,98 @@ selector_split(LabelSelector *sel, Jsonb **contains, char **rest)
 }
 
 /*
+ * kwatch._label_selector_equalities(selector text | jsonb) -> jsonb: the
+ * equalities of a selector (`=`, `==`, `in` of one value, matchLabels) as
+ * the object `labels @>` takes, `{}` when it has none, NULL for a selector
+ * that selects nothing (JSON null).  Every object the selector selects
+ * contains it: the index condition the support function gives a selector
+ * that is not a constant (a join's, a parameter).  STRICT.  ERROR 22023 on
+ * an invalid selector, as matches_labels.
+ */
+PG_FUNCTION_INFO_V1(kwatch_label_selector_equalities);
+Datum
+kwatch_label_selector_equalities(PG_FUNCTION_ARGS)
+{
+	Oid			argtype = get_fn_expr_argtype(fcinfo->flinfo, 0);
+	LabelSelector *sel;
+	Jsonb	   *contains;
+	char	   *rest;
+
+	if (argtype == JSONBOID)
+	{
+		Datum		d = PointerGetDatum(PG_GETARG_JSONB_P(0));
+
+		sel = cached_selector(fcinfo, VARDATA(DatumGetPointer(d)),
+							  VARSIZE(DatumGetPointer(d)) - VARHDRSZ, d, false);
+	}
+	else
+	{
+		text	   *t = PG_GETARG_TEXT_PP(0);
+
+		sel = cached_selector(fcinfo, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), 0, true);
+	}
+	if (sel->nothing)
+		PG_RETURN_NULL();
+	selector_split(sel, &contains, &rest);
+	if (contains == NULL)
+	{
+		JsonbParseState *state = NULL;
+
+		pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+		contains = JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+	}
+	PG_RETURN_JSONB_P(contains);
+}
+
+/*
+ * index_condition: for SupportRequestIndexCondition, a call whose labels
+ * argument is the column of an index with jsonb's `@>` (GIN jsonb_path_ops
+ * or jsonb_ops) and whose selector is not a constant (a constant one was
+ * rewritten already) but reads nothing of the indexed table: the lossy
+ * index clause `labels @> kwatch._label_selector_equalities(selector)`,
+ * evaluated once per scan (per outer row of a nested loop: a Deployment's
+ * pods by the Deployment's spec.selector).  NIL otherwise.
+ */
+static List *
+index_condition(SupportRequestIndexCondition *req)
+{
+	FuncExpr   *fexpr;
+	Node	   *selector;
+	Oid			opno;
+	Oid			eqfn;
+	Oid			argtypes[1];
+	char	   *nsp;
+	Expr	   *cond;
+
+	if (!IsA(req->node, FuncExpr) || req->indexarg != 0)
+		return NIL;
+	fexpr = (FuncExpr *) req->node;
+	if (list_length(fexpr->args) != 2)
+		return NIL;
+	selector = lsecond(fexpr->args);
+	argtypes[0] = exprType(selector);
+	if (IsA(selector, Const) || (argtypes[0] != TEXTOID && argtypes[0] != JSONBOID) ||
+		!is_pseudo_constant_for_index(req->root, selector, req->index))
+		return NIL;
+	opno = get_opfamily_member(req->opfamily, JSONBOID, JSONBOID, JsonbContainsStrategyNumber);
+	if (!OidIsValid(opno))
+		return NIL;
+	nsp = get_namespace_name(get_func_namespace(fexpr->funcid));
+	eqfn = LookupFuncName(list_make2(makeString(nsp), makeString("_label_selector_equalities")),
+						  1, argtypes, true);
+	if (!OidIsValid(eqfn))
+		return NIL;
+	cond = make_opclause(opno, BOOLOID, false, (Expr *) copyObject(linitial(fexpr->args)),
+						 (Expr *) makeFuncExpr(eqfn, JSONBOID, list_make1(copyObject(selector)),
+											   InvalidOid, exprCollation(selector),
+											   COERCE_EXPLICIT_CALL),
+						 InvalidOid, InvalidOid);
+	((OpExpr *) cond)->opfuncid = get_opcode(opno);
+	req->lossy = true;
+	return list_make1(cond);
+}
+
+/*
  * kwatch._matches_labels_support(internal) -> internal: the planner
  * support function of both matches_labels (PostgreSQL's
  * nodes/supportnodes.h, SupportRequestSimplify).  A call whose selector is
@@ -1246,7 +1338,9 @@ selector_split(LabelSelector *sel, Jsonb **contains, char **rest)
  * tables') serves.  Same result for every row: an equality is containment
  * of that key's string, and the rest is checked as before (re-simplified,
  * the rest has no equality and stays).  Anything else is left as it is
- * (an invalid selector raises its error when the call runs).
+ * (an invalid selector raises its error when the call runs).  For
+ * SupportRequestIndexCondition, a selector that is no constant:
+ * index_condition.
  */
 PG_FUNCTION_INFO_V1(kwatch_matches_labels_support);
 Datum
@@ -1265,6 +1359,8 @@ kwatch_matches_labels_support(PG_FUNCTION_ARGS)
 	Expr	   *cond;
 	bool		ok;
 
+	if (IsA(rawreq, SupportRequestIndexCondition))
+		PG_RETURN_POINTER(index_condition((SupportRequestIndexCondition *) rawreq));
 	if (!IsA(rawreq, SupportRequestSimplify))
 		PG_RETURN_POINTER(NULL);
 	req = (SupportRequestSimplify *) rawreq;

@@ -231,6 +231,42 @@ SELECT (SELECT count(*) FROM pods WHERE kwatch.matches_labels(labels,
           '{"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}'::jsonb)) AS rewritten,
        (SELECT count(*) FROM pods WHERE kwatch.matches_labels(labels, (SELECT
           '{"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}'::jsonb))) AS plain;
+-- a selector that is no constant (a join's, a parameter): the index
+-- condition labels @> kwatch._label_selector_equalities(selector), lossy,
+-- evaluated per scan (here per Deployment)
+CREATE TABLE deployments (name text, selector jsonb, selector_text text);
+INSERT INTO deployments VALUES
+  ('web', '{"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["db"]}]}', 'app=web,tier!=db'),
+  ('api', '{"matchLabels": {"app": "api", "pod-template-hash": "h2"}}', 'app=api,pod-template-hash=h2'),
+  ('any-db', '{"matchExpressions": [{"key": "tier", "operator": "In", "values": ["db"]}]}', 'tier in (db)'),
+  ('none', 'null', NULL),
+  ('all', '{}', '');
+ANALYZE deployments;
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT d.name, p.name FROM deployments d
+  JOIN pods p ON kwatch.matches_labels(p.labels, d.selector) WHERE d.name = 'web';
+EXPLAIN (COSTS OFF) SELECT d.name, p.name FROM deployments d
+  JOIN pods p ON kwatch.matches_labels(p.labels, d.selector_text) WHERE d.name = 'web';
+PREPARE by_selector(text) AS SELECT count(*) FROM pods WHERE kwatch.matches_labels(labels, $1);
+SET plan_cache_mode = force_generic_plan;
+EXPLAIN (COSTS OFF) EXECUTE by_selector('app=web');
+EXECUTE by_selector('app=web,tier!=db');
+EXECUTE by_selector('tier!=db');
+RESET plan_cache_mode;
+DEALLOCATE by_selector;
+-- the same pairs by the index as without it
+SELECT d.name,
+       (SELECT count(*) FROM pods p WHERE kwatch.matches_labels(p.labels, d.selector)) AS by_index,
+       (SELECT count(*) FROM pods p WHERE kwatch.matches_labels(p.labels, d.selector_text)) AS by_text,
+       (SELECT count(*) FROM pods p WHERE kwatch.matches_labels(p.labels || '{}', d.selector)) AS without
+  FROM deployments d ORDER BY d.name;
+RESET enable_seqscan;
+SELECT kwatch._label_selector_equalities('app=web,tier!=db,x in (a),y in (a,b)'),
+       kwatch._label_selector_equalities('!x'),
+       kwatch._label_selector_equalities('{"matchLabels": {"a": "b"}}'::jsonb),
+       kwatch._label_selector_equalities('null'::jsonb);
+DROP TABLE deployments;
+
 -- and in the planner's every pass: a view, a prepared statement
 CREATE VIEW web_pods AS SELECT name FROM pods WHERE kwatch.matches_labels(labels, 'app=web,tier!=db');
 SELECT count(*) FROM web_pods;

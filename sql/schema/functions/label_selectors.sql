@@ -50,3 +50,15 @@ CREATE OR REPLACE FUNCTION kwatch.matches_service_selector(labels jsonb, selecto
   SELECT CASE WHEN jsonb_typeof(selector) = 'object' AND selector <> '{}'::jsonb
               THEN labels @> selector ELSE false END
 $_$;
+
+-- _label_selector_equalities(selector text | jsonb) -> jsonb: a selector's
+-- equalities as labels @> takes them ('{}' when none; NULL for a JSON null
+-- LabelSelector): the index condition _matches_labels_support gives a
+-- selector that is not a constant (a join's, a parameter).  ERROR 22023 on
+-- an invalid selector.
+CREATE OR REPLACE FUNCTION kwatch._label_selector_equalities(selector text) RETURNS jsonb
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+    AS 'MODULE_PATHNAME', 'kwatch_label_selector_equalities';
+CREATE OR REPLACE FUNCTION kwatch._label_selector_equalities(selector jsonb) RETURNS jsonb
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+    AS 'MODULE_PATHNAME', 'kwatch_label_selector_equalities';
