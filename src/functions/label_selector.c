@@ -47,6 +47,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 
 #include "kw_http.h"
 
@@ -1063,9 +1064,14 @@ append_requirement(StringInfo buf, SelRequirement *req)
  * The SQL functions
  * --------------------------------------------------------------------- */
 
-/* a call site's parsed selector, kept while its selector is the same */
+/*
+ * a call site's parsed selector, kept while its selector is the same; the
+ * parse lives in its own context, emptied when the selector changes (a
+ * join's selector may change at every row)
+ */
 typedef struct SelectorCache
 {
+	MemoryContext cxt;
 	int			len;
 	char	   *bytes;
 	LabelSelector sel;
@@ -1091,8 +1097,9 @@ report_selector_error(SelError *error, const char *selector, int len, bool is_te
 
 /*
  * cached_selector: the parsed selector of this call site for these bytes
- * (a text selector, or a jsonb LabelSelector when !is_text), parsed into
- * fn_mcxt on a change.  ERRORs 22023 on an invalid selector.
+ * (a text selector, or a jsonb LabelSelector when !is_text), parsed anew
+ * into the cache's context on a change.  ERRORs 22023 on an invalid
+ * selector.
  */
 static LabelSelector *
 cached_selector(FunctionCallInfo fcinfo, const char *bytes, int len, Datum d, bool is_text)
@@ -1106,10 +1113,15 @@ cached_selector(FunctionCallInfo fcinfo, const char *bytes, int len, Datum d, bo
 	if (cache && cache->len == len && memcmp(cache->bytes, bytes, len) == 0)
 		return &cache->sel;
 	if (cache == NULL)
-		cache = fcinfo->flinfo->fn_extra =
-			MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(SelectorCache));
+	{
+		cache = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(SelectorCache));
+		cache->cxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "kwatch label selector",
+										   ALLOCSET_SMALL_SIZES);
+		fcinfo->flinfo->fn_extra = cache;
+	}
 	cache->len = -1;
-	old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+	MemoryContextReset(cache->cxt);
+	old = MemoryContextSwitchTo(cache->cxt);
 	if (is_text)
 		ok = parse_selector(bytes, len, &sel, &error);
 	else
@@ -1123,7 +1135,7 @@ cached_selector(FunctionCallInfo fcinfo, const char *bytes, int len, Datum d, bo
 			report_selector_error(&error, JsonbToCString(NULL, &DatumGetJsonbP(d)->root, VARSIZE(d)),
 								  0, false);
 	}
-	cache->bytes = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, len + 1);
+	cache->bytes = MemoryContextAlloc(cache->cxt, len + 1);
 	memcpy(cache->bytes, bytes, len);
 	cache->sel = sel;
 	cache->len = len;
