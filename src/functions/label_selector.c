@@ -21,7 +21,9 @@
  * planner support function: a constant selector's equalities (`=`, `==`,
  * `in` of one value, matchLabels) become `labels @> '{...}'`, which the
  * mirror tables' GIN index (jsonb_path_ops) serves, beside a call for the
- * rest of the selector.
+ * rest of the selector; a selector that is no constant (a join's, a
+ * parameter) gets the lossy index condition `labels @>
+ * kwatch._label_selector_equalities(selector)`.
  *
  * An invalid selector is ERROR 22023 (invalid_parameter_value), its
  * message apimachinery's, its DETAIL the selector and the character where
