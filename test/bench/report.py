@@ -515,6 +515,23 @@ def readme_section(reps):
     return "\n".join(L).rstrip() + "\n"
 
 
+def selectors_markdown(rep):
+    """selectors.py's report as Markdown."""
+    m = rep["meta"]
+    L = ["", "## Label selectors (`selectors.py`)", "",
+         "%s, %s; %s pods-shaped rows, GIN (jsonb_path_ops) on labels, %d rounds interleaved, medians."
+         % (m["date"], m["machine"], "{:,}".format(m["rows"]), m["rounds"]), "",
+         "| `kwatch.matches_labels(labels, ...)` | rows | selector | hand-written | ratio (target <= 1.5) | scans |",
+         "|---|---|---|---|---|---|"]
+    for r in rep["selectors"]:
+        L.append("| `%s` | %d%s | %.2f ms | %.2f ms | %.2f x | %s / %s |"
+                 % (r["selector"], r["rows"], "" if r["rows"] == r["rows_hand_written"]
+                    else " (hand-written: %d)" % r["rows_hand_written"], r["selector_ms"],
+                    r["hand_written_ms"], r["ratio"], r["selector_scan"], r["hand_written_scan"]))
+    L += ["", "The plan of the second:", "", "```"] + rep["plan"] + ["```"]
+    return "\n".join(L) + "\n"
+
+
 def main():
     args = sys.argv[1:]
     if len(args) >= 3 and args[0] == "--readme":
@@ -529,6 +546,7 @@ def main():
         rep = json.load(open(args[0]))
         sys.stdout.write(scale_markdown(rep) if "result" in rep else evstream_markdown(rep) if "evstream" in rep
                          else servers_markdown(rep) if "servers" in rep
+                         else selectors_markdown(rep) if "selectors" in rep
                          else evreal_markdown(rep) if "evreal" in rep else markdown(rep))
     else:
         sys.exit(__doc__)
