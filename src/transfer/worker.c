@@ -525,6 +525,20 @@ multi_init(void)
 	curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, timer_cb);
 	/* PROTOCOL 36: share connections; HTTP/2 multiplexes watches */
 	curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long) CURLPIPE_MULTIPLEX);
+
+	/*
+	 * A name lookup runs inside the transfer that needs it: with libcurl's
+	 * threaded (or c-ares) resolver beside the loop, without one in the
+	 * loop, so that one server whose DNS stalls would stall every watch
+	 * (issue 47).  Debian's libcurl has the threaded one; say so when a
+	 * build has none.
+	 */
+	if (!(curl_version_info(CURLVERSION_NOW)->features & CURL_VERSION_ASYNCHDNS))
+		ereport(WARNING,
+				(errmsg("kwatch: libcurl %s resolves host names synchronously",
+						curl_version_info(CURLVERSION_NOW)->version),
+				 errdetail("A DNS lookup that stalls blocks the kwatch worker, and every watch with it, until it ends."),
+				 errhint("Use a libcurl built with its threaded resolver or c-ares (curl --version lists AsynchDNS).")));
 }
 
 /* ---------------------------------------------------------------------
