@@ -162,19 +162,22 @@ kw_registrations_read(int32 only_id, MemoryContext cxt)
 					 " namespace, label_selector, field_selector, table_name, channel,"
 					 " notify, owner, resource_version, created_at,"
 	/* columns of 0.2.0, read so that a 0.1.0 schema not yet updated works */
-					 " COALESCE((to_jsonb(r)->>'secret_data')::boolean, false),"
-					 " COALESCE(to_jsonb(r)->>'notify_payload',"
+					 " COALESCE((j->>'secret_data')::boolean, false),"
+					 " COALESCE(j->>'notify_payload',"
 					 "   CASE WHEN api_group = '' AND plural = 'secrets' THEN 'minimal'"
 					 "   ELSE 'full' END) = 'minimal',"
-					 " (to_jsonb(r)->'retry_ms'->>0)::int, (to_jsonb(r)->'retry_ms'->>1)::int,"
-					 " (to_jsonb(r)->'retry_ms'->>2)::int, (to_jsonb(r)->'retry_ms'->>3)::int,"
+					 " (j->'retry_ms'->>0)::int, (j->'retry_ms'->>1)::int,"
+					 " (j->'retry_ms'->>2)::int, (j->'retry_ms'->>3)::int,"
 	/* of 0.5.0: the watch's own kwatch.apply_timeout, in ms (NULL: none) */
 					 " (SELECT LEAST(ms, 2147483647)::int FROM (SELECT extract(epoch FROM"
-					 "   (to_jsonb(r)->>'apply_timeout')::interval) * 1000 AS ms) t WHERE ms IS NOT NULL),"
+					 "   (j->>'apply_timeout')::interval) * 1000 AS ms) t WHERE ms IS NOT NULL),"
 	/* of 0.7.0: whether the owner is a superuser (the deadline's bounds) */
 					 " COALESCE((SELECT a.rolsuper FROM pg_catalog.pg_roles a"
 					 "   WHERE a.oid OPERATOR(pg_catalog.=) r.owner), false)"
-					 " FROM kwatch.registrations r WHERE $1 = 0 OR id = $1 ORDER BY id",
+					 " FROM kwatch.registrations r,"
+	/* the row as jsonb once, not once per column read (OFFSET 0: not pulled up) */
+					 " LATERAL (SELECT to_jsonb(r) AS j OFFSET 0) x"
+					 " WHERE $1 = 0 OR id = $1 ORDER BY id",
 							   1, &argtype, &arg, NULL, true, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read kwatch.registrations: %s", SPI_result_code_string(rc));

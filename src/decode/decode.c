@@ -54,6 +54,26 @@
 #define KW_MAX_DEPTH_COUNTED (1 << 30)
 /* Depths is_obj/expect_key hold at first (a pod nests about 12 levels). */
 #define KW_DEPTH_FLAGS_INITIAL 64
+/*
+ * The first size of the decoder's short strings (keys, an item's identity,
+ * the event type), which a decoder keeps for as long as its watch runs,
+ * and how much capture buffer a watch's decoder keeps between events.
+ */
+#define KW_SMALL_STRING 64
+#define KW_EVENT_CAPTURE_KEEP (64 * 1024)
+
+/*
+ * small_string_init: initStringInfo with a first allocation of `size`
+ * bytes instead of 1 kB (stringinfo.c's enlargeStringInfo doubles it as
+ * needed, as for any StringInfo).
+ */
+static void
+small_string_init(StringInfo s, int size)
+{
+	s->data = palloc(size);
+	s->maxlen = size;
+	resetStringInfo(s);
+}
 
 /* hex4: the value of 4 hex digits (0x10000 when they are not hex digits). */
 static unsigned int
@@ -406,12 +426,12 @@ kw_list_decoder_create(const char *api_version, const char *kind)
 	dec->flags_len = KW_DEPTH_FLAGS_INITIAL;
 	dec->is_obj = palloc0(dec->flags_len * sizeof(bool));
 	dec->expect_key = palloc0(dec->flags_len * sizeof(bool));
-	initStringInfo(&dec->str);
+	small_string_init(&dec->str, KW_SMALL_STRING);
 	initStringInfo(&dec->capture);
-	initStringInfo(&dec->meta);
-	initStringInfo(&dec->kind);
+	small_string_init(&dec->meta, KW_SMALL_STRING);
+	small_string_init(&dec->kind, KW_SMALL_STRING);
 	for (int i = 0; i < 4; i++)
-		initStringInfo(&dec->id[i]);
+		small_string_init(&dec->id[i], KW_SMALL_STRING);
 	return dec;
 }
 
@@ -529,6 +549,17 @@ emit_item(KwListDecoder *dec, KwListItemCallback cb, void *arg)
 	item.sanitized = false;
 	cb(arg, &item);
 	resetStringInfo(&dec->capture);
+	/*
+	 * A watch's decoder lives as long as the watch: after a big object it
+	 * gives the capture buffer back, so that an idle watch does not keep
+	 * the largest event it ever saw (a list's decoder keeps it for the
+	 * next item, and is freed with the list).
+	 */
+	if (dec->events && dec->capture.maxlen > KW_EVENT_CAPTURE_KEEP)
+	{
+		pfree(dec->capture.data);
+		initStringInfo(&dec->capture);
+	}
 	return true;
 }
 
@@ -1181,7 +1212,7 @@ kw_watch_decoder_create(const char *api_version, const char *kind)
 
 	dec->framer = kw_list_decoder_create(api_version, kind);
 	dec->framer->events = true;
-	initStringInfo(&dec->framer->evtype);
+	small_string_init(&dec->framer->evtype, KW_SMALL_STRING);
 	return dec;
 }
 

@@ -21,9 +21,9 @@ For each size W (rounds one after another, the same PostgreSQL):
    watch is healthy and has listed;
 3. reports every kwatch process's peak and settled RssAnon (the worker, the
    apply workers, the request sender), all kwatch processes' CPU while
-   the fleet is idle over --idle seconds (from when no transaction has
-   committed for 3 s; the worker's 10-s reload of the registrations falls
-   in it twice), the worker's ESTABLISHED TCP
+   the fleet is idle over --idle seconds (from when they have used under
+   1% of a core for 3 s in a row; the worker's 10-s reload of the
+   registrations falls in it twice), the worker's ESTABLISHED TCP
    connections per loopback address (= per server), the change latency:
    --changes updates of one ConfigMap, each seen by every server's
    configmaps watch, from the update's return to each NOTIFY (p50, p99,
@@ -250,18 +250,19 @@ def one_round(pg, watches, resources, idle, changes, api_port, pg_dir):
     register_s = time.monotonic() - t0
     synced_s = wait_all_healthy(pg, watches, t0)
     peak_kb = sampler.stop()
-    peak_by = {measure.cmdline(p): kb for p, kb in sampler.peak_by_pid.items()}
+    peak_by = {measure.cmdline(p).strip(): kb for p, kb in sampler.peak_by_pid.items()}
 
-    # idle: once no transaction has committed for 3 s (the last batches,
-    # checkpoints and the apply workers' status are written), at most 60 s
+    # idle: once the kwatch processes have used under 1% of a core for 3 s
+    # in a row (the last batches, checkpoints and status are written), at
+    # most 60 s
     xact = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
-    settle_t0, last, quiet_since = time.monotonic(), None, time.monotonic()
-    while time.monotonic() - settle_t0 < 60 and time.monotonic() - quiet_since < 3:
-        pg.q("SELECT pg_stat_clear_snapshot()")
-        n = pg.one(xact)
-        if n != last:   # our own two statements count 1 each round
-            last, quiet_since = n + 2, time.monotonic()
-        time.sleep(0.5)
+    settle_t0, quiet = time.monotonic(), 0
+    c_prev = cpu_all(kwatch_pids(postmaster))
+    while time.monotonic() - settle_t0 < 60 and quiet < 3:
+        time.sleep(1)
+        c_now = cpu_all(kwatch_pids(postmaster))
+        quiet = quiet + 1 if c_now - c_prev <= 0.01 else 0
+        c_prev = c_now
     settle_s = time.monotonic() - settle_t0
     pids = kwatch_pids(postmaster)
     x0 = pg.one(xact)
@@ -269,11 +270,11 @@ def one_round(pg, watches, resources, idle, changes, api_port, pg_dir):
     w0 = time.monotonic()
     time.sleep(idle)
     idle_wall = time.monotonic() - w0
-    idle_by = {measure.cmdline(p): (measure.cpu_s(p) - c0[p]) / idle_wall * 100 for p in pids}
+    idle_by = {measure.cmdline(p).strip(): (measure.cpu_s(p) - c0[p]) / idle_wall * 100 for p in pids}
     idle_pct = sum(idle_by.values())
     pg.q("SELECT pg_stat_clear_snapshot()")
     idle_commits = (pg.one(xact) - x0 - 2) / idle_wall
-    rss = {measure.cmdline(p): measure.status_kb(p)[0] for p in pids}
+    rss = {measure.cmdline(p).strip(): measure.status_kb(p)[0] for p in pids}
     conns = connections_by_address(worker, api_port)
     lat, missing = change_latencies(pg, servers, changes)
 

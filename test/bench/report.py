@@ -516,9 +516,9 @@ def readme_section(reps):
 
 
 def selectors_markdown(rep):
-    """selectors.py's report as Markdown."""
+    """label_selectors.py's report as Markdown."""
     m = rep["meta"]
-    L = ["", "## Label selectors (`selectors.py`)", "",
+    L = ["", "## Label selectors (`label_selectors.py`)", "",
          "%s, %s; %s pods-shaped rows, GIN (jsonb_path_ops) on labels, %d rounds interleaved, medians."
          % (m["date"], m["machine"], "{:,}".format(m["rows"]), m["rounds"]), "",
          "| `kwatch.matches_labels(labels, ...)` | rows | selector | hand-written | ratio (target <= 1.5) | scans |",

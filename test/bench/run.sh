@@ -31,7 +31,7 @@ export PGHOST="$dir/pg" PGPORT=$port PGDATABASE=bench PGUSER=postgres
 # them (kubectl.pods); relist.py drops that table
 /usr/bin/python3 test/bench/history.py
 /usr/bin/python3 test/bench/printed.py
-/usr/bin/python3 test/bench/selectors.py --json "$dir/selectors.json"
+/usr/bin/python3 test/bench/label_selectors.py --json "$dir/selectors.json"
 /usr/bin/python3 test/bench/applies.py
 /usr/bin/python3 test/bench/relist.py
 # the relation functions at 50,000 pods-shaped rows of its own (needs no API server)

@@ -3,11 +3,11 @@
 beside the hand-written query that means the same, on pods-shaped rows.
 Prints a report (report.py selectors_markdown); asserts nothing.
 
-usage: selectors.py [--rows 50000] [--rounds 15] [--json PATH]
+usage: label_selectors.py [--rows 50000] [--rounds 15] [--json PATH]
 
 Needs only a PostgreSQL with kwatch installed (the PG* environment names the
 database; `make bench` runs it after printed.py), so it runs alone too:
-    PGHOST=... PGDATABASE=... python3 test/bench/selectors.py
+    PGHOST=... PGDATABASE=... python3 test/bench/label_selectors.py
 It makes a temporary table of `rows` rows with the columns and the index a
 mirror table has for labels (`labels jsonb`, GIN `jsonb_path_ops`), each
 row's labels those of a Deployment's pod: app (one of 100), tier (web, api,
