@@ -317,7 +317,7 @@ BEGIN
                     existing.table_name
       USING ERRCODE = 'duplicate_object',
             HINT = format('Call kwatch.unwatch(%L, server => %L) first, or pass table_name => for a second table.',
-                          existing.table_name, srv);
+                          format('k8s.%I', existing.table_name), srv);
   END IF;
 
   -- The server validates selectors, namespace and permissions for us.
@@ -549,7 +549,9 @@ $$;
 -- resource `name` names (_names_resource: plural, singular, kind, short
 -- name, with or without its group) or whose table it names (_table_forms:
 -- with or without "k8s."; a table receives one watch per server, so its
--- name always tells one).  The caller's own watches only (its role or one
+-- name with the schema, "k8s.x", which no resource name matches, always
+-- tells one).  A name without its group means the core group's resource
+-- when a core watch matches (kubectl's priority: core first).  The caller's own watches only (its role or one
 -- it has USAGE of; every watch for a superuser); when it has none, the
 -- oldest match of another role, which the caller's check then refuses
 -- (42501).  NULL (all fields) when nothing matches.  ERRORs: 42P08 several
@@ -565,12 +567,21 @@ DECLARE
   listed text[];
   r kwatch.registrations;
 BEGIN
-  WITH m AS (
-    SELECT x.*, kwatch._acts_for(caller, x.owner) AS own
+  WITH c AS (
+    SELECT x.*, kwatch._acts_for(caller, x.owner) AS own,
+           kwatch._names_resource(name, x.resource, x.names || lower(x.kind)) AS by_resource,
+           x.table_name = ANY (kwatch._table_forms(name)) AS by_table
     FROM kwatch.registrations x
-    WHERE x.server = _find_watch.server
-      AND (kwatch._names_resource(name, x.resource, x.names || lower(x.kind))
-           OR x.table_name = ANY (kwatch._table_forms(name))))
+    WHERE x.server = _find_watch.server),
+  -- kubectl's order: a name without its group means the core group's
+  -- resource when there is one (restmapper's PriorityRESTMapper)
+  m AS (
+    SELECT c.* FROM c
+    WHERE c.by_table
+       OR (c.by_resource
+           AND (c.api_group = '' OR strpos(name, '.') > 0
+                OR NOT EXISTS (SELECT 1 FROM c c2
+                               WHERE c2.by_resource AND c2.api_group = '' AND c2.own = c.own))))
   SELECT array_agg(m.id ORDER BY m.id) FILTER (WHERE m.own),
          min(m.id) FILTER (WHERE NOT m.own),
          array_agg(format('k8s.%I (%s)', m.table_name,
@@ -582,8 +593,9 @@ BEGIN
     RAISE EXCEPTION '"%" matches % of your watches on server "%"', name, cardinality(own_ids), server
       USING ERRCODE = 'ambiguous_parameter',
             DETAIL = format('They write %s.', array_to_string(listed, ', ')),
-            HINT = format('Name the watch by its table (with or without k8s.), e.g. %L, as kwatch.watches.table_name shows it.',
-                          (SELECT x.table_name FROM kwatch.registrations x WHERE x.id = own_ids[1]));
+            HINT = format('Name the watch by its table with its schema, e.g. %L, as kwatch.watches.table_name shows it.',
+                          (SELECT format('k8s.%I', x.table_name) FROM kwatch.registrations x
+                           WHERE x.id = own_ids[1]));
   END IF;
   SELECT * INTO r FROM kwatch.registrations x WHERE x.id = COALESCE(own_ids[1], other_id);
   RETURN r;
@@ -637,16 +649,20 @@ BEGIN
     drop_it := drop_table AND NOT EXISTS (SELECT 1 FROM kwatch.registrations x
                                           WHERE x.table_name = r.table_name);
     IF drop_table AND NOT drop_it THEN
-      SELECT array_agg(DISTINCT format('%L', x.server)) FILTER (WHERE kwatch._acts_for(kwatch._caller(), x.owner)),
+      SELECT array_agg(DISTINCT format('"%s"', x.server)) FILTER (WHERE kwatch._acts_for(kwatch._caller(), x.owner)),
              count(*) FILTER (WHERE NOT kwatch._acts_for(kwatch._caller(), x.owner))
       INTO mine, others
       FROM kwatch.registrations x WHERE x.table_name = r.table_name;
       RAISE WARNING 'table k8s.% is kept: other watches still write it', r.table_name
         USING DETAIL = concat_ws(' ',
-                         CASE WHEN mine IS NOT NULL
-                              THEN format('Your watches on server %s write it.', array_to_string(mine, ', ')) END,
-                         CASE WHEN others > 0
-                              THEN format('%s watch(es) of other roles write it.', others) END),
+                         CASE cardinality(mine)
+                              WHEN 1 THEN format('Your watch on server %s writes it.', mine[1])
+                              WHEN 0 THEN NULL
+                              ELSE format('Your watches on servers %s write it.', array_to_string(mine, ', ')) END,
+                         CASE others
+                              WHEN 0 THEN NULL
+                              WHEN 1 THEN 'A watch of another role writes it.'
+                              ELSE format('%s watches of other roles write it.', others) END),
               HINT = 'The watch and its rows on this server are gone; the last unwatch(..., drop_table => true) of the table drops it.';
     END IF;
     -- only its owner's (or a member's) table: another role may have
@@ -717,7 +733,9 @@ REVOKE ALL ON FUNCTION kwatch._relist_impl(text, text, boolean, interval) FROM P
 -- superuser's bypass) when it has any, else all.  Else the watches whose
 -- resource `resource` names or whose table it names, as _find_watch()
 -- matches them (kwatch.watches.names: plural, singular, kind, short names,
--- "name.group"; a table with or without "k8s."): the caller's own when it
+-- "name.group", a name without its group meaning the core group's
+-- resource when the core group has one, as kubectl means it; a table with
+-- or without "k8s."): the caller's own when it
 -- has any -- all of them, as waiting for several is no choice made for the
 -- caller -- else one other role's.  NULL when none.  ERRORs: 42P08 the
 -- matches are several other roles' (DETAIL: their tables, which
@@ -736,16 +754,24 @@ BEGIN
     SELECT a.oid FROM pg_roles a WHERE a.rolname = current_user
     UNION
     SELECT m.roleid FROM pg_auth_members m JOIN mine ON m.member = mine.role),
-  m AS (
-    SELECT w.id, w.owner::oid AS owner, w.table_name,
+  c AS (
+    SELECT w.id, w.owner::oid AS owner, w.table_name, w.resource,
            kwatch._watch_label(w.resource, w.namespace, w.label_selector, w.field_selector) AS label,
-           w.owner::oid IN (SELECT role FROM mine) AS own
+           w.owner::oid IN (SELECT role FROM mine) AS own,
+           kwatch._names_resource(_watch_ids.resource, w.resource, w.names) AS by_resource,
+           w.table_name IN (SELECT format('k8s.%I', f)
+                            FROM unnest(kwatch._table_forms(_watch_ids.resource)) f) AS by_table
     FROM kwatch.watches w
-    WHERE w.server = _watch_ids.server
-      AND (_watch_ids.resource IS NULL
-           OR kwatch._names_resource(_watch_ids.resource, w.resource, w.names)
-           OR w.table_name IN (SELECT format('k8s.%I', f)
-                               FROM unnest(kwatch._table_forms(_watch_ids.resource)) f))),
+    WHERE w.server = _watch_ids.server),
+  -- as _find_watch: a name without its group means the core group's
+  m AS (
+    SELECT c.* FROM c
+    WHERE _watch_ids.resource IS NULL OR c.by_table
+       OR (c.by_resource
+           AND (strpos(c.resource, '.') = 0 OR strpos(_watch_ids.resource, '.') > 0
+                OR NOT EXISTS (SELECT 1 FROM c c2
+                               WHERE c2.by_resource AND strpos(c2.resource, '.') = 0
+                                 AND c2.own = c.own)))),
   best AS (SELECT * FROM m ORDER BY own DESC LIMIT 1)
   SELECT array_agg(m.id ORDER BY m.id), count(DISTINCT m.owner),
          array_agg(format('%s (%s, role %s)', m.table_name, m.label, m.owner::regrole) ORDER BY m.id)
@@ -755,7 +781,7 @@ BEGIN
     RAISE EXCEPTION '"%" matches watches of several roles on server "%"', resource, server
       USING ERRCODE = 'ambiguous_parameter',
             DETAIL = format('They write %s.', array_to_string(tables, ', ')),
-            HINT = 'Name the watch by its table (with or without k8s.), as kwatch.watches.table_name shows it.';
+            HINT = 'Name the watch by its table with its schema, as kwatch.watches.table_name shows it.';
   END IF;
   RETURN ids;
 END
