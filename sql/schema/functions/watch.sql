@@ -233,9 +233,9 @@ BEGIN
     SELECT r.table_name INTO tbl FROM kwatch.registrations r
     WHERE r.server = srv AND r.api_group = d.api_group AND r.plural = d.plural
       AND kwatch._acts_for(d.caller, r.owner)
-      AND r.namespace IS NOT DISTINCT FROM namespace
-      AND r.label_selector IS NOT DISTINCT FROM label_selector
-      AND r.field_selector IS NOT DISTINCT FROM field_selector
+      AND r.namespace IS NOT DISTINCT FROM _watch_impl.namespace
+      AND r.label_selector IS NOT DISTINCT FROM _watch_impl.label_selector
+      AND r.field_selector IS NOT DISTINCT FROM _watch_impl.field_selector
       AND r.notify = _watch_impl.notify
       AND r.secret_data = COALESCE(_watch_impl.secret_data, false)
       AND r.notify_payload = _watch_impl.notify_payload
