@@ -35,7 +35,7 @@ SELECT r.id,
        COALESCE(s.synced, false) AS synced, s.syncs, s.relist_requests,
        r.retry_relist_after, r.retry_watch_after,
        r.owner::regrole AS owner,
-       r.names || pg_catalog.lower(r.kind) AS names
+       CASE WHEN r.names = '{}' THEN ARRAY[r.plural, pg_catalog.lower(r.kind)] ELSE r.names END AS names
 FROM kwatch.registrations r
 LEFT JOIN kwatch.watch_status() s ON s.watch_id = r.id
 WHERE CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles a WHERE a.oid = r.owner)

@@ -4,6 +4,7 @@
 -- No cluster: the watches are registered by hand on servers that refuse.
 CREATE EXTENSION IF NOT EXISTS kwatch;
 \set VERBOSITY terse
+\set SHOW_CONTEXT never
 
 -- the forms of a resource's name (kubectl's): plural, singular, kind, short
 -- name, with or without the group; the core group as "", "core" or none
@@ -30,6 +31,7 @@ SELECT kwatch.wait_current('pods', server => 'prod_typo');
 SELECT kwatch.history('pods', server => 'prod_typo');
 SELECT kwatch.watch('pods', server => 'prod_typo');
 \set VERBOSITY terse
+\set SHOW_CONTEXT never
 
 -- one role, two watches of configmaps on one server (two people sharing a
 -- role): every name of the resource is ambiguous, its tables are not
@@ -47,6 +49,7 @@ SELECT kwatch.unwatch('cm', server => 'down');
 SELECT kwatch.relist('ConfigMap', server => 'down');
 SELECT kwatch.history('cm', server => 'down');
 \set VERBOSITY terse
+\set SHOW_CONTEXT never
 SELECT count(*) AS watches FROM kwatch.registrations;
 -- the table with its schema tells one: a resource name never has "k8s."
 SELECT kwatch.unwatch('k8s.team_cms', server => 'down');
@@ -98,6 +101,7 @@ SET ROLE kw_names_a;
 \set VERBOSITY default
 SELECT kwatch.unwatch('configmaps', server => 'down', drop_table => true);
 \set VERBOSITY terse
+\set SHOW_CONTEXT never
 RESET ROLE;
 SELECT cluster FROM k8s.configmaps;
 SELECT count(*) AS watches FROM kwatch.registrations;

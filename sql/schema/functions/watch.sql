@@ -562,6 +562,7 @@ CREATE OR REPLACE FUNCTION kwatch._find_watch(name text, server text, caller oid
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
+  forms text[] := kwatch._table_forms(name);
   own_ids integer[];
   other_id integer;
   listed text[];
@@ -570,7 +571,7 @@ BEGIN
   WITH c AS (
     SELECT x.*, kwatch._acts_for(caller, x.owner) AS own,
            kwatch._names_resource(name, x.resource, x.names || lower(x.kind)) AS by_resource,
-           x.table_name = ANY (kwatch._table_forms(name)) AS by_table
+           x.table_name = ANY (forms) AS by_table
     FROM kwatch.registrations x
     WHERE x.server = _find_watch.server),
   -- kubectl's order: a name without its group means the core group's
@@ -746,6 +747,7 @@ CREATE OR REPLACE FUNCTION kwatch._watch_ids(resource text, server text) RETURNS
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
+  forms text[] := ARRAY(SELECT format('k8s.%I', f) FROM unnest(kwatch._table_forms(resource)) f);
   ids integer[];
   owners integer;
   tables text[];
@@ -759,8 +761,7 @@ BEGIN
            kwatch._watch_label(w.resource, w.namespace, w.label_selector, w.field_selector) AS label,
            w.owner::oid IN (SELECT role FROM mine) AS own,
            kwatch._names_resource(_watch_ids.resource, w.resource, w.names) AS by_resource,
-           w.table_name IN (SELECT format('k8s.%I', f)
-                            FROM unnest(kwatch._table_forms(_watch_ids.resource)) f) AS by_table
+           w.table_name = ANY (forms) AS by_table
     FROM kwatch.watches w
     WHERE w.server = _watch_ids.server),
   -- as _find_watch: a name without its group means the core group's
