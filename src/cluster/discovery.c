@@ -450,14 +450,7 @@ typedef struct MatchArg
 	KwResource *out;
 } MatchArg;
 
-/*
- * resource_names: the names resource `e` answers to, lower-cased, without
- * repeats: its plural, singular, kind and short names, as kubectl's
- * restmapper matches a name (k8s.io/client-go/restmapper/shortcut.go and
- * discovery.go: plural, singular, kind, shortNames).  kwatch.registrations
- * keeps them (column names) so that unwatch(), relist() and the waits
- * resolve the same names without asking the cluster.
- */
+/* add_name: `names` with `name` lower-cased appended, unless already there. */
 static List *
 add_name(List *names, const char *name)
 {
@@ -472,6 +465,14 @@ add_name(List *names, const char *name)
 	return lappend(names, lower);
 }
 
+/*
+ * resource_names: the names resource `e` answers to, lower-cased, without
+ * repeats: its plural, singular, kind and short names, as kubectl's
+ * restmapper matches a name (k8s.io/client-go/restmapper/shortcut.go and
+ * discovery.go: plural, singular, kind, shortNames).  kwatch.registrations
+ * keeps them (column names) so that unwatch(), relist() and the waits
+ * resolve the same names without asking the cluster.
+ */
 static List *
 resource_names(DiscEntry *e)
 {
@@ -560,9 +561,10 @@ resolve(KwClusterConfig *cfg, const char *name, KwResource *out)
  * name: the plural, "plural.group" ("plural.core" or "plural." for the
  * core group), the kind in lower case, or the canonical name the watch was
  * registered by, or one of the names discovery gave it (its column names:
- * singular, short names; "name.group" too).  An exact canonical name first, then the core group, then
- * the oldest watch wins.  Returns false when none matches.  Reads kwatch.registrations
- * through SPI (connected here).
+ * singular, short names; "name.group" too: _names_resource).  An exact
+ * canonical name first, then the core group, then the oldest watch wins.
+ * Returns false when none matches.  Reads kwatch.registrations through SPI
+ * (connected here).
  */
 static bool
 recall(const char *name, Oid caller, KwResource *out)
@@ -737,7 +739,8 @@ PG_FUNCTION_INFO_V1(kwatch_discover);
  * kwatch_discover: SQL kwatch._discover(server text, resource text) ->
  * (api_group, api_version, plural, kind, namespaced, verbs text[], caller
  * oid, names text[]: plural, kind and the other names the resource
- * answers to, lower-cased, no repeats -- resource_names()).  ERRORs: unknown server (undefined_object), no USAGE on it, the
+ * answers to, lower-cased, no repeats -- resource_names()).  ERRORs:
+ * unknown server (undefined_object), no USAGE on it, the
  * API server unreachable or refusing discovery (see http.c), the resource
  * not served (undefined_object, with a hint).
  */
