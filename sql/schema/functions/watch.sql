@@ -568,12 +568,15 @@ DECLARE
   listed text[];
   r kwatch.registrations;
 BEGIN
-  WITH c AS (
-    SELECT x.*, kwatch._acts_for(caller, x.owner) AS own,
+  WITH c0 AS (
+    SELECT x.*,
            kwatch._names_resource(name, x.resource, x.names || lower(x.kind)) AS by_resource,
            x.table_name = ANY (forms) AS by_table
     FROM kwatch.registrations x
     WHERE x.server = _find_watch.server),
+  c AS (
+    SELECT c0.*, kwatch._acts_for(caller, c0.owner) AS own
+    FROM c0 WHERE c0.by_resource OR c0.by_table),
   -- kubectl's order: a name without its group means the core group's
   -- resource when there is one (restmapper's PriorityRESTMapper)
   m AS (
@@ -584,13 +587,15 @@ BEGIN
                 OR NOT EXISTS (SELECT 1 FROM c c2
                                WHERE c2.by_resource AND c2.api_group = '' AND c2.own = c.own))))
   SELECT array_agg(m.id ORDER BY m.id) FILTER (WHERE m.own),
-         min(m.id) FILTER (WHERE NOT m.own),
-         array_agg(format('k8s.%I (%s)', m.table_name,
-                          kwatch._watch_label(m.resource, m.namespace, m.label_selector,
-                                              m.field_selector)) ORDER BY m.id) FILTER (WHERE m.own)
-  INTO own_ids, other_id, listed
+         min(m.id) FILTER (WHERE NOT m.own)
+  INTO own_ids, other_id
   FROM m;
   IF cardinality(own_ids) > 1 THEN
+    SELECT array_agg(format('k8s.%I (%s)', x.table_name,
+                            kwatch._watch_label(x.resource, x.namespace, x.label_selector,
+                                                x.field_selector)) ORDER BY x.id)
+    INTO listed
+    FROM kwatch.registrations x WHERE x.id = ANY (own_ids);
     RAISE EXCEPTION '"%" matches % of your watches on server "%"', name, cardinality(own_ids), server
       USING ERRCODE = 'ambiguous_parameter',
             DETAIL = format('They write %s.', array_to_string(listed, ', ')),
