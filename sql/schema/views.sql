@@ -6,7 +6,8 @@
 -- USAGE on; superusers see all.  Selectors, namespaces and the API
 -- server's error text are no one else's business.  security_barrier: no
 -- function in a user's WHERE clause sees the rows filtered out.  `owner`:
--- the role whose watch it is.
+-- the role whose watch it is; `names`: the names its resource answers to
+-- (plural, kind, singular, short names: registrations.names).
 CREATE VIEW kwatch.watches WITH (security_barrier) AS
 SELECT r.id,
        r.server,
@@ -33,7 +34,8 @@ SELECT r.id,
        r.secret_data, r.notify_payload,
        COALESCE(s.synced, false) AS synced, s.syncs, s.relist_requests,
        r.retry_relist_after, r.retry_watch_after,
-       r.owner::regrole AS owner
+       r.owner::regrole AS owner,
+       CASE WHEN r.names = '{}' THEN ARRAY[r.plural, pg_catalog.lower(r.kind)] ELSE r.names END AS names
 FROM kwatch.registrations r
 LEFT JOIN kwatch.watch_status() s ON s.watch_id = r.id
 WHERE CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles a WHERE a.oid = r.owner)

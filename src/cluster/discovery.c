@@ -184,6 +184,7 @@ visit_resource(json_object *r, const char *group, const char *version,
 	e.r.kind = pstrdup(kind ? kind : "");
 	e.r.namespaced = namespaced;
 	e.r.verbs = string_list(r, "verbs");
+	e.r.names = NIL;
 	e.singular = singular ? singular : "";
 	if (!json_object_object_get_ex(r, "shortNames", &e.short_names))
 		e.short_names = NULL;
@@ -449,6 +450,51 @@ typedef struct MatchArg
 	KwResource *out;
 } MatchArg;
 
+/* add_name: `names` with `name` lower-cased appended, unless already there. */
+static List *
+add_name(List *names, const char *name)
+{
+	char	   *lower = asc_tolower(name, strlen(name));
+	ListCell   *lc;
+
+	foreach(lc, names)
+	{
+		if (strcmp((char *) lfirst(lc), lower) == 0)
+			return names;
+	}
+	return lappend(names, lower);
+}
+
+/*
+ * resource_names: the names resource `e` answers to, lower-cased, without
+ * repeats: its plural, singular, kind and short names, as kubectl's
+ * restmapper matches a name (k8s.io/client-go/restmapper/shortcut.go and
+ * discovery.go: plural, singular, kind, shortNames).  kwatch.registrations
+ * keeps them (column names) so that unwatch(), relist() and the waits
+ * resolve the same names without asking the cluster.
+ */
+static List *
+resource_names(DiscEntry *e)
+{
+	List	   *out = add_name(NIL, e->r.plural);
+
+	if (e->singular[0])
+		out = add_name(out, e->singular);
+	if (e->r.kind[0])
+		out = add_name(out, e->r.kind);
+	if (e->short_names && json_object_is_type(e->short_names, json_type_array))
+	{
+		for (size_t j = 0; j < json_object_array_length(e->short_names); j++)
+		{
+			const char *s = json_object_get_string(json_object_array_get_idx(e->short_names, j));
+
+			if (s && s[0])
+				out = add_name(out, s);
+		}
+	}
+	return out;
+}
+
 /*
  * match_visit: a DiscVisit that stops at the first resource whose plural,
  * singular, short name or kind (case-insensitively) is the name sought
@@ -474,7 +520,10 @@ match_visit(DiscEntry *e, void *arg)
 		}
 	}
 	if (hit)
+	{
 		*m->out = e->r;
+		m->out->names = resource_names(e);
+	}
 	return hit;
 }
 
@@ -511,9 +560,11 @@ resolve(KwClusterConfig *cfg, const char *name, KwResource *out)
  * anything under any name, never count), matched as resolve() matches a
  * name: the plural, "plural.group" ("plural.core" or "plural." for the
  * core group), the kind in lower case, or the canonical name the watch was
- * registered by.  An exact canonical name first, then the core group, then
- * the oldest watch wins.  Returns false when none matches.  Reads kwatch.registrations
- * through SPI (connected here).
+ * registered by, or one of the names discovery gave it (its column names:
+ * singular, short names; "name.group" too: _names_resource).  An exact
+ * canonical name first, then the core group, then the oldest watch wins.
+ * Returns false when none matches.  Reads kwatch.registrations through SPI
+ * (connected here).
  */
 static bool
 recall(const char *name, Oid caller, KwResource *out)
@@ -525,10 +576,11 @@ recall(const char *name, Oid caller, KwResource *out)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args("SELECT api_group, api_version, plural, kind, namespaced"
+	if (SPI_execute_with_args("SELECT api_group, api_version, plural, kind, namespaced, names"
 							  " FROM kwatch.registrations r"
 							  " WHERE pg_catalog.pg_has_role($2, r.owner, 'USAGE')"
-							  "   AND (r.plural OPERATOR(pg_catalog.=) $1"
+							  "   AND (kwatch._names_resource($1, r.resource, r.names)"
+							  "    OR r.plural OPERATOR(pg_catalog.=) $1"
 							  "    OR r.resource OPERATOR(pg_catalog.=) $1"
 							  "    OR pg_catalog.lower(r.kind) OPERATOR(pg_catalog.=) $1"
 							  "    OR (r.plural OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||)"
@@ -553,6 +605,22 @@ recall(const char *name, Oid caller, KwResource *out)
 		out->kind = pstrdup(SPI_getvalue(t, d, 4));
 		out->namespaced = DatumGetBool(SPI_getbinval(t, d, 5, &isnull));
 		out->verbs = list_make2(pstrdup("list"), pstrdup("watch"));
+		out->names = NIL;
+		{
+			Datum		names = SPI_getbinval(t, d, 6, &isnull);
+			Datum	   *elems;
+			bool	   *enulls;
+			int			n;
+
+			if (!isnull)
+			{
+				deconstruct_array(DatumGetArrayTypeP(names), TEXTOID, -1, false,
+								  TYPALIGN_INT, &elems, &enulls, &n);
+				for (int i = 0; i < n; i++)
+					if (!enulls[i])
+						out->names = lappend(out->names, TextDatumGetCString(elems[i]));
+			}
+		}
 		MemoryContextSwitchTo(spi);
 		found = true;
 	}
@@ -670,7 +738,9 @@ PG_FUNCTION_INFO_V1(kwatch_discover);
 /*
  * kwatch_discover: SQL kwatch._discover(server text, resource text) ->
  * (api_group, api_version, plural, kind, namespaced, verbs text[], caller
- * oid).  ERRORs: unknown server (undefined_object), no USAGE on it, the
+ * oid, names text[]: plural, kind and the other names the resource
+ * answers to, lower-cased, no repeats -- resource_names()).  ERRORs:
+ * unknown server (undefined_object), no USAGE on it, the
  * API server unreachable or refusing discovery (see http.c), the resource
  * not served (undefined_object, with a hint).
  */
@@ -684,8 +754,8 @@ kwatch_discover(PG_FUNCTION_ARGS)
 	KwResource	r;
 	Oid			caller;
 	TupleDesc	tupdesc;
-	Datum		values[7];
-	bool		nulls[7] = {0};
+	Datum		values[8];
+	bool		nulls[8] = {0};
 	Datum	   *verbs;
 	int			i = 0;
 	ListCell   *lc;
@@ -718,6 +788,23 @@ kwatch_discover(PG_FUNCTION_ARGS)
 	values[4] = BoolGetDatum(r.namespaced);
 	values[5] = PointerGetDatum(construct_array(verbs, i, TEXTOID, -1, false, TYPALIGN_INT));
 	values[6] = ObjectIdGetDatum(caller);
+	{
+		Datum	   *names = palloc(sizeof(Datum) * (list_length(r.names) + 2));
+		int			n = 0;
+
+		/* plural and kind always; then what discovery (or recall) gave */
+		names[n++] = CStringGetTextDatum(r.plural);
+		if (r.kind[0] && strcmp(asc_tolower(r.kind, strlen(r.kind)), r.plural) != 0)
+			names[n++] = CStringGetTextDatum(asc_tolower(r.kind, strlen(r.kind)));
+		foreach(lc, r.names)
+		{
+			char	   *nm = (char *) lfirst(lc);
+
+			if (strcmp(nm, r.plural) != 0 && strcmp(nm, asc_tolower(r.kind, strlen(r.kind))) != 0)
+				names[n++] = CStringGetTextDatum(nm);
+		}
+		values[7] = PointerGetDatum(construct_array(names, n, TEXTOID, -1, false, TYPALIGN_INT));
+	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }
 

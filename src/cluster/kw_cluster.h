@@ -161,6 +161,9 @@ typedef struct KwResource
 	char	   *kind;
 	bool		namespaced;
 	List	   *verbs;			/* char * */
+	List	   *names;			/* char *: the lower-case names it answers
+								 * to (plural, singular, kind, shortNames);
+								 * set by resolution only (discovery.c) */
 } KwResource;
 
 extern bool kw_discover_resource(KwClusterConfig *cfg, const char *name,

@@ -241,11 +241,12 @@ class TestContext:
             if not postgres.PG.running():
                 postgres.PG.start()
             for s in self.servers:
-                # one statement per watch, named by its table: several watches
-                # may share a resource (one per table), and a bare plural
-                # ("events") may also match another group's watch
-                for (tbl,) in sql("SELECT table_name FROM kwatch.registrations WHERE server = %s"
-                                  " ORDER BY id", (s,)):
+                # one statement per watch, named by its table with its schema:
+                # several watches may share a resource (one per table), and a
+                # bare name ("events", "configmaps") may also match another
+                # group's watch, or another table's resource
+                for (tbl,) in sql("SELECT format('k8s.%%I', table_name) FROM kwatch.registrations"
+                                  " WHERE server = %s ORDER BY id", (s,)):
                     sql("SELECT kwatch.unwatch(%s, server => %s)", (tbl, s))
                 sql(pgsql.SQL("DROP SERVER IF EXISTS {} CASCADE").format(pgsql.Identifier(s)))
             for t in self.tables:

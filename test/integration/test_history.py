@@ -166,7 +166,7 @@ def test_history_turned_on_later(ctx):
     other = pgsql.Identifier(("kwh_" + ctx.base)[:63].replace("-", "_"))
     sql(pgsql.SQL("CREATE ROLE {}").format(other))
     try:
-        sql(pgsql.SQL("GRANT EXECUTE ON FUNCTION kwatch.history TO {}").format(other))
+        sql(pgsql.SQL("GRANT EXECUTE ON FUNCTION kwatch.history(regclass, boolean, interval, bigint) TO {}").format(other))
         oid = sql_one("SELECT %s::regclass::oid", ("k8s." + t,))
         conn = conftest.PG.connect()
         try:

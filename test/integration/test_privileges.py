@@ -837,7 +837,7 @@ def test_a_callers_deferred_trigger_fires_as_the_caller(ctx, role, call):
     dev = ctx.server(auth="token")
     tenant_on(role, dev)
     r = pgsql.Identifier(role)
-    sql(pgsql.SQL("GRANT EXECUTE ON FUNCTION kwatch.history, kwatch.relist TO {}").format(r))
+    sql(pgsql.SQL("GRANT EXECUTE ON FUNCTION kwatch.history(regclass, boolean, interval, bigint), kwatch.relist TO {}").format(r))
     tname = ("kwr_df_" + conftest.RUN_ID).lower()
     is_super = pgsql.SQL("SELECT rolsuper FROM pg_roles WHERE rolname = {}").format(pgsql.Literal(role))
     watch_sql = "SELECT kwatch.watch('leases.coordination.k8s.io', server => %s, namespace => %s, table_name => %s)"
@@ -1063,7 +1063,7 @@ def test_one_history_table_cannot_stop_pruning_for_others(ctx, role, settings):
     dev = ctx.server(auth="token")
     tenant_on(role, dev)
     r, s = pgsql.Identifier(role), pgsql.Identifier(role + "_s")
-    sql(pgsql.SQL("GRANT EXECUTE ON FUNCTION kwatch.history TO {}").format(r))
+    sql(pgsql.SQL("GRANT EXECUTE ON FUNCTION kwatch.history(regclass, boolean, interval, bigint) TO {}").format(r))
     sql(pgsql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(s, r))
     pt_table = ("kwr_pt_" + conftest.RUN_ID).lower()
     ctx.tables += [pt_table + "_history", pt_table]

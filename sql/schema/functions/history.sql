@@ -153,6 +153,60 @@ CREATE OR REPLACE FUNCTION kwatch.history(table_name regclass, enabled boolean D
     AS 'MODULE_PATHNAME', 'kwatch_privileged_entry';
 REVOKE ALL ON FUNCTION kwatch.history(regclass, boolean, interval, bigint) FROM PUBLIC;
 
+-- history(table_name text, enabled => true, retention => NULL, max_rows =>
+-- NULL, server => NULL) -> regclass: history() for a table or watch named
+-- as unwatch() names one -- a mirror table with or without "k8s."
+-- ("pods", "k8s.pods"), or a resource the caller watches ("po", "pod",
+-- "deployments.apps"...) whose watches (on `server`, or on any server when
+-- NULL) write one table; then history(regclass) on it, with the caller's
+-- rights (EXECUTE on that one is what a superuser grants).  A quoted
+-- literal chooses this one (PostgreSQL prefers text for an unknown
+-- literal); a regclass value the other.  The matching is _watch_ids()'s
+-- (kwatch.watches, the caller's own first).  ERRORs: 42704 no such server,
+-- or nothing of that name; 42P08 the name means several tables (DETAIL:
+-- them, HINT: name the table); history(regclass)'s.
+CREATE OR REPLACE FUNCTION kwatch.history(table_name text, enabled boolean DEFAULT true, retention interval DEFAULT NULL::interval, max_rows bigint DEFAULT NULL::bigint, server text DEFAULT NULL::text) RETURNS regclass
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  srv text;
+  rel regclass;
+  tables text[];
+  f text;
+BEGIN
+  IF history.server IS NOT NULL THEN
+    srv := kwatch._server_named(history.server);
+  END IF;
+  IF srv IS NULL THEN
+    FOREACH f IN ARRAY kwatch._table_forms(history.table_name) LOOP
+      rel := to_regclass(format('k8s.%I', f));
+      EXIT WHEN rel IS NOT NULL;
+    END LOOP;
+  END IF;
+  IF rel IS NULL THEN
+    SELECT array_agg(DISTINCT w.table_name ORDER BY w.table_name) INTO tables
+    FROM (SELECT DISTINCT x.server FROM kwatch.watches x
+          WHERE srv IS NULL OR x.server = srv) s
+    CROSS JOIN LATERAL unnest(kwatch._watch_ids(history.table_name, s.server)) i(id)
+    JOIN kwatch.watches w ON w.id = i.id;
+    IF tables IS NULL THEN
+      RAISE EXCEPTION 'no mirror table or watch "%"%', history.table_name,
+                      COALESCE(format(' on server "%s"', srv), '')
+        USING ERRCODE = 'undefined_object',
+              HINT = 'kwatch.watches lists the watches you may see and their tables.';
+    ELSIF cardinality(tables) > 1 THEN
+      RAISE EXCEPTION '"%" means several mirror tables', history.table_name
+        USING ERRCODE = 'ambiguous_parameter',
+              DETAIL = format('Watches of it write %s.', array_to_string(tables, ', ')),
+              HINT = 'Name the table (with or without k8s.), or pass server =>.';
+    END IF;
+    rel := tables[1]::regclass;
+  END IF;
+  RETURN kwatch.history(rel, enabled, retention, max_rows);
+END
+$$;
+
 -- as_of(table_name, at) -> the objects mirror table `table_name` held at
 -- `at`, from the history table kwatch made for it (kwatch.history_tables,
 -- by OID): one row per object whose version was valid then.  The caller

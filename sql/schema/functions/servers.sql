@@ -19,10 +19,11 @@ REVOKE ALL ON FUNCTION kwatch.server_config(text) FROM PUBLIC;
 
 -- _discover(server, resource): resolves a user's resource name through the
 -- API server's discovery documents (src/cluster/discovery.c).  One row:
--- group, version, plural, kind, namespaced, verbs, and the caller's role
+-- group, version, plural, kind, namespaced, verbs, the caller's role
 -- (outside any SECURITY DEFINER function), whose user mapping the watch
--- will use.
-CREATE OR REPLACE FUNCTION kwatch._discover(server text, resource text, OUT api_group text, OUT api_version text, OUT plural text, OUT kind text, OUT namespaced boolean, OUT verbs text[], OUT caller oid) RETURNS record
+-- will use, and the names the resource answers to (plural, kind in lower
+-- case, singular, short names), which watch() keeps with the watch.
+CREATE OR REPLACE FUNCTION kwatch._discover(server text, resource text, OUT api_group text, OUT api_version text, OUT plural text, OUT kind text, OUT namespaced boolean, OUT verbs text[], OUT caller oid, OUT names text[]) RETURNS record
     LANGUAGE c STRICT
     AS 'MODULE_PATHNAME', 'kwatch_discover';
 REVOKE ALL ON FUNCTION kwatch._discover(text, text) FROM PUBLIC;

@@ -28,7 +28,7 @@ CREATE OR REPLACE FUNCTION kwatch._wait_current(ids integer[], timeout interval)
 -- committed their initial sync, or the relist in progress, so that their
 -- tables can be trusted (client-go's WaitForCacheSync).  Waits on a
 -- condition variable; honours statement_timeout and cancel.  ERRORs: 42704
--- no such watch among those kwatch.watches shows the caller; 42P08
+-- no such server, or no such watch among those kwatch.watches shows the caller; 42P08
 -- (_watch_ids); 55000 the watch is in state 'failed' (DETAIL: its last
 -- error) or kwatch is not preloaded; 57014 `timeout` passed first.
 CREATE OR REPLACE FUNCTION kwatch.wait_synced(resource text DEFAULT NULL::text, server text DEFAULT NULL::text, timeout interval DEFAULT NULL::interval) RETURNS void
@@ -36,7 +36,7 @@ CREATE OR REPLACE FUNCTION kwatch.wait_synced(resource text DEFAULT NULL::text, 
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-  srv text := COALESCE(server, kwatch._default_server());
+  srv text := kwatch._server_named(server);
   ids integer[] := kwatch._watch_ids(resource, srv);
 BEGIN
   IF ids IS NULL THEN
@@ -58,7 +58,7 @@ $$;
 -- metadata; for a collection that had no event since, also one
 -- metadata-only LIST of the collection (500 a page) and a read of its rows.
 -- Needs USAGE on the server (the request is made with the caller's
--- credentials).  ERRORs: 22004 resource NULL; 42704 no such watch among
+-- credentials).  ERRORs: 22004 resource NULL; 42704 no such server, or no such watch among
 -- those kwatch.watches shows the caller; 42P08 (_watch_ids); 42501 no
 -- USAGE on the server, or the API server refused the caller's credentials;
 -- 55000 the watch is 'failed' (DETAIL: its last error) or kwatch is not
@@ -69,7 +69,7 @@ CREATE OR REPLACE FUNCTION kwatch.wait_current(resource text, server text DEFAUL
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-  srv text := COALESCE(server, kwatch._default_server());
+  srv text := kwatch._server_named(server);
   ids integer[];
 BEGIN
   IF wait_current.resource IS NULL THEN

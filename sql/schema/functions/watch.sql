@@ -130,7 +130,8 @@ REVOKE ALL ON FUNCTION kwatch._check_apply_timeout() FROM PUBLIC;
 -- caller (_probe), the table chosen, made or joined, the registration
 -- stored and, with `history`, history enabled (also for a watch that
 -- exists already).  The watch a call names is the one into table_name when
--- given, else the caller's own of the resource on the server, else another
+-- given, else the caller's own of the resource on the server (of several,
+-- the one with the same settings; none such: 42P08), else another
 -- role's (42710: table_name => for a table of one's own); a table_name
 -- that no watch of the resource uses makes a new watch into it.  A watch
 -- uses an existing table only when kwatch made it for that resource
@@ -149,7 +150,8 @@ REVOKE ALL ON FUNCTION kwatch._check_apply_timeout() FROM PUBLIC;
 -- ERRORs: 22023 bad arguments (a selector the API server refuses, a retry
 -- range outside [10ms, 1 hour], history_retention without history...),
 -- 0A000 a resource without list and watch, 42704 an unknown server or
--- resource, 42710 the resource already watched into that table with other
+-- resource, 42P08 several watches of the caller's of the resource on the
+-- server and no table_name, 42710 the resource already watched into that table with other
 -- settings, or another role's watch of it on the server, 42P07 a table name
 -- taken by a table kwatch did not make for this resource, 42501 an existing
 -- mirror table the caller may not have the worker write, 42622 a table
@@ -222,6 +224,44 @@ BEGIN
   -- there: a new watch, whatever other tables mirror the resource), else
   -- the caller's own watch of the resource on the server (its role or one
   -- it is a member of), else another role's.
+  -- Several of the caller's own and no table_name: the one with these
+  -- very settings (the same call again), else none is picked (42P08).
+  IF _watch_impl.table_name IS NULL
+     AND (SELECT count(*) FROM kwatch.registrations r
+          WHERE r.server = srv AND r.api_group = d.api_group AND r.plural = d.plural
+            AND kwatch._acts_for(d.caller, r.owner)) > 1 THEN
+    SELECT r.table_name INTO tbl FROM kwatch.registrations r
+    WHERE r.server = srv AND r.api_group = d.api_group AND r.plural = d.plural
+      AND kwatch._acts_for(d.caller, r.owner)
+      AND r.namespace IS NOT DISTINCT FROM _watch_impl.namespace
+      AND r.label_selector IS NOT DISTINCT FROM _watch_impl.label_selector
+      AND r.field_selector IS NOT DISTINCT FROM _watch_impl.field_selector
+      AND r.notify = _watch_impl.notify
+      AND r.secret_data = COALESCE(_watch_impl.secret_data, false)
+      AND r.notify_payload = _watch_impl.notify_payload
+      AND r.retry_relist_after IS NOT DISTINCT FROM _watch_impl.retry_relist_after
+      AND r.retry_watch_after IS NOT DISTINCT FROM _watch_impl.retry_watch_after
+      AND r.apply_timeout IS NOT DISTINCT FROM _watch_impl.apply_timeout
+    ORDER BY r.id LIMIT 1;
+    IF NOT FOUND THEN
+      RAISE EXCEPTION '% has % watches of yours on server "%"', canonical,
+                      (SELECT count(*) FROM kwatch.registrations r
+                       WHERE r.server = srv AND r.api_group = d.api_group AND r.plural = d.plural
+                         AND kwatch._acts_for(d.caller, r.owner)), srv
+        USING ERRCODE = 'ambiguous_parameter',
+              DETAIL = format('They write %s.',
+                              (SELECT string_agg(format('k8s.%I (%s)', r.table_name,
+                                                        kwatch._watch_label(r.resource, r.namespace,
+                                                                            r.label_selector, r.field_selector)),
+                                                 ', ' ORDER BY r.id)
+                               FROM kwatch.registrations r
+                               WHERE r.server = srv AND r.api_group = d.api_group AND r.plural = d.plural
+                                 AND kwatch._acts_for(d.caller, r.owner))),
+              HINT = 'Pass table_name => to name one of them, or a new table for another watch.';
+    END IF;
+    _watch_impl.table_name := tbl;
+    tbl := NULL;
+  END IF;
   SELECT r.* INTO existing FROM kwatch.registrations r
   WHERE r.server = srv AND r.api_group = d.api_group AND r.plural = d.plural
     AND (_watch_impl.table_name IS NULL OR r.table_name = _watch_impl.table_name)
@@ -277,7 +317,7 @@ BEGIN
                     existing.table_name
       USING ERRCODE = 'duplicate_object',
             HINT = format('Call kwatch.unwatch(%L, server => %L) first, or pass table_name => for a second table.',
-                          existing.table_name, srv);
+                          format('k8s.%I', existing.table_name), srv);
   END IF;
 
   -- The server validates selectors, namespace and permissions for us.
@@ -396,11 +436,12 @@ BEGIN
   INSERT INTO kwatch.registrations
     (server, resource, api_group, api_version, plural, kind, namespaced,
      namespace, label_selector, field_selector, table_name, channel, notify, owner,
-     secret_data, notify_payload, retry_relist_after, retry_watch_after, apply_timeout)
+     secret_data, notify_payload, retry_relist_after, retry_watch_after, apply_timeout, names)
   VALUES (srv, canonical, d.api_group, d.api_version, d.plural, d.kind, d.namespaced,
           namespace, label_selector, field_selector, tbl, 'kwatch_' || tbl,
           _watch_impl.notify, d.caller, COALESCE(_watch_impl.secret_data, false), _watch_impl.notify_payload,
-          _watch_impl.retry_relist_after, _watch_impl.retry_watch_after, _watch_impl.apply_timeout);
+          _watch_impl.retry_relist_after, _watch_impl.retry_watch_after, _watch_impl.apply_timeout,
+          d.names);
 
   -- what kubectl get -o wide shows, as view kubectl.<t>
   PERFORM kwatch._make_printed_view(rel);
@@ -413,49 +454,156 @@ END
 $_$;
 REVOKE ALL ON FUNCTION kwatch._watch_impl(text, text, text, text, text, boolean, text, boolean, text, kwatch.interval_range, kwatch.interval_range, boolean, interval, bigint, interval) FROM PUBLIC;
 
+-- _names_resource(name, resource, names) -> boolean: whether `name`, as
+-- a user types it, names the resource of a watch registered as `resource`
+-- (its plural, or plural.group) that answers to `names` (its column
+-- kwatch.registrations.names: plural, singular, kind and short names as
+-- discovery gave them at watch()).  The forms kubectl accepts
+-- (k8s.io/cli-runtime/pkg/resource/builder.go, ResourceOrKindArgs):
+-- "name" or "name.group", where name is the plural, the singular, the
+-- kind (any case) or a short name ("sa", "cm", "deploy", "po"); the core
+-- group is "", "core" or left out.  Lower-cased; NULL names: the plural only.
+CREATE OR REPLACE FUNCTION kwatch._names_resource(name text, resource text, names text[]) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+SELECT (split_part(x.n, '.', 1) = split_part(resource, '.', 1)
+        OR split_part(x.n, '.', 1) = ANY (COALESCE(names, '{}')))
+   AND (strpos(x.n, '.') = 0
+        OR (strpos(resource, '.') > 0
+            AND substr(x.n, strpos(x.n, '.') + 1) = substr(resource, strpos(resource, '.') + 1))
+        OR (strpos(resource, '.') = 0 AND substr(x.n, strpos(x.n, '.') + 1) IN ('', 'core')))
+FROM (SELECT lower(btrim(name)) AS n) x
+$$;
+
+-- _table_forms(name) -> text[]: the mirror table names (in schema k8s,
+-- unqualified) `name` may mean: `name` itself (as kwatch.watches.table_name
+-- shows it without "k8s."), and `name` read as an SQL identifier, as a
+-- regclass reads one -- "k8s.x", "x", "\"My table\"", "k8s.\"My table\"".
+-- Mirror tables live in schema k8s only, so a name of another schema
+-- means none.  Never errors.
+CREATE OR REPLACE FUNCTION kwatch._table_forms(name text) RETURNS text[]
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  p text[];
+BEGIN
+  IF name IS NULL THEN
+    RETURN '{}';
+  END IF;
+  BEGIN
+    p := parse_ident(name);
+  EXCEPTION WHEN OTHERS THEN
+    RETURN ARRAY[name];
+  END;
+  IF cardinality(p) = 1 THEN
+    RETURN ARRAY[name, p[1]];
+  ELSIF cardinality(p) = 2 AND p[1] = 'k8s' THEN
+    RETURN ARRAY[name, p[2]];
+  END IF;
+  RETURN ARRAY[name];
+END
+$$;
+
+-- _server_named(server, caller => NULL) -> text: `server`, or the
+-- default server when NULL (_default_server), checked to exist as
+-- PostgreSQL checks a server's name: ERROR 42704 'server "x" does not
+-- exist' otherwise -- unless `caller` (given by unwatch()) still has
+-- watches registered under that name (a server dropped before kwatch
+-- followed servers: unwatch() removes them).  The check every function
+-- taking a server makes (watch() through _discover).
+CREATE OR REPLACE FUNCTION kwatch._server_named(server text, caller oid DEFAULT NULL) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  srv text := COALESCE(server, kwatch._default_server());
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_foreign_server s WHERE s.srvname = srv)
+     AND (caller IS NULL
+          OR NOT EXISTS (SELECT 1 FROM kwatch.registrations r
+                         WHERE r.server = srv AND kwatch._acts_for(caller, r.owner))) THEN
+    RAISE EXCEPTION 'server "%" does not exist', srv
+      USING ERRCODE = 'undefined_object',
+            HINT = 'kwatch.watches lists the servers of the watches you may see.';
+  END IF;
+  RETURN srv;
+END
+$$;
+
+-- _watch_label(resource, namespace, label_selector, field_selector) ->
+-- text: a watch as a 42P08 DETAIL lists it, e.g. "configmaps in namespace
+-- a, label selector app=x".
+CREATE OR REPLACE FUNCTION kwatch._watch_label(resource text, namespace text, label_selector text, field_selector text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+SELECT resource || COALESCE(' in namespace ' || namespace, ' in all namespaces')
+       || COALESCE(', label selector ' || label_selector, '')
+       || COALESCE(', field selector ' || field_selector, '')
+$$;
+
 -- _find_watch(name, server, caller) -> registrations: the watch `name`
--- means on `server` for role `caller` (unwatch(), relist()).  Matches, in
--- this order: the resource as kwatch.watches shows it that is also the
--- table's name, the resource, the table name, then its plural, kind or
--- plural.group.  The caller's own watches (its role or one it has USAGE
--- of; every watch for a superuser) come before others'.  NULL (all
--- fields) when nothing matches.  ERRORs: 42P08 several watches match
--- equally well (DETAIL: their tables; HINT: name the table).
+-- means on `server` for role `caller` (unwatch(), relist()): a watch whose
+-- resource `name` names (_names_resource: plural, singular, kind, short
+-- name, with or without its group) or whose table it names (_table_forms:
+-- with or without "k8s."; a table receives one watch per server, so its
+-- name with the schema, "k8s.x", which no resource name matches, always
+-- tells one).  A name without its group means the core group's resource
+-- when a core watch matches (kubectl's priority: core first).  The caller's own watches only (its role or one
+-- it has USAGE of; every watch for a superuser); when it has none, the
+-- oldest match of another role, which the caller's check then refuses
+-- (42501).  NULL (all fields) when nothing matches.  ERRORs: 42P08 several
+-- of the caller's watches match (DETAIL: each one's table, namespace and
+-- selectors; HINT: name one by its table) -- never one picked silently.
 CREATE OR REPLACE FUNCTION kwatch._find_watch(name text, server text, caller oid) RETURNS kwatch.registrations
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-  found_ids integer[];
-  tables text[];
+  forms text[] := kwatch._table_forms(name);
+  own_ids integer[];
+  other_id integer;
+  listed text[];
   r kwatch.registrations;
 BEGIN
-  WITH m AS (
-    SELECT x.id, x.table_name,
-           kwatch._acts_for(caller, x.owner) AS own,
-           CASE WHEN x.resource = name AND x.table_name = name THEN 0
-                WHEN x.resource = name THEN 1
-                WHEN x.table_name = name THEN 2
-                ELSE 3 END AS rank
+  WITH c0 AS (
+    SELECT x.*,
+           kwatch._names_resource(name, x.resource, x.names || lower(x.kind)) AS by_resource,
+           x.table_name = ANY (forms) AS by_table
     FROM kwatch.registrations x
-    WHERE x.server = _find_watch.server
-      AND (x.resource = name OR x.plural = name OR lower(x.kind) = lower(name)
-           OR x.table_name = name OR x.plural || '.' || x.api_group = name)),
-  best AS (
-    SELECT * FROM m ORDER BY own DESC, rank LIMIT 1)
-  SELECT array_agg(m.id ORDER BY m.id), array_agg(format('k8s.%I', m.table_name) ORDER BY m.id)
-  INTO found_ids, tables
-  FROM m JOIN best b ON (m.own, m.rank) = (b.own, b.rank);
-  IF found_ids IS NULL THEN
-    RETURN r;
-  END IF;
-  IF cardinality(found_ids) > 1 THEN
-    RAISE EXCEPTION '"%" matches several watches on server "%"', name, server
+    WHERE x.server = _find_watch.server),
+  c AS (
+    SELECT c0.*, kwatch._acts_for(caller, c0.owner) AS own
+    FROM c0 WHERE c0.by_resource OR c0.by_table),
+  -- kubectl's order: a name without its group means the core group's
+  -- resource when there is one (restmapper's PriorityRESTMapper)
+  m AS (
+    SELECT c.* FROM c
+    WHERE c.by_table
+       OR (c.by_resource
+           AND (c.api_group = '' OR strpos(name, '.') > 0
+                OR NOT EXISTS (SELECT 1 FROM c c2
+                               WHERE c2.by_resource AND c2.api_group = '' AND c2.own = c.own))))
+  SELECT array_agg(m.id ORDER BY m.id) FILTER (WHERE m.own),
+         min(m.id) FILTER (WHERE NOT m.own)
+  INTO own_ids, other_id
+  FROM m;
+  IF cardinality(own_ids) > 1 THEN
+    SELECT array_agg(format('k8s.%I (%s)', x.table_name,
+                            kwatch._watch_label(x.resource, x.namespace, x.label_selector,
+                                                x.field_selector)) ORDER BY x.id)
+    INTO listed
+    FROM kwatch.registrations x WHERE x.id = ANY (own_ids);
+    RAISE EXCEPTION '"%" matches % of your watches on server "%"', name, cardinality(own_ids), server
       USING ERRCODE = 'ambiguous_parameter',
-            DETAIL = format('They write tables %s.', array_to_string(tables, ', ')),
-            HINT = 'Name the watch by its table (without k8s.), as kwatch.watches.table_name shows it.';
+            DETAIL = format('They write %s.', array_to_string(listed, ', ')),
+            HINT = format('Name the watch by its table with its schema, e.g. %L, as kwatch.watches.table_name shows it.',
+                          (SELECT format('k8s.%I', x.table_name) FROM kwatch.registrations x
+                           WHERE x.id = own_ids[1]));
   END IF;
-  SELECT * INTO r FROM kwatch.registrations x WHERE x.id = found_ids[1];
+  SELECT * INTO r FROM kwatch.registrations x WHERE x.id = COALESCE(own_ids[1], other_id);
   RETURN r;
 END
 $$;
@@ -469,18 +617,25 @@ REVOKE ALL ON FUNCTION kwatch._find_watch(text, text, oid) FROM PUBLIC;
 -- drop_table drops the table (and its view kubectl.<t>) when no other
 -- server still mirrors into it; the rows are deleted also before the drop,
 -- so that a logical-replication subscriber receives the deletes
--- (doc/operations.md, the fleet recipe).  Returns false when there is no
--- such watch.  ERRORs: 42P08 (_find_watch), 42501 another role's watch, or
--- drop_table of a table the caller does not own.
+-- (doc/operations.md, the fleet recipe).  A table other watches still
+-- write is kept, with a WARNING that says so (DETAIL: the caller's own
+-- such watches by server; others' only counted), as DROP TABLE ...
+-- IF EXISTS warns rather than fails: the watch and its rows go all the
+-- same, and the last unwatch(..., drop_table => true) drops the table.
+-- Returns false when there is no such watch.  ERRORs: 42704 unknown
+-- server (_server_named), 42P08 (_find_watch), 42501 another role's
+-- watch, or drop_table of a table the caller does not own.
 CREATE OR REPLACE FUNCTION kwatch._unwatch_impl(resource text, server text DEFAULT NULL::text, drop_table boolean DEFAULT false) RETURNS boolean
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-  srv text := COALESCE(server, kwatch._default_server());
+  srv text := kwatch._server_named(server, kwatch._caller());
   r kwatch.registrations;
   rel regclass;
   drop_it boolean;
+  mine text[];
+  others bigint;
 BEGIN
   r := kwatch._find_watch(resource, srv, kwatch._caller());
   IF r.id IS NULL THEN
@@ -499,6 +654,23 @@ BEGIN
   IF rel IS NOT NULL THEN
     drop_it := drop_table AND NOT EXISTS (SELECT 1 FROM kwatch.registrations x
                                           WHERE x.table_name = r.table_name);
+    IF drop_table AND NOT drop_it THEN
+      SELECT array_agg(DISTINCT format('"%s"', x.server)) FILTER (WHERE kwatch._acts_for(kwatch._caller(), x.owner)),
+             count(*) FILTER (WHERE NOT kwatch._acts_for(kwatch._caller(), x.owner))
+      INTO mine, others
+      FROM kwatch.registrations x WHERE x.table_name = r.table_name;
+      RAISE WARNING 'table k8s.% is kept: other watches still write it', r.table_name
+        USING DETAIL = concat_ws(' ',
+                         CASE cardinality(mine)
+                              WHEN 1 THEN format('Your watch on server %s writes it.', mine[1])
+                              WHEN 0 THEN NULL
+                              ELSE format('Your watches on servers %s write it.', array_to_string(mine, ', ')) END,
+                         CASE others
+                              WHEN 0 THEN NULL
+                              WHEN 1 THEN 'A watch of another role writes it.'
+                              ELSE format('%s watches of other roles write it.', others) END),
+              HINT = 'The watch and its rows on this server are gone; the last unwatch(..., drop_table => true) of the table drops it.';
+    END IF;
     -- only its owner's (or a member's) table: another role may have
     -- watched into it with INSERT, UPDATE and DELETE granted; checked
     -- before anything is deleted
@@ -533,7 +705,7 @@ REVOKE ALL ON FUNCTION kwatch._unwatch_impl(text, text, boolean) FROM PUBLIC;
 -- preexisting; deletions it finds as final_state_unknown).  With wait,
 -- returns once that relist has committed (see wait_synced for the errors
 -- and timeout).  Counted in kwatch.watches.relist_requests.  Returns true.
--- ERRORs: 42704 no such watch, 42P08 (_find_watch), 42501 another role's
+-- ERRORs: 42704 no such watch or server, 42P08 (_find_watch), 42501 another role's
 -- watch, 55000 when the worker does not run it yet, and wait_synced()'s
 -- when waiting.
 CREATE OR REPLACE FUNCTION kwatch._relist_impl(resource text, server text DEFAULT NULL::text, wait boolean DEFAULT false, timeout interval DEFAULT NULL::interval) RETURNS boolean
@@ -541,7 +713,7 @@ CREATE OR REPLACE FUNCTION kwatch._relist_impl(resource text, server text DEFAUL
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-  srv text := COALESCE(server, kwatch._default_server());
+  srv text := kwatch._server_named(server);
   r kwatch.registrations;
   request bigint;
 BEGIN
@@ -565,18 +737,22 @@ REVOKE ALL ON FUNCTION kwatch._relist_impl(text, text, boolean, interval) FROM P
 -- the caller on `server`.  NULL `resource`: the caller's own watches (its
 -- role's, or a role's it is a member of -- a superuser's too, without the
 -- superuser's bypass) when it has any, else all.  Else the watches whose
--- resource (as shown, or its plural) or table name is `resource`, ranked
--- as _find_watch() ranks them: own first, then the resource that is also
--- the table's name, the resource, the table name, the plural; the best of
--- one role (all of them: one role may watch a resource into several
--- tables).  NULL when none.  ERRORs: 42P08 the best matches are several
--- roles' (DETAIL: their tables; name one by its table) -- another role's
--- watch never joins what the caller waits for unnoticed.
+-- resource `resource` names or whose table it names, as _find_watch()
+-- matches them (kwatch.watches.names: plural, singular, kind, short names,
+-- "name.group", a name without its group meaning the core group's
+-- resource when the core group has one, as kubectl means it; a table with
+-- or without "k8s."): the caller's own when it
+-- has any -- all of them, as waiting for several is no choice made for the
+-- caller -- else one other role's.  NULL when none.  ERRORs: 42P08 the
+-- matches are several other roles' (DETAIL: their tables, which
+-- kwatch.watches shows the caller; name one by its table) -- another
+-- role's watch never joins what the caller waits for unnoticed.
 CREATE OR REPLACE FUNCTION kwatch._watch_ids(resource text, server text) RETURNS integer[]
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
+  forms text[] := ARRAY(SELECT format('k8s.%I', f) FROM unnest(kwatch._table_forms(resource)) f);
   ids integer[];
   owners integer;
   tables text[];
@@ -585,30 +761,33 @@ BEGIN
     SELECT a.oid FROM pg_roles a WHERE a.rolname = current_user
     UNION
     SELECT m.roleid FROM pg_auth_members m JOIN mine ON m.member = mine.role),
-  m AS (
-    SELECT w.id, w.owner::oid AS owner, w.table_name,
+  c AS (
+    SELECT w.id, w.owner::oid AS owner, w.table_name, w.resource,
+           kwatch._watch_label(w.resource, w.namespace, w.label_selector, w.field_selector) AS label,
            w.owner::oid IN (SELECT role FROM mine) AS own,
-           CASE WHEN _watch_ids.resource IS NULL THEN 0
-                WHEN w.resource = _watch_ids.resource
-                     AND w.table_name = format('k8s.%I', _watch_ids.resource) THEN 0
-                WHEN w.resource = _watch_ids.resource THEN 1
-                WHEN w.table_name = format('k8s.%I', _watch_ids.resource) THEN 2
-                ELSE 3 END AS rank
+           kwatch._names_resource(_watch_ids.resource, w.resource, w.names) AS by_resource,
+           w.table_name = ANY (forms) AS by_table
     FROM kwatch.watches w
-    WHERE w.server = _watch_ids.server
-      AND (_watch_ids.resource IS NULL
-           OR w.resource = _watch_ids.resource
-           OR w.table_name = format('k8s.%I', _watch_ids.resource)
-           OR split_part(w.resource, '.', 1) = _watch_ids.resource)),
-  best AS (SELECT * FROM m ORDER BY own DESC, rank LIMIT 1)
-  SELECT array_agg(m.id ORDER BY m.id), count(DISTINCT m.owner), array_agg(m.table_name ORDER BY m.id)
+    WHERE w.server = _watch_ids.server),
+  -- as _find_watch: a name without its group means the core group's
+  m AS (
+    SELECT c.* FROM c
+    WHERE _watch_ids.resource IS NULL OR c.by_table
+       OR (c.by_resource
+           AND (strpos(c.resource, '.') = 0 OR strpos(_watch_ids.resource, '.') > 0
+                OR NOT EXISTS (SELECT 1 FROM c c2
+                               WHERE c2.by_resource AND strpos(c2.resource, '.') = 0
+                                 AND c2.own = c.own)))),
+  best AS (SELECT * FROM m ORDER BY own DESC LIMIT 1)
+  SELECT array_agg(m.id ORDER BY m.id), count(DISTINCT m.owner),
+         array_agg(format('%s (%s, role %s)', m.table_name, m.label, m.owner::regrole) ORDER BY m.id)
   INTO ids, owners, tables
-  FROM m JOIN best b ON (m.own, m.rank) = (b.own, b.rank);
+  FROM m JOIN best b ON m.own = b.own;
   IF resource IS NOT NULL AND owners > 1 THEN
     RAISE EXCEPTION '"%" matches watches of several roles on server "%"', resource, server
       USING ERRCODE = 'ambiguous_parameter',
-            DETAIL = format('They write tables %s.', array_to_string(tables, ', ')),
-            HINT = 'Name the watch by its table (without k8s.), as kwatch.watches.table_name shows it.';
+            DETAIL = format('They write %s.', array_to_string(tables, ', ')),
+            HINT = 'Name the watch by its table with its schema, as kwatch.watches.table_name shows it.';
   END IF;
   RETURN ids;
 END

@@ -50,6 +50,13 @@ CREATE TABLE kwatch.registrations (
     -- (the trigger check_apply_timeout, triggers.sql)
     apply_timeout    interval
       CHECK (apply_timeout IS NULL OR apply_timeout >= interval '0'),
+    -- the names the resource answers to, as discovery gave them at watch()
+    -- (src/cluster/discovery.c, resource_names): plural, kind in lower
+    -- case, singular, short names ("po", "cm", "sa"...).  unwatch(),
+    -- relist(), the waits and history() resolve a name from them, also
+    -- while the cluster is down; '{}' (plural and kind only) for a watch
+    -- made before 0.8.0 until it is watched again
+    names            text[] NOT NULL DEFAULT '{}',
     UNIQUE (server, api_group, plural, table_name)
 );
 SELECT pg_catalog.pg_extension_config_dump('kwatch.registrations', '');
