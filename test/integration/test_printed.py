@@ -112,12 +112,15 @@ def cell_text(cell):
 
 
 def cell_matches(column, table_cell, view_cell):
+    # kubectl's empty cell "<none>" is NULL in the view, and NULL only
+    if table_cell == "<none>":
+        return view_cell is None
     if cell_text(table_cell) == view_cell:
         return True
     if column in RELATIVE and view_cell is None:
-        # no time: the printers say so in words (CronJob "<none>", Event
-        # "<unknown>", a Job not started ""), a CRD's date column as null
-        return table_cell in (None, "", "<none>", "<unknown>")
+        # no time: the printers say so in words (Event "<unknown>", a Job
+        # not started ""), a CRD's date column as null
+        return table_cell in (None, "", "<unknown>")
     if column in RELATIVE:
         a, b = seconds(str(table_cell)), seconds(view_cell)
         # read a few seconds apart: within the coarser unit, plus 5 s
