@@ -186,9 +186,10 @@ read_manifest(Jsonb *manifest, Manifest *m)
 }
 
 /*
- * shown_object: the object of a 2xx answer as jsonb, a Secret's data and
- * stringData left out (they reach no result row); NULL when the body is not
- * a JSON object.
+ * shown_object: the object of a 2xx answer as jsonb, as mirror rows hold
+ * objects: without metadata.managedFields (decode.c drops it from rows),
+ * and a Secret's data and stringData left out (they reach no result row);
+ * NULL when the body is not a JSON object.
  */
 static Datum
 shown_object(const char *body, const Manifest *m, bool *isnull)
@@ -203,6 +204,12 @@ shown_object(const char *body, const Manifest *m, bool *isnull)
 	{
 		json_object_put(obj);
 		return (Datum) 0;
+	}
+	{
+		json_object *meta;
+
+		if (json_object_object_get_ex(obj, "metadata", &meta) && json_object_is_type(meta, json_type_object))
+			json_object_object_del(meta, "managedFields");
 	}
 	if (m->api_group[0] == '\0' && strcmp(m->kind, "Secret") == 0)
 	{

@@ -74,17 +74,19 @@ def test_apply_at_commit_is_sent_after_commit_and_a_rollback_sends_nothing(ctx):
 def test_dry_run_and_now(ctx):
     srv = ctx.server()
     ns = ctx.namespace()
-    r = sql("SELECT (a).id, (a).state, (a).object->'data' FROM"
+    r = sql("SELECT (a).id, (a).state, (a).object->'data', (a).object->'metadata' ? 'managedFields' FROM"
             " (SELECT kwatch.apply(%s::jsonb, server => %s, dry_run => true) a) x", (cm(ns, "dry", k="v"), srv))
-    assert r == [(None, "dry run", {"k": "v"})], r
+    assert r == [(None, "dry run", {"k": "v"}, False)], r
     time.sleep(1)
     assert not exists("configmap", ns, "dry")
     conn = conftest.PG.connect(autocommit=False)
     try:
-        r = sql("SELECT (a).state, (a).object->'metadata'->>'resourceVersion' FROM"
+        r = sql("SELECT (a).state, (a).object->'metadata'->>'resourceVersion',"
+                " (a).object->'metadata' ? 'managedFields', (a).object->'metadata' ? 'uid' FROM"
                 " (SELECT kwatch.apply(%s::jsonb, server => %s, at => 'now') a) x",
                 (cm(ns, "now", k="v"), srv), conn=conn)[0]
-        assert r[0] == "applied" and r[1], r
+        # the object as mirror rows hold it: no managedFields
+        assert r[0] == "applied" and r[1] and r[2] is False and r[3] is True, r
         # at once is not undone by ROLLBACK
         conn.rollback()
     finally:
