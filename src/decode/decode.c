@@ -18,6 +18,9 @@
  *
  * Either way the object's metadata.managedFields is dropped and its
  * identity picked up as the bytes pass; no JSON tree is built for it.
+ * The dropped managedFields bytes are kept aside and summarized (who
+ * changed the object, for history: KwListItem.managers, managers_summary),
+ * the one part parsed with json-c.
  * kw_sanitize_json makes its text storable as jsonb.
  *
  * Limits (as PostgreSQL's own libcurl client bounds its inputs): one object
@@ -320,6 +323,7 @@ struct KwListDecoder
 	bool		capturing;		/* inside an item */
 	bool		capturing_meta; /* inside the list's metadata */
 	bool		skipping;		/* inside metadata.managedFields */
+	StringInfoData managed;		/* the item's managedFields member's bytes after its key */
 	int			member_start;	/* capture length at the current depth-4 member */
 	StringInfoData capture;
 	StringInfoData meta;
@@ -395,6 +399,7 @@ kw_list_decoder_create(const char *api_version, const char *kind)
 
 	initStringInfo(&dec->str);
 	initStringInfo(&dec->capture);
+	initStringInfo(&dec->managed);
 	initStringInfo(&dec->meta);
 	initStringInfo(&dec->kind);
 	for (int i = 0; i < 4; i++)
@@ -412,6 +417,7 @@ kw_list_decoder_free(KwListDecoder *dec)
 		return;
 	pfree(dec->str.data);
 	pfree(dec->capture.data);
+	pfree(dec->managed.data);
 	pfree(dec->meta.data);
 	pfree(dec->kind.data);
 	for (int i = 0; i < 4; i++)
@@ -482,6 +488,62 @@ string_done(KwListDecoder *dec)
 	}
 }
 
+/* Summaries of managedFields larger than this are not made (KwListItem.managers). */
+#define KW_MAX_MANAGED_BYTES (1024 * 1024)
+
+/*
+ * managers_summary: the summary of an item's metadata.managedFields
+ * (KwListItem.managers) from `managed`, the member's bytes after its key
+ * (": [...]"), as JSON text, palloc'd: an array of {"manager",
+ * "operation", "time", "subresource"} per entry, in the entries' order,
+ * each member only when the entry has it as a string
+ * (apimachinery meta/v1 ManagedFieldsEntry; fieldsV1, the fields
+ * themselves, left out).  NULL when the item had none, or they are no
+ * array, or larger than KW_MAX_MANAGED_BYTES.
+ */
+static char *
+managers_summary(StringInfo managed)
+{
+	static const char *const keys[] = {"manager", "operation", "time", "subresource"};
+	const char *p = managed->data;
+	json_object *arr;
+	json_object *out;
+	char	   *text = NULL;
+
+	if (managed->len == 0 || managed->len > KW_MAX_MANAGED_BYTES)
+		return NULL;
+	while (*p && (*p == ':' || strchr(" \t\r\n", *p)))
+		p++;
+	arr = json_tokener_parse(p);
+	if (arr == NULL)
+		return NULL;
+	if (!json_object_is_type(arr, json_type_array))
+	{
+		json_object_put(arr);
+		return NULL;
+	}
+	out = json_object_new_array();
+	for (size_t i = 0; i < json_object_array_length(arr); i++)
+	{
+		json_object *e = json_object_array_get_idx(arr, i);
+		json_object *s = json_object_new_object();
+
+		for (int k = 0; k < lengthof(keys); k++)
+		{
+			json_object *v;
+
+			if (json_object_is_type(e, json_type_object) &&
+				json_object_object_get_ex(e, keys[k], &v) && json_object_is_type(v, json_type_string))
+				json_object_object_add(s, keys[k], json_object_new_string(json_object_get_string(v)));
+		}
+		json_object_array_add(out, s);
+	}
+	text = pstrdup(json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(out);
+	json_object_put(arr);
+	return text;
+}
+
 /* emit_item: hands the captured item to cb; pointers valid during the call. */
 static bool
 emit_item(KwListDecoder *dec, KwListItemCallback cb, void *arg)
@@ -512,8 +574,12 @@ emit_item(KwListDecoder *dec, KwListItemCallback cb, void *arg)
 	item.event_type = dec->events && dec->evtype.len > 0 ? dec->evtype.data : NULL;
 	item.has_object = dec->has_object;
 	item.sanitized = false;
+	item.managers = dec->item_skip[0] ? NULL : managers_summary(&dec->managed);
 	cb(arg, &item);
 	resetStringInfo(&dec->capture);
+	resetStringInfo(&dec->managed);
+	if (item.managers)
+		pfree(item.managers);
 	return true;
 }
 
@@ -530,6 +596,17 @@ typedef struct ListChunk
 } ListChunk;
 
 /*
+ * append_managed: bytes of the item's managedFields member, kept for its
+ * summary (managers_summary) up to a little past KW_MAX_MANAGED_BYTES.
+ */
+static inline void
+append_managed(KwListDecoder *dec, const char *data, size_t n)
+{
+	if (dec->managed.len <= KW_MAX_MANAGED_BYTES)
+		appendBinaryStringInfo(&dec->managed, data, Min(n, (size_t) KW_MAX_MANAGED_BYTES + 1));
+}
+
+/*
  * flush_run: copies the run up to `upto` (exclusive) into the item being
  * captured (unless inside managedFields or a skipped item) or into the
  * list's metadata, and starts the next run there.
@@ -539,6 +616,8 @@ flush_run(KwListDecoder *dec, ListChunk *ch, size_t upto)
 {
 	if (dec->capturing && !dec->skipping && !dec->item_skip[0] && upto > ch->run)
 		appendBinaryStringInfo(&dec->capture, ch->data + ch->run, upto - ch->run);
+	else if (dec->capturing && dec->skipping && !dec->item_skip[0] && upto > ch->run)
+		append_managed(dec, ch->data + ch->run, upto - ch->run);
 	else if (dec->capturing_meta && upto > ch->run)
 		appendBinaryStringInfo(&dec->meta, ch->data + ch->run, upto - ch->run);
 	ch->run = upto;
@@ -617,6 +696,7 @@ item_begin(KwListDecoder *dec, ListChunk *ch, size_t i)
 	dec->capturing = true;
 	dec->item_skip[0] = '\0';
 	resetStringInfo(&dec->capture);
+	resetStringInfo(&dec->managed);
 	/* no kind given: the list's, less "List" (read before "items") */
 	if (dec->api_version && !dec->type_prefix &&
 		dec->kind.len > 4 &&
@@ -735,6 +815,8 @@ close_container(KwListDecoder *dec, ListChunk *ch, size_t i, int d,
 	if (d == 4 && dec->skipping)
 	{
 		/* managedFields was the last member: drop its comma */
+		if (dec->capturing && !dec->item_skip[0] && i > ch->run)
+			append_managed(dec, ch->data + ch->run, i - ch->run);
 		dec->skipping = false;
 		ch->run = i;
 		if (dec->capture.len > 0 &&
@@ -780,6 +862,8 @@ member_end(KwListDecoder *dec, ListChunk *ch, size_t i)
 	if (dec->skipping)
 	{
 		/* end of managedFields: resume after its comma */
+		if (dec->capturing && !dec->item_skip[0] && i > ch->run)
+			append_managed(dec, ch->data + ch->run, i - ch->run);
 		dec->skipping = false;
 		ch->run = i + 1;
 	}

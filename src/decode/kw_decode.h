@@ -43,6 +43,9 @@ typedef struct KwListItem
 	bool		has_object;		/* it had an "object" */
 	bool		sanitized;		/* json was rewritten by kw_sanitize_json (an
 								 * event's text always went through it) */
+	char	   *managers;		/* summary of its metadata.managedFields as
+								 * JSON text (decode.c managers_summary), or
+								 * NULL; valid during the callback only */
 } KwListItem;
 
 typedef void (*KwListItemCallback) (void *arg, KwListItem *item);

@@ -749,6 +749,7 @@ item_object(KwWatch *w, KwListItem *item, const char *what, bool body,
 		return true;
 	obj->json = pnstrdup(item->json, item->json_len);
 	obj->json_len = item->json_len;
+	obj->managers = item->managers ? pstrdup(item->managers) : NULL;
 	/* an event's text was made storable by its decoder, before its check */
 	if (item->event_type != NULL ? item->sanitized :
 		kw_sanitize_json(&obj->json, &obj->json_len))
