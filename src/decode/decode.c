@@ -324,6 +324,7 @@ struct KwListDecoder
 	bool		capturing_meta; /* inside the list's metadata */
 	bool		skipping;		/* inside metadata.managedFields */
 	StringInfoData managed;		/* the item's managedFields member's bytes after its key */
+	bool		keep_managers;	/* summarize them (kw_list_decoder_keep_managers) */
 	int			member_start;	/* capture length at the current depth-4 member */
 	StringInfoData capture;
 	StringInfoData meta;
@@ -405,6 +406,17 @@ kw_list_decoder_create(const char *api_version, const char *kind)
 	for (int i = 0; i < 4; i++)
 		initStringInfo(&dec->id[i]);
 	return dec;
+}
+
+/*
+ * kw_list_decoder_keep_managers: the items `dec` hands over from now on
+ * carry the summary of their managedFields (KwListItem.managers; NULL
+ * without this call, which saves a scan of those bytes: live tables).
+ */
+void
+kw_list_decoder_keep_managers(KwListDecoder *dec)
+{
+	dec->keep_managers = true;
 }
 
 /*
@@ -632,7 +644,7 @@ emit_item(KwListDecoder *dec, KwListItemCallback cb, void *arg)
 	item.event_type = dec->events && dec->evtype.len > 0 ? dec->evtype.data : NULL;
 	item.has_object = dec->has_object;
 	item.sanitized = false;
-	item.managers = dec->item_skip[0] ? NULL : managers_summary(&dec->managed);
+	item.managers = dec->keep_managers && !dec->item_skip[0] ? managers_summary(&dec->managed) : NULL;
 	cb(arg, &item);
 	resetStringInfo(&dec->capture);
 	resetStringInfo(&dec->managed);
@@ -660,7 +672,7 @@ typedef struct ListChunk
 static inline void
 append_managed(KwListDecoder *dec, const char *data, size_t n)
 {
-	if (dec->managed.len <= KW_MAX_MANAGED_BYTES)
+	if (dec->keep_managers && dec->managed.len <= KW_MAX_MANAGED_BYTES)
 		appendBinaryStringInfo(&dec->managed, data, Min(n, (size_t) KW_MAX_MANAGED_BYTES + 1));
 }
 
@@ -1284,6 +1296,16 @@ kw_watch_decoder_create(const char *api_version, const char *kind)
 	dec->framer->events = true;
 	initStringInfo(&dec->framer->evtype);
 	return dec;
+}
+
+/*
+ * kw_watch_decoder_keep_managers: kw_list_decoder_keep_managers for the
+ * objects of the events of `dec`.
+ */
+void
+kw_watch_decoder_keep_managers(KwWatchDecoder *dec)
+{
+	kw_list_decoder_keep_managers(dec->framer);
 }
 
 /*
