@@ -60,7 +60,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "foreign/foreign.h"
-#include "common/string.h"
+#include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -262,14 +262,15 @@ defer_server(const char *server, int64 id, long wait_ms)
  * without metadata.managedFields (as mirror rows), and for a Secret
  * (`secret`) without data and stringData; modifies `obj`.  NULL when it is
  * no JSON object, or its text would not be valid jsonb in the database
- * (non-ASCII text in another encoding than UTF-8, a \u0000 escape): the
- * outcome is recorded without it.
+ * (bytes invalid in its encoding, a \u0000 or lone surrogate escape, a
+ * non-ASCII escape in another encoding than UTF-8): the outcome is then
+ * recorded without it.
  */
 static char *
 shown_object(json_object *obj, bool secret)
 {
 	json_object *meta;
-	const char *text;
+	char	   *copy;
 
 	if (!json_object_is_type(obj, json_type_object))
 		return NULL;
@@ -280,11 +281,17 @@ shown_object(json_object *obj, bool secret)
 		json_object_object_del(obj, "data");
 		json_object_object_del(obj, "stringData");
 	}
-	text = json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-	/* jsonb refuses \u0000 (kw_sanitize_json's rule for mirror rows) */
-	if ((GetDatabaseEncoding() != PG_UTF8 && !pg_is_ascii(text)) || strstr(text, "\\u0000") != NULL)
+	copy = pstrdup(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	/*
+	 * what jsonb input would refuse (its bytes in the database's encoding,
+	 * then JSON with escapes jsonb can hold: no \u0000, no lone surrogate),
+	 * checked without an ERROR, which would leave the outcome unrecorded
+	 */
+	if (!pg_verifymbstr(copy, strlen(copy), true) ||
+		pg_parse_json(makeJsonLexContextCstringLen(copy, strlen(copy), GetDatabaseEncoding(), true),
+					  &nullSemAction) != JSON_SUCCESS)
 		return NULL;
-	return pstrdup(text);
+	return copy;
 }
 
 /* backoff_ms: 0.5 s doubling per attempt, at most 30 s; Retry-After when given */
