@@ -14,6 +14,9 @@
  * a watch's DELETED event, a relist that no longer listed it (client-go's
  * DeletedFinalStateUnknown, PROTOCOL 23), or unwatch removing the watch's
  * rows.  The origin falls back to "watch" at the end of every transaction.
+ * Who changed an object (its managedFields' summary, decode.c) goes the
+ * same way: sync.c notes each object it writes (kw_change_managers_note)
+ * and the trigger asks kwatch._change_managers(uid, resourceVersion).
  *
  * Retention (kwatch.history_tables.retention, max_rows): the worker deletes
  * closed versions older than the retention, and the oldest closed versions
@@ -32,6 +35,8 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/lsyscache.h"
 #include "utils/resowner.h"
@@ -46,13 +51,116 @@
 static KwChangeOrigin change_origin = KW_ORIGIN_WATCH;
 static bool origin_callback_registered = false;
 
-/* origin_xact_callback: the origin lasts one transaction, whatever its end. */
+/*
+ * The managedFields summaries (KwObject.managers) of the objects this
+ * process writes in this transaction, by uid and resourceVersion, for the
+ * history trigger (kwatch._change_managers()); in their own memory, gone at
+ * the end of the transaction.
+ */
+#define KW_MANAGERS_KEY 520			/* uid, a NUL, resourceVersion (decode.c keeps each under 256 bytes) */
+typedef struct ManagersEntry
+{
+	char		key[KW_MANAGERS_KEY];
+	char	   *managers;
+} ManagersEntry;
+static HTAB *change_managers = NULL;
+static MemoryContext managers_cxt = NULL;
+
+/* origin_xact_callback: the origin and the summaries last one transaction, whatever its end. */
 static void
 origin_xact_callback(XactEvent event, void *arg)
 {
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
+	{
 		change_origin = KW_ORIGIN_WATCH;
+		if (change_managers != NULL)
+		{
+			/* the table lives in managers_cxt */
+			change_managers = NULL;
+			MemoryContextReset(managers_cxt);
+		}
+	}
+}
+
+/* managers_key: uid and resourceVersion as one key; false when too long */
+static bool
+managers_key(const char *uid, const char *rv, char *key)
+{
+	size_t		u = strlen(uid),
+				r = strlen(rv);
+
+	if (u + r + 2 > KW_MANAGERS_KEY)
+		return false;
+	memset(key, 0, KW_MANAGERS_KEY);
+	memcpy(key, uid, u);
+	memcpy(key + u + 1, rv, r);
+	return true;
+}
+
+/*
+ * kw_change_managers_note: the mirror row of `obj` that this process
+ * writes next in this transaction changes as obj->managers says (the
+ * summary of its managedFields, decode.c), for the history trigger; an
+ * object without one is not noted.
+ */
+void
+kw_change_managers_note(const KwObject *obj)
+{
+	char		key[KW_MANAGERS_KEY];
+	ManagersEntry *e;
+	MemoryContext old;
+
+	if (obj->managers == NULL || obj->uid == NULL || obj->resource_version == NULL ||
+		!managers_key(obj->uid, obj->resource_version, key))
+		return;
+	if (!origin_callback_registered)
+	{
+		RegisterXactCallback(origin_xact_callback, NULL);
+		origin_callback_registered = true;
+	}
+	if (managers_cxt == NULL)
+		managers_cxt = AllocSetContextCreate(TopMemoryContext, "kwatch change managers",
+											 ALLOCSET_DEFAULT_SIZES);
+	if (change_managers == NULL)
+	{
+		HASHCTL		ctl = {0};
+
+		ctl.keysize = KW_MANAGERS_KEY;
+		ctl.entrysize = sizeof(ManagersEntry);
+		ctl.hcxt = managers_cxt;
+		change_managers = hash_create("kwatch change managers", 256, &ctl,
+									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	e = hash_search(change_managers, key, HASH_ENTER, NULL);
+	old = MemoryContextSwitchTo(managers_cxt);
+	e->managers = pstrdup(obj->managers);
+	MemoryContextSwitchTo(old);
+}
+
+PG_FUNCTION_INFO_V1(kwatch_change_managers);
+
+/*
+ * kwatch_change_managers: SQL kwatch._change_managers(uid text,
+ * resource_version text) -> jsonb: the summary of the metadata.managedFields
+ * of that version of an object (an array of {manager, operation, time,
+ * subresource}), when this process is writing it in this transaction (the
+ * kwatch worker: kw_change_managers_note), else NULL (another session's
+ * write, a version a relist merged).  For the history trigger.
+ */
+Datum
+kwatch_change_managers(PG_FUNCTION_ARGS)
+{
+	char		key[KW_MANAGERS_KEY];
+	ManagersEntry *e;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || change_managers == NULL ||
+		!managers_key(text_to_cstring(PG_GETARG_TEXT_PP(0)), text_to_cstring(PG_GETARG_TEXT_PP(1)), key))
+		PG_RETURN_NULL();
+	e = hash_search(change_managers, key, HASH_FIND, NULL);
+	if (e == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(e->managers)));
 }
 
 /*

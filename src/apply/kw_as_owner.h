@@ -39,6 +39,7 @@ typedef enum KwChangeOrigin
 } KwChangeOrigin;
 
 extern void kw_change_origin_set(KwChangeOrigin origin);
+extern void kw_change_managers_note(const KwObject *obj);
 extern bool kw_history_prune_table(Oid history_oid);
 
 /* in notify.c */

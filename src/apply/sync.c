@@ -618,6 +618,9 @@ kw_sync_apply_events(KwSyncPlans *p, KwRegistration *reg, KwEvent *events,
 
 		if (ev->type == KW_EV_BOOKMARK)
 			continue;
+		/* who changed it, for the history trigger (history.c) */
+		if (ev->type != KW_EV_DELETED)
+			kw_change_managers_note(&ev->obj);
 		hash_search(in_segment, ev->obj.uid, HASH_ENTER, &found);
 		if (found)
 		{
@@ -1110,7 +1113,12 @@ kw_sync_relist_stage(KwSyncPlans *p, KwRegistration *reg, KwObject *objs,
 	if (nobjs == 0)
 		return 0;
 	if (p->relist_direct)
+	{
 		lock_registration(p, reg);
+		/* written into the mirror table in this transaction: for history */
+		for (int i = 0; i < nobjs; i++)
+			kw_change_managers_note(&objs[i]);
+	}
 	if ((err = stage_batch(p, reg, objs, nobjs, &sqlstate, counts)) != NULL)
 		skipped = stage_singly(p, reg, objs, nobjs, err, sqlstate, counts);
 	if (p->relist_direct)

@@ -63,6 +63,7 @@ put_object(StringInfo buf, const KwObject *o)
 	put_str(buf, o->name);
 	put_str(buf, o->resource_version);
 	put_len_str(buf, o->json, o->json_len);
+	put_str(buf, o->managers);
 }
 
 static void
@@ -73,6 +74,7 @@ get_object(StringInfo msg, KwObject *o)
 	o->name = get_str(msg, NULL);
 	o->resource_version = get_str(msg, NULL);
 	o->json = get_str(msg, &o->json_len);
+	o->managers = get_str(msg, NULL);
 }
 
 static void

@@ -144,6 +144,9 @@ typedef struct KwObject
 	char	   *resource_version;
 	char	   *json;			/* object text, managedFields removed */
 	int			json_len;
+	char	   *managers;		/* what managedFields said, for history: JSON
+								 * text [{"manager", "operation", "time",
+								 * "subresource"}, ...], or NULL */
 } KwObject;
 
 typedef enum KwEventType

@@ -18,6 +18,9 @@
  *
  * Either way the object's metadata.managedFields is dropped and its
  * identity picked up as the bytes pass; no JSON tree is built for it.
+ * The dropped managedFields bytes are kept aside and summarized (who
+ * changed the object, for history: KwListItem.managers, managers_summary)
+ * by a scan of the same kind.
  * kw_sanitize_json makes its text storable as jsonb.
  *
  * Limits (as PostgreSQL's own libcurl client bounds its inputs): one object
@@ -350,6 +353,8 @@ struct KwListDecoder
 	bool		capturing;		/* inside an item */
 	bool		capturing_meta; /* inside the list's metadata */
 	bool		skipping;		/* inside metadata.managedFields */
+	StringInfoData managed;		/* the item's managedFields member's bytes after its key */
+	bool		keep_managers;	/* summarize them (kw_list_decoder_keep_managers) */
 	int			member_start;	/* capture length at the current depth-4 member */
 	StringInfoData capture;
 	StringInfoData meta;
@@ -428,11 +433,23 @@ kw_list_decoder_create(const char *api_version, const char *kind)
 	dec->expect_key = palloc0(dec->flags_len * sizeof(bool));
 	small_string_init(&dec->str, KW_SMALL_STRING);
 	initStringInfo(&dec->capture);
+	small_string_init(&dec->managed, KW_SMALL_STRING);
 	small_string_init(&dec->meta, KW_SMALL_STRING);
 	small_string_init(&dec->kind, KW_SMALL_STRING);
 	for (int i = 0; i < 4; i++)
 		small_string_init(&dec->id[i], KW_SMALL_STRING);
 	return dec;
+}
+
+/*
+ * kw_list_decoder_keep_managers: the items `dec` hands over from now on
+ * carry the summary of their managedFields (KwListItem.managers; NULL
+ * without this call, which saves a scan of those bytes: live tables).
+ */
+void
+kw_list_decoder_keep_managers(KwListDecoder *dec)
+{
+	dec->keep_managers = true;
 }
 
 /*
@@ -447,6 +464,7 @@ kw_list_decoder_free(KwListDecoder *dec)
 	pfree(dec->expect_key);
 	pfree(dec->str.data);
 	pfree(dec->capture.data);
+	pfree(dec->managed.data);
 	pfree(dec->meta.data);
 	pfree(dec->kind.data);
 	for (int i = 0; i < 4; i++)
@@ -517,6 +535,120 @@ string_done(KwListDecoder *dec)
 	}
 }
 
+/* Summaries of managedFields larger than this are not made (KwListItem.managers). */
+#define KW_MAX_MANAGED_BYTES (1024 * 1024)
+
+/*
+ * managers_summary: the summary of an item's metadata.managedFields
+ * (KwListItem.managers) from `managed`, the member's bytes after its key
+ * (": [...]"), as JSON text, palloc'd: an array of one object per entry,
+ * in the entries' order, with the entry's "manager", "operation", "time"
+ * and "subresource" members that are strings (apimachinery meta/v1
+ * ManagedFieldsEntry; fieldsV1, the fields themselves, left out), their
+ * text copied as the server wrote it (escapes kept), then made storable
+ * as jsonb (kw_sanitize_json).  A scan, not a parse: about 10 us for a
+ * pod's three entries (3.4 kB) where json-c's parse took 60 to 90 (2
+ * cores, under load).  NULL when the item had none, or
+ * they are no array of objects, contain a raw control character, or are
+ * larger than KW_MAX_MANAGED_BYTES.
+ */
+static char *
+managers_summary(StringInfo managed)
+{
+	static const char *const keys[] = {"manager", "operation", "time", "subresource"};
+	const char *p = managed->data;
+	const char *end = managed->data + managed->len;
+	StringInfoData out;
+	int			depth = 0;
+	bool		value = false;	/* after a ':' in an entry */
+	int			want = -1;		/* the entry's member being read: index in keys */
+	bool		first_member = true;
+	bool		first_entry = true;
+	int			len;
+
+	if (managed->len == 0 || managed->len > KW_MAX_MANAGED_BYTES)
+		return NULL;
+	while (p < end && (*p == ':' || *p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+		p++;
+	if (p == end || *p != '[')
+		return NULL;
+	initStringInfo(&out);
+	for (; p < end; p++)
+	{
+		char		c = *p;
+
+		if (c == '"')
+		{
+			const char *q = p + 1;
+
+			while (q < end && *q != '"')
+			{
+				if ((unsigned char) *q < 0x20)
+					goto bad;
+				q += *q == '\\' ? 2 : 1;
+			}
+			if (q >= end)
+				goto bad;
+			if (depth == 2 && !value)
+			{
+				want = -1;
+				for (int k = 0; k < lengthof(keys); k++)
+					if ((size_t) (q - p - 1) == strlen(keys[k]) && memcmp(p + 1, keys[k], q - p - 1) == 0)
+						want = k;
+			}
+			else if (depth == 2 && want >= 0)
+			{
+				appendStringInfo(&out, "%s\"%s\":", first_member ? "" : ",", keys[want]);
+				appendBinaryStringInfo(&out, p, q - p + 1);
+				first_member = false;
+				want = -1;
+			}
+			p = q;
+		}
+		else if (c == '{' || c == '[')
+		{
+			depth++;
+			if (depth == 1 && c != '[')
+				goto bad;
+			if (depth == 2)
+			{
+				if (c != '{')
+					goto bad;
+				appendStringInfoString(&out, first_entry ? "[{" : ",{");
+				first_entry = false;
+				first_member = true;
+				value = false;
+				want = -1;
+			}
+		}
+		else if (c == '}' || c == ']')
+		{
+			if (depth == 2)
+				appendStringInfoChar(&out, '}');
+			if (--depth == 0)
+				break;
+		}
+		else if (depth == 2 && c == ':')
+			value = true;
+		else if (depth == 2 && c == ',')
+		{
+			value = false;
+			want = -1;
+		}
+	}
+	if (depth != 0)
+		goto bad;
+	if (first_entry)
+		appendStringInfoChar(&out, '[');
+	appendStringInfoChar(&out, ']');
+	len = out.len;
+	(void) kw_sanitize_json(&out.data, &len);
+	return out.data;
+bad:
+	pfree(out.data);
+	return NULL;
+}
+
 /* emit_item: hands the captured item to cb; pointers valid during the call. */
 static bool
 emit_item(KwListDecoder *dec, KwListItemCallback cb, void *arg)
@@ -547,18 +679,27 @@ emit_item(KwListDecoder *dec, KwListItemCallback cb, void *arg)
 	item.event_type = dec->events && dec->evtype.len > 0 ? dec->evtype.data : NULL;
 	item.has_object = dec->has_object;
 	item.sanitized = false;
+	item.managers = dec->keep_managers && !dec->item_skip[0] ? managers_summary(&dec->managed) : NULL;
 	cb(arg, &item);
 	resetStringInfo(&dec->capture);
+	resetStringInfo(&dec->managed);
+	if (item.managers)
+		pfree(item.managers);
 	/*
 	 * A watch's decoder lives as long as the watch: after a big object it
-	 * gives the capture buffer back, so that an idle watch does not keep
-	 * the largest event it ever saw (a list's decoder keeps it for the
-	 * next item, and is freed with the list).
+	 * gives the capture (and managedFields) buffers back, so that an idle
+	 * watch does not keep the largest event it ever saw (a list's decoder
+	 * keeps them for the next item, and is freed with the list).
 	 */
 	if (dec->events && dec->capture.maxlen > KW_EVENT_CAPTURE_KEEP)
 	{
 		pfree(dec->capture.data);
 		initStringInfo(&dec->capture);
+	}
+	if (dec->events && dec->managed.maxlen > KW_EVENT_CAPTURE_KEEP)
+	{
+		pfree(dec->managed.data);
+		small_string_init(&dec->managed, KW_SMALL_STRING);
 	}
 	return true;
 }
@@ -576,6 +717,17 @@ typedef struct ListChunk
 } ListChunk;
 
 /*
+ * append_managed: bytes of the item's managedFields member, kept for its
+ * summary (managers_summary) up to a little past KW_MAX_MANAGED_BYTES.
+ */
+static inline void
+append_managed(KwListDecoder *dec, const char *data, size_t n)
+{
+	if (dec->keep_managers && dec->managed.len <= KW_MAX_MANAGED_BYTES)
+		appendBinaryStringInfo(&dec->managed, data, Min(n, (size_t) KW_MAX_MANAGED_BYTES + 1));
+}
+
+/*
  * flush_run: copies the run up to `upto` (exclusive) into the item being
  * captured (unless inside managedFields or a skipped item) or into the
  * list's metadata, and starts the next run there.
@@ -585,6 +737,8 @@ flush_run(KwListDecoder *dec, ListChunk *ch, size_t upto)
 {
 	if (dec->capturing && !dec->skipping && !dec->item_skip[0] && upto > ch->run)
 		appendBinaryStringInfo(&dec->capture, ch->data + ch->run, upto - ch->run);
+	else if (dec->capturing && dec->skipping && !dec->item_skip[0] && upto > ch->run)
+		append_managed(dec, ch->data + ch->run, upto - ch->run);
 	else if (dec->capturing_meta && upto > ch->run)
 		appendBinaryStringInfo(&dec->meta, ch->data + ch->run, upto - ch->run);
 	ch->run = upto;
@@ -683,6 +837,7 @@ item_begin(KwListDecoder *dec, ListChunk *ch, size_t i)
 	dec->capturing = true;
 	dec->item_skip[0] = '\0';
 	resetStringInfo(&dec->capture);
+	resetStringInfo(&dec->managed);
 	/* no kind given: the list's, less "List" (read before "items") */
 	if (dec->api_version && !dec->type_prefix &&
 		dec->kind.len > 4 &&
@@ -803,6 +958,8 @@ close_container(KwListDecoder *dec, ListChunk *ch, size_t i, int d,
 	if (d == 4 && dec->skipping)
 	{
 		/* managedFields was the last member: drop its comma */
+		if (dec->capturing && !dec->item_skip[0] && i > ch->run)
+			append_managed(dec, ch->data + ch->run, i - ch->run);
 		dec->skipping = false;
 		ch->run = i;
 		if (dec->capture.len > 0 &&
@@ -848,6 +1005,8 @@ member_end(KwListDecoder *dec, ListChunk *ch, size_t i)
 	if (dec->skipping)
 	{
 		/* end of managedFields: resume after its comma */
+		if (dec->capturing && !dec->item_skip[0] && i > ch->run)
+			append_managed(dec, ch->data + ch->run, i - ch->run);
 		dec->skipping = false;
 		ch->run = i + 1;
 	}
@@ -1214,6 +1373,16 @@ kw_watch_decoder_create(const char *api_version, const char *kind)
 	dec->framer->events = true;
 	small_string_init(&dec->framer->evtype, KW_SMALL_STRING);
 	return dec;
+}
+
+/*
+ * kw_watch_decoder_keep_managers: kw_list_decoder_keep_managers for the
+ * objects of the events of `dec`.
+ */
+void
+kw_watch_decoder_keep_managers(KwWatchDecoder *dec)
+{
+	kw_list_decoder_keep_managers(dec->framer);
 }
 
 /*

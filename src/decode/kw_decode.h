@@ -43,6 +43,10 @@ typedef struct KwListItem
 	bool		has_object;		/* it had an "object" */
 	bool		sanitized;		/* json was rewritten by kw_sanitize_json (an
 								 * event's text always went through it) */
+	char	   *managers;		/* summary of its metadata.managedFields as
+								 * JSON text (decode.c managers_summary), or
+								 * NULL (none, or no *_keep_managers call);
+								 * valid during the callback only */
 } KwListItem;
 
 typedef void (*KwListItemCallback) (void *arg, KwListItem *item);
@@ -50,6 +54,7 @@ typedef void (*KwListItemCallback) (void *arg, KwListItem *item);
 extern KwListDecoder *kw_list_decoder_create(const char *api_version,
 											 const char *kind);
 extern void kw_list_decoder_free(KwListDecoder *dec);
+extern void kw_list_decoder_keep_managers(KwListDecoder *dec);
 extern bool kw_list_decoder_feed(KwListDecoder *dec, const char *data,
 								 size_t len, KwListItemCallback cb, void *arg,
 								 char **error);
@@ -70,6 +75,7 @@ typedef void (*KwWatchEventCallback) (void *arg, KwEventType type,
 extern KwWatchDecoder *kw_watch_decoder_create(const char *api_version,
 											   const char *kind);
 extern void kw_watch_decoder_free(KwWatchDecoder *dec);
+extern void kw_watch_decoder_keep_managers(KwWatchDecoder *dec);
 extern bool kw_watch_decoder_feed(KwWatchDecoder *dec, const char *data,
 								  size_t len, KwWatchEventCallback cb,
 								  void *arg, char **error);

@@ -186,9 +186,10 @@ read_manifest(Jsonb *manifest, Manifest *m)
 }
 
 /*
- * shown_object: the object of a 2xx answer as jsonb, a Secret's data and
- * stringData left out (they reach no result row); NULL when the body is not
- * a JSON object.
+ * shown_object: the object of a 2xx answer as jsonb, as mirror rows hold
+ * objects: without metadata.managedFields (decode.c drops it from rows),
+ * and a Secret's data and stringData left out (they reach no result row);
+ * NULL when the body is not a JSON object.
  */
 static Datum
 shown_object(const char *body, const Manifest *m, bool *isnull)
@@ -203,6 +204,12 @@ shown_object(const char *body, const Manifest *m, bool *isnull)
 	{
 		json_object_put(obj);
 		return (Datum) 0;
+	}
+	{
+		json_object *meta;
+
+		if (json_object_object_get_ex(obj, "metadata", &meta) && json_object_is_type(meta, json_type_object))
+			json_object_object_del(meta, "managedFields");
 	}
 	if (m->api_group[0] == '\0' && strcmp(m->kind, "Secret") == 0)
 	{
@@ -836,8 +843,10 @@ PG_FUNCTION_INFO_V1(kwatch_wait_apply);
  * kwatch_wait_apply: SQL kwatch.wait_apply(id bigint, timeout interval,
  * wait_mirror boolean) -> kwatch.apply_result: waits (reading the row again
  * every 50 ms, in READ COMMITTED: a new snapshot each time) until apply
- * `id` is no longer pending; returns it when applied (its object: NULL,
- * the mirror has it), raises its error when it failed.  With wait_mirror,
+ * `id` is no longer pending; returns it when applied (its object: what
+ * the server stored, kept by the request sender without managedFields and
+ * a Secret's data, as apply(at => 'now') returns it; NULL for a delete),
+ * raises its error when it failed.  With wait_mirror,
  * then waits with kwatch.wait_current() for every watch of the caller's
  * that mirrors that resource on that server (read your own writes).
  * ERRORs: 42704 no such apply for the caller (another role's is not
@@ -857,7 +866,7 @@ kwatch_wait_apply(PG_FUNCTION_ARGS)
 	Oid			types[2] = {INT8OID, OIDOID};
 	Datum		values[2] = {Int64GetDatum(id), ObjectIdGetDatum(GetUserId())};
 	char	   *query = psprintf("SELECT q.state, q.sqlstate, q.message, q.detail, q.xmin::text,"
-								 " q.server, q.api_group, q.resource"
+								 " q.server, q.api_group, q.resource, q.object"
 								 " FROM %s.apply_queue q WHERE q.id OPERATOR(pg_catalog.=) $1"
 								 " AND (pg_catalog.pg_has_role($2, q.role, 'USAGE')"
 								 "      OR (SELECT a.rolsuper FROM pg_catalog.pg_roles a WHERE a.oid OPERATOR(pg_catalog.=) $2))",
@@ -930,6 +939,13 @@ kwatch_wait_apply(PG_FUNCTION_ARGS)
 		if (strcmp(state, "applied") == 0)
 		{
 			Datum		v[3] = {0};
+			bool		object_null;
+			Datum		object = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 9, &object_null);
+			MemoryContext spi_cxt = MemoryContextSwitchTo(outer);
+
+			if (!object_null)
+				object = PointerGetDatum(PG_DETOAST_DATUM_COPY(object));
+			MemoryContextSwitchTo(spi_cxt);
 
 			/*
 			 * copied into the caller's context before SPI_finish, which frees
@@ -961,7 +977,7 @@ kwatch_wait_apply(PG_FUNCTION_ARGS)
 					elog(ERROR, "could not wait for the mirror");
 				SPI_finish();
 			}
-			PG_RETURN_DATUM(result(fcinfo, Int64GetDatum(id), false, "applied", (Datum) 0, true));
+			PG_RETURN_DATUM(result(fcinfo, Int64GetDatum(id), false, "applied", object, object_null));
 		}
 		SPI_finish();
 		if (until != 0 && GetCurrentTimestamp() >= until)

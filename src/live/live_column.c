@@ -38,6 +38,7 @@
 #include "parser/parse_coerce.h"
 #include "parser/parse_type.h"
 #include "tcop/tcopprot.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
@@ -298,7 +299,7 @@ kw_live_row_begin(KwLiveTable *table, Relation rel, List *attnos, EState *estate
  * kw_live_row_store: stores in `slot` (cleared first) the row of the object
  * `json` (`len` bytes of JSON text, as the API server sent it; modified in
  * place: invalid UTF-8 replaced, a Secret's values redacted when the table
- * redacts).  Values live in the builder's per-tuple memory, valid until the
+ * redacts), without metadata.managedFields, as scanned and mirror rows.  Values live in the builder's per-tuple memory, valid until the
  * next call.  ERRORs HV004 when a Secret to redact is not a JSON object,
  * 22P02 when the text is not JSON.
  */
@@ -317,6 +318,18 @@ kw_live_row_store(KwLiveRow *row, char *json, int len, TupleTableSlot *slot)
 				 errmsg("malformed Secret in the answer of server \"%s\": not a JSON object",
 						row->table->server)));
 	row->params->params[0].value = DirectFunctionCall1(jsonb_in, CStringGetDatum(json));
+	/*
+	 * an answer to a write (RETURNING) has metadata.managedFields, which a
+	 * scanned row (decode.c) and a mirror row never have: left out too
+	 */
+	if (strstr(json, "\"managedFields\"") != NULL)
+	{
+		Datum		path[2] = {CStringGetTextDatum("metadata"), CStringGetTextDatum("managedFields")};
+
+		row->params->params[0].value =
+			DirectFunctionCall2(jsonb_delete_path, row->params->params[0].value,
+								PointerGetDatum(construct_array(path, 2, TEXTOID, -1, false, TYPALIGN_INT)));
+	}
 	row->params->params[0].isnull = false;
 	for (int i = 0; i < row->natts; i++)
 	{

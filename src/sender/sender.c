@@ -20,7 +20,8 @@
  * credential: connection.c); the resource is found by discovery when the
  * dry run was deferred (kw_discover_kind); then the server-side apply
  * (write.c).  The outcome: applied (the object's resourceVersion and uid
- * kept), failed (the SQLSTATE, message and causes of write.c), or, for
+ * kept, and for an apply the object, which kwatch.wait_apply() returns),
+ * failed (the SQLSTATE, message and causes of write.c), or, for
  * 429 (its Retry-After), 5xx, a connection error, or a deferred apply
  * whose namespace or kind does not exist yet, tried again after a backoff
  * (0.5 s doubling up to 30 s) until its deadline, then failed.  A
@@ -59,6 +60,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "foreign/foreign.h"
+#include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -178,15 +180,20 @@ clean_text(const char *s)
 	return c;
 }
 
-/* finish: records the outcome of apply `id`; `state` 'applied' or 'failed' or 'pending' (retry in retry_ms). */
+/*
+ * record: records the outcome of apply `id`; `state` 'applied' or 'failed'
+ * or 'pending' (retry in retry_ms); `object` the JSON text of what the
+ * server stored (shown_object), or NULL.
+ */
 static void
 record(int64 id, const char *state, long http_status, const char *sqlstate,
 	   const char *message, const char *detail, const char *rv, const char *uid,
-	   long retry_ms)
+	   long retry_ms, const char *object)
 {
-	Oid			types[9] = {INT8OID, TEXTOID, INT4OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID};
-	Datum		values[9];
-	char		nulls[9];
+	Oid			types[10] = {INT8OID, TEXTOID, INT4OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID,
+	TEXTOID};
+	Datum		values[10];
+	char		nulls[10];
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = Int64GetDatum(id);
@@ -201,6 +208,10 @@ record(int64 id, const char *state, long http_status, const char *sqlstate,
 	TEXT_OR_NULL(6, rv);
 	TEXT_OR_NULL(7, uid);
 	values[8] = Int64GetDatum(retry_ms);
+	if (object)
+		values[9] = CStringGetTextDatum(object);
+	else
+		nulls[9] = 'n';
 	if (SPI_execute_with_args("UPDATE kwatch.apply_queue SET state = $2, http_status = $3, sqlstate = $4,"
 							  " message = $5, detail = $6, resource_version = $7, uid = $8,"
 							  " attempts = attempts + 1,"
@@ -209,9 +220,10 @@ record(int64 id, const char *state, long http_status, const char *sqlstate,
 							   * would be due again at once, every round */
 							  " next_attempt_at = pg_catalog.clock_timestamp() + $9 * interval '1 millisecond',"
 							  " finished_at = CASE WHEN $2 = 'pending' THEN NULL ELSE pg_catalog.now() END,"
-							  " manifest = CASE WHEN $2 = 'pending' THEN manifest END"
+							  " manifest = CASE WHEN $2 = 'pending' THEN manifest END,"
+							  " object = $10::jsonb"
 							  " WHERE id = $1",
-							  9, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+							  10, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record the outcome of apply " INT64_FORMAT, id);
 	if (strcmp(state, "pending") != 0 &&
 		SPI_execute_with_args("SELECT pg_catalog.pg_notify('kwatch_applies', $1::text)",
@@ -242,6 +254,44 @@ defer_server(const char *server, int64 id, long wait_ms)
 							  " AND role = (SELECT q.role FROM kwatch.apply_queue q WHERE q.id = $2)",
 							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not defer the applies to server %s", server);
+}
+
+/*
+ * shown_object: the JSON text (palloc'd) of `obj`, the object of an apply's
+ * 2xx answer, as kwatch.apply(at => 'now') returns it (functions/apply.c):
+ * without metadata.managedFields (as mirror rows), and for a Secret
+ * (`secret`) without data and stringData; modifies `obj`.  NULL when it is
+ * no JSON object, or its text would not be valid jsonb in the database
+ * (bytes invalid in its encoding, a \u0000 or lone surrogate escape, a
+ * non-ASCII escape in another encoding than UTF-8): the outcome is then
+ * recorded without it.
+ */
+static char *
+shown_object(json_object *obj, bool secret)
+{
+	json_object *meta;
+	char	   *copy;
+
+	if (!json_object_is_type(obj, json_type_object))
+		return NULL;
+	if (json_object_object_get_ex(obj, "metadata", &meta) && json_object_is_type(meta, json_type_object))
+		json_object_object_del(meta, "managedFields");
+	if (secret)
+	{
+		json_object_object_del(obj, "data");
+		json_object_object_del(obj, "stringData");
+	}
+	copy = pstrdup(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	/*
+	 * what jsonb input would refuse (its bytes in the database's encoding,
+	 * then JSON with escapes jsonb can hold: no \u0000, no lone surrogate),
+	 * checked without an ERROR, which would leave the outcome unrecorded
+	 */
+	if (!pg_verifymbstr(copy, strlen(copy), true) ||
+		pg_parse_json(makeJsonLexContextCstringLen(copy, strlen(copy), GetDatabaseEncoding(), true),
+					  &nullSemAction) != JSON_SUCCESS)
+		return NULL;
+	return copy;
 }
 
 /* backoff_ms: 0.5 s doubling per attempt, at most 30 s; Retry-After when given */
@@ -323,14 +373,14 @@ send_one(void *arg)
 		char	   *last = SPI_getvalue(row, desc, 14);
 
 		record(id, "failed", 0, "57014", "the apply was not sent before its deadline",
-			   last ? psprintf("The last attempt: %s", last) : NULL, NULL, NULL, 0);
+			   last ? psprintf("The last attempt: %s", last) : NULL, NULL, NULL, 0, NULL);
 		return;
 	}
 	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)) ||
 		strcmp(GetUserNameFromId(role, false), SPI_getvalue(row, desc, 17)) != 0)
 	{
 		record(id, "failed", 0, "42501", "the role that made the apply no longer exists",
-			   NULL, NULL, NULL, 0);
+			   NULL, NULL, NULL, 0, NULL);
 		return;
 	}
 
@@ -340,7 +390,7 @@ send_one(void *arg)
 	if (GetForeignServerByName(server, true) == NULL)
 	{
 		record(id, "failed", 0, "42704", psprintf("server \"%s\" no longer exists", server),
-			   NULL, NULL, NULL, 0);
+			   NULL, NULL, NULL, 0, NULL);
 		return;
 	}
 
@@ -416,14 +466,14 @@ send_one(void *arg)
 			long		wait_ms = backoff_ms(attempts, -1);
 
 			record(id, "pending", 0, unpack_sql_state(code), caught->message, caught->detail,
-				   NULL, NULL, wait_ms);
+				   NULL, NULL, wait_ms, NULL);
 			if (code == ERRCODE_FDW_UNABLE_TO_ESTABLISH_CONNECTION ||
 				ERRCODE_TO_CATEGORY(code) == ERRCODE_CONNECTION_EXCEPTION)
 				defer_server(server, id, wait_ms);
 		}
 		else
 			record(id, "failed", 0, unpack_sql_state(code), caught->message, caught->detail,
-				   NULL, NULL, 0);
+				   NULL, NULL, 0, NULL);
 		return;
 	}
 	{
@@ -439,13 +489,17 @@ send_one(void *arg)
 			const char *rv = NULL;
 			const char *uid = NULL;
 
+			char	   *shown = NULL;
+
 			if (obj && json_object_object_get_ex(obj, "metadata", &meta))
 			{
 				rv = kw_json_get_string(meta, "resourceVersion");
 				uid = kw_json_get_string(meta, "uid");
 			}
+			if (obj && !is_delete)
+				shown = shown_object(obj, withhold_values);
 			record(id, "applied", resp.status, NULL, NULL, NULL, rv ? pstrdup(rv) : NULL,
-				   uid ? pstrdup(uid) : NULL, 0);
+				   uid ? pstrdup(uid) : NULL, 0, shown);
 			if (obj)
 				json_object_put(obj);
 			return;
@@ -453,14 +507,14 @@ send_one(void *arg)
 		/* a delete answered 404: the object is gone (an earlier attempt, or another client) */
 		if (is_delete && resp.status == 404)
 		{
-			record(id, "applied", resp.status, NULL, NULL, NULL, NULL, NULL, 0);
+			record(id, "applied", resp.status, NULL, NULL, NULL, NULL, NULL, 0, NULL);
 			return;
 		}
 		/* a deferred apply whose namespace does not exist yet waits for it */
 		if (!validated && resp.status == 404)
 			retry = true;
 		record(id, retry ? "pending" : "failed", resp.status, unpack_sql_state(sqlstate),
-			   message, detail, NULL, NULL, retry ? backoff_ms(attempts, resp.retry_after_s) : 0);
+			   message, detail, NULL, NULL, retry ? backoff_ms(attempts, resp.retry_after_s) : 0, NULL);
 	}
 }
 

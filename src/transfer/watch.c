@@ -749,6 +749,7 @@ item_object(KwWatch *w, KwListItem *item, const char *what, bool body,
 		return true;
 	obj->json = pnstrdup(item->json, item->json_len);
 	obj->json_len = item->json_len;
+	obj->managers = item->managers ? pstrdup(item->managers) : NULL;
 	/* an event's text was made storable by its decoder, before its check */
 	if (item->event_type != NULL ? item->sanitized :
 		kw_sanitize_json(&obj->json, &obj->json_len))
@@ -1038,10 +1039,17 @@ start_transfer(KwWatch *w, KwXfer kind, const char *url)
 	w->abort_relist_no_rv = false;
 	w->xfer_started = GetCurrentTimestamp();
 	w->xfer_events = 0;
+	/* with the managedFields' summaries: who changed each object, for history */
 	if (kind == XFER_LIST)
+	{
 		w->ldec = kw_list_decoder_create(w->object_api_version, w->reg.kind);
+		kw_list_decoder_keep_managers(w->ldec);
+	}
 	else
+	{
 		w->wdec = kw_watch_decoder_create(w->object_api_version, w->reg.kind);
+		kw_watch_decoder_keep_managers(w->wdec);
+	}
 	MemoryContextSwitchTo(old);
 
 	kw_http_transfer_attach(w->multi, w->http, w);

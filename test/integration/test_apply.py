@@ -50,8 +50,12 @@ def test_apply_at_commit_is_sent_after_commit_and_a_rollback_sends_nothing(ctx):
 
     # COMMIT: sent, and with wait_mirror the mirror has it when the wait returns
     aid = sql_one("SELECT (kwatch.apply(%s::jsonb, server => %s)).id", (cm(ns, "sent", k="v"), srv))
-    st = sql("SELECT (w).state FROM (SELECT kwatch.wait_apply(%s, '1 min', wait_mirror => true) w) x", (aid,))
-    assert st == [("applied",)]
+    st = sql("SELECT (w).state, (w).object->'data', (w).object->'metadata'->>'resourceVersion',"
+             " (w).object->'metadata' ? 'managedFields'"
+             " FROM (SELECT kwatch.wait_apply(%s, '1 min', wait_mirror => true) w) x", (aid,))
+    # it returns the object as stored (without managedFields, as mirror rows)
+    assert st[0][:2] == ("applied", {"k": "v"}) and st[0][3] is False, st
+    assert st[0][2] == sql_one("SELECT resource_version FROM kwatch.applies WHERE id = %s", (aid,))
     assert kubectl_json("get", "configmap", "sent", "-n", ns)["data"] == {"k": "v"}
     assert sql_one(pgsql.SQL("SELECT object->'data' FROM {} WHERE cluster = %s AND name = 'sent'")
                    .format(pgsql.SQL(table)), (srv,)) == {"k": "v"}
@@ -70,17 +74,19 @@ def test_apply_at_commit_is_sent_after_commit_and_a_rollback_sends_nothing(ctx):
 def test_dry_run_and_now(ctx):
     srv = ctx.server()
     ns = ctx.namespace()
-    r = sql("SELECT (a).id, (a).state, (a).object->'data' FROM"
+    r = sql("SELECT (a).id, (a).state, (a).object->'data', (a).object->'metadata' ? 'managedFields' FROM"
             " (SELECT kwatch.apply(%s::jsonb, server => %s, dry_run => true) a) x", (cm(ns, "dry", k="v"), srv))
-    assert r == [(None, "dry run", {"k": "v"})], r
+    assert r == [(None, "dry run", {"k": "v"}, False)], r
     time.sleep(1)
     assert not exists("configmap", ns, "dry")
     conn = conftest.PG.connect(autocommit=False)
     try:
-        r = sql("SELECT (a).state, (a).object->'metadata'->>'resourceVersion' FROM"
+        r = sql("SELECT (a).state, (a).object->'metadata'->>'resourceVersion',"
+                " (a).object->'metadata' ? 'managedFields', (a).object->'metadata' ? 'uid' FROM"
                 " (SELECT kwatch.apply(%s::jsonb, server => %s, at => 'now') a) x",
                 (cm(ns, "now", k="v"), srv), conn=conn)[0]
-        assert r[0] == "applied" and r[1], r
+        # the object as mirror rows hold it: no managedFields
+        assert r[0] == "applied" and r[1] and r[2] is False and r[3] is True, r
         # at once is not undone by ROLLBACK
         conn.rollback()
     finally:
@@ -191,7 +197,8 @@ def test_a_secret_applied_at_commit_leaves_its_data_nowhere(ctx):
                          "stringData": {"password": "hunter2-apply"}})
     r = sql("SELECT (a).id, (a).object FROM (SELECT kwatch.apply(%s::jsonb, server => %s) a) x", (secret, srv))[0]
     assert "hunter2" not in json.dumps(r[1]) and "data" not in r[1], r
-    sql("SELECT kwatch.wait_apply(%s, '1 min')", (r[0],))
+    w = sql_one("SELECT (kwatch.wait_apply(%s, '1 min')).object", (r[0],))
+    assert w["kind"] == "Secret" and "data" not in w and "hunter2" not in json.dumps(w), w
     assert sql_one("SELECT manifest FROM kwatch.apply_queue WHERE id = %s", (r[0],)) is None
     assert "hunter2" not in json.dumps(sql("SELECT * FROM kwatch.applies WHERE id = %s", (r[0],)), default=str)
     assert kubectl_json("get", "secret", "s", "-n", ns)["data"]["password"]

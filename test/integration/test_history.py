@@ -188,3 +188,35 @@ def test_history_turned_on_later(ctx):
                                          " WHERE name = 'p'").format(pgsql.Identifier(t))) == "2",
                30, "the mirror took the change")
     assert len(versions(t + "_history", "p")) == 2
+
+
+def test_each_version_says_which_field_managers_changed_it(ctx):
+    """Issue 49: a version's `managers` summarizes the object's
+    metadata.managedFields (manager, operation, time, subresource), which
+    the mirror drops, with `changed` true for the entries that are new or
+    whose time moved since the previous version: who made this change (a
+    field manager, not a user).  The object itself has no managedFields."""
+    import json
+    ns = ctx.namespace()
+    srv = ctx.server()
+    kubectl("apply", "-f", "-", input=configmaps_doc(ns, ["w"]))
+    t, h = history_table(ctx, srv, ns)
+    sql("SELECT kwatch.apply(%s::jsonb, server => %s, field_manager => 'kw-history-test', at => 'now')",
+        (json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w", "namespace": ns},
+                     "data": {"by": "kw"}}), srv))
+    wait_until(lambda: len(versions(h, "w")) == 2, 30, "w's second version")
+    kubectl("label", "configmap", "w", "-n", ns, "who=kubectl")
+    wait_until(lambda: len(versions(h, "w")) == 3, 30, "w's third version")
+    rows = sql(pgsql.SQL("SELECT change, managers, object->'metadata' ? 'managedFields' FROM k8s.{}"
+                         " WHERE name = 'w' ORDER BY lower(valid)").format(pgsql.Identifier(h)))
+    assert [r[0] for r in rows] == ["ADDED", "MODIFIED", "MODIFIED"] and not any(r[2] for r in rows), rows
+    for _, managers, _ in rows:
+        assert managers and all(set(m) <= {"manager", "operation", "time", "subresource", "changed"}
+                                and m["manager"] and m["time"] for m in managers), managers
+    changed = [[(m["manager"], m["operation"]) for m in r[1] if m["changed"]] for r in rows]
+    assert [m for m, _ in changed[0]] and all(m.startswith("kubectl") for m, _ in changed[0]), changed
+    assert changed[1] == [("kw-history-test", "Apply")], changed
+    assert len(changed[2]) == 1 and changed[2][0][0].startswith("kubectl"), changed
+    # the earlier managers are still listed, unchanged
+    assert ("kw-history-test", "Apply", False) in [(m["manager"], m["operation"], m["changed"])
+                                                   for m in rows[2][1]], rows[2][1]

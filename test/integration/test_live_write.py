@@ -48,9 +48,11 @@ def test_insert_update_delete_reach_the_cluster_with_returning(ctx, live):
     t = "%s.configmaps" % s
 
     # INSERT creates; RETURNING is the object as stored
-    uid, rv, labels = sql("INSERT INTO %s (namespace, name, labels, object)"
-                          " VALUES (%%s, 'made', '{\"app\": \"web\"}', '{\"data\": {\"k\": \"v\"}}')"
-                          " RETURNING uid, resource_version, labels" % t, (ns,))[0]
+    uid, rv, labels, managed = sql("INSERT INTO %s (namespace, name, labels, object)"
+                                   " VALUES (%%s, 'made', '{\"app\": \"web\"}', '{\"data\": {\"k\": \"v\"}}')"
+                                   " RETURNING uid, resource_version, labels, object->'metadata' ? 'managedFields'"
+                                   % t, (ns,))[0]
+    assert managed is False   # as a scanned row: no managedFields
     cm = get("configmap", ns, "made")
     assert (cm["metadata"]["uid"], cm["metadata"]["resourceVersion"]) == (uid, rv)
     assert cm["data"] == {"k": "v"} and cm["metadata"]["labels"] == {"app": "web"} == labels

@@ -112,12 +112,15 @@ def cell_text(cell):
 
 
 def cell_matches(column, table_cell, view_cell):
+    # kubectl's empty cell "<none>" is NULL in the view, and NULL only
+    if table_cell == "<none>":
+        return view_cell is None
     if cell_text(table_cell) == view_cell:
         return True
     if column in RELATIVE and view_cell is None:
-        # no time: the printers say so in words (CronJob "<none>", Event
-        # "<unknown>", a Job not started ""), a CRD's date column as null
-        return table_cell in (None, "", "<none>", "<unknown>")
+        # no time: the printers say so in words (Event "<unknown>", a Job
+        # not started ""), a CRD's date column as null
+        return table_cell in (None, "", "<unknown>")
     if column in RELATIVE:
         a, b = seconds(str(table_cell)), seconds(view_cell)
         # read a few seconds apart: within the coarser unit, plus 5 s
@@ -481,7 +484,7 @@ def test_custom_resources_print_as_the_api_servers_table(plane, ctx):
     gadget_columns = [r[0] for r in sql("SELECT attname FROM pg_attribute WHERE attrelid = "
                                         "to_regclass(%s) AND attnum > 0 ORDER BY attnum",
                                         ("kubectl." + table.split(".", 1)[1],))]
-    assert gadget_columns == ["cluster", "namespace", "name", "age", "uid"]
+    assert gadget_columns == ["cluster", "namespace", "name", "age", "created_at", "uid"]
 
 
 def test_view_follows_its_table_is_indexable_and_checks_the_caller(plane, ctx):
@@ -506,6 +509,12 @@ def test_view_follows_its_table_is_indexable_and_checks_the_caller(plane, ctx):
     tid = pgsql.Identifier(t)
     assert sql(pgsql.SQL("SELECT name, ready, status, restarts FROM kubectl.{} ORDER BY name")
                .format(tid)) == [("a", "0/1", "CrashLoopBackOff", 3), ("b", "0/1", "Pending", 0)]
+    # kubectl's "<none>" is NULL (no node: not scheduled); AGE is kubectl's
+    # text beside the time it is computed from
+    rows = sql(pgsql.SQL("SELECT v.age, v.created_at = k.created_at, pg_typeof(v.age)::text FROM kubectl.{} v "
+                         "JOIN k8s.{} k USING (uid) WHERE v.node IS NULL AND v.ip IS NULL").format(tid, tid))
+    assert len(rows) == 2 and all(re.fullmatch(r"\d+(s|m\d*s?)", r[0]) and r[1] and r[2] == "text"
+                                  for r in rows), rows
     assert sql_one("SELECT a.rolsuper FROM pg_class c, pg_roles a WHERE c.oid = %s::regclass "
                    "AND a.oid = c.relowner", ("kubectl." + t,))
     sql(pgsql.SQL("CREATE INDEX ON k8s.{} (kwatch.pod_status(object))").format(tid))

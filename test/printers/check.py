@@ -10,6 +10,9 @@ is a function name in schema kwatch, called as kwatch.<name>(object), or
 instant the upstream test's time.Now() is replaced by).  The value is
 compared in SQL with IS NOT DISTINCT FROM after a cast to the function's
 result type (None = SQL NULL), so a timestamptz compares as a time.
+The upstream cells kubectl prints as "<none>" are kept as written in
+cases.py and compared as SQL NULL: the printer functions return NULL for
+that empty cell (sql/schema/printers/helpers.sql), and nothing else.
 """
 import collections
 import json
@@ -70,7 +73,8 @@ def main():
                 extra = extra[:-1].replace("@at", lit(case["at"]) + "::timestamptz")
                 args += ", " + extra
             expr = "kwatch.%s(%s)" % (name, args)
-            want_sql = "NULL" if want is None else lit(str(want))
+            # kubectl's empty cell "<none>" is NULL in SQL
+            want_sql = "NULL" if want is None or want == "<none>" else lit(str(want))
             stmts.append("SELECT %d, (%s) IS NOT DISTINCT FROM %s::%s, (%s)::text"
                          % (len(checks), expr, want_sql, rettype[name], expr))
             checks.append((case, call, want))

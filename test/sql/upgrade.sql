@@ -402,6 +402,7 @@ SELECT i.indexrelid::regclass AS index, pg_get_indexdef(i.indexrelid) AS definit
 -- Extension update 0.7.0 -> 0.8.0 (the script built from sql/updates/):
 -- as_of() is a C function, still PUBLIC's, no longer with a search_path
 -- of its own; it refuses a table without history as before
+SELECT kwatch.history('k8s.upgrade_pods');   -- a 0.7.0 history table, for issue 49 below
 ALTER EXTENSION kwatch UPDATE TO '0.8.0';
 SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
 SELECT l.lanname, p.provolatile, p.proisstrict, p.prosecdef, p.proconfig,
@@ -411,6 +412,15 @@ SELECT l.lanname, p.provolatile, p.proisstrict, p.prosecdef, p.proconfig,
  WHERE p.oid = 'kwatch.as_of(regclass, timestamptz)'::regprocedure;
 SELECT kwatch.as_of('k8s.upgrade_crontabs', now());
 SELECT count(*) FROM kwatch.as_of(NULL, now());
+-- issue 49: a history table gets the column managers (who changed each
+-- version), its trigger the argument that says so
+SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute a
+ WHERE a.attrelid = 'k8s.upgrade_pods_history'::regclass AND a.attname = 'managers';
+SELECT pg_get_triggerdef(g.oid) FROM pg_trigger g
+ WHERE g.tgrelid = 'k8s.upgrade_pods'::regclass AND g.tgname = 'kwatch_history';
+-- a row written by another process than the worker: no managers
+UPDATE k8s.upgrade_pods SET resource_version = resource_version || '0' WHERE uid = 'u1';
+SELECT change, managers FROM k8s.upgrade_pods_history WHERE uid = 'u1' ORDER BY lower(valid);
 
 DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets;   -- 2BP01: the views read them
 DROP TABLE k8s.upgrade_pods, k8s.upgrade_crontabs, k8s.upgrade_secrets, k8s.upgrade_renamed CASCADE;

@@ -42,8 +42,9 @@ CREATE OR REPLACE FUNCTION kwatch.apply(manifest jsonb, server text DEFAULT NULL
     AS 'MODULE_PATHNAME', 'kwatch_apply';
 
 -- kwatch.wait_apply(id, timeout) -> apply_result: waits until apply `id`
--- (made at commit by the caller's role) is applied, and returns it, or
--- raises its error (its SQLSTATE, the server's message) when it failed.
+-- (made at commit by the caller's role) is applied, and returns it (its
+-- object: what the server stored, kept by the request sender without
+-- managedFields and a Secret's data; NULL for a delete), or raises its error (its SQLSTATE, the server's message) when it failed.
 -- wait_mirror => true then also waits until every watch of that server
 -- and resource has committed a checkpoint at or past the applied object's
 -- resourceVersion (read your own writes, as wait_current()).  ERRORs:

@@ -15,8 +15,44 @@ CREATE OR REPLACE FUNCTION kwatch._change_origin() RETURNS text
     LANGUAGE c
     AS 'MODULE_PATHNAME', 'kwatch_change_origin';
 
+-- _change_managers(uid, resource_version) -> jsonb: the summary of the
+-- metadata.managedFields of that version of an object, [{manager,
+-- operation, time, subresource}, ...] in the object's order, when this
+-- process (the kwatch worker) is writing it in this transaction; else
+-- NULL (another session's write, a version a relist merged, an object
+-- without managedFields).  For the history trigger.  src/apply/history.c.
+CREATE OR REPLACE FUNCTION kwatch._change_managers(uid text, resource_version text) RETURNS jsonb
+    LANGUAGE c
+    AS 'MODULE_PATHNAME', 'kwatch_change_managers';
+
+-- _history_managers(managers, previous) -> jsonb: `managers`
+-- (_change_managers) with "changed" in each entry: true when the previous
+-- version's summary `previous` has no such entry (same manager,
+-- operation, time and subresource: new, or its time moved: that manager
+-- wrote this change); without a previous summary (the first version, or
+-- one written before 0.8.0 or merged by a relist) true for the entries of
+-- the newest time.  NULL when `managers` is NULL.  The rule of
+-- apimachinery meta/v1 ManagedFieldsEntry.Time: set when the entry's
+-- manager changes a field it owns.
+CREATE OR REPLACE FUNCTION kwatch._history_managers(managers jsonb, previous jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT jsonb_agg(e || jsonb_build_object('changed',
+           CASE WHEN jsonb_typeof(previous) = 'array'
+                THEN NOT EXISTS (SELECT 1 FROM jsonb_array_elements(previous) p WHERE p - 'changed' = e)
+                ELSE e->>'time' IS NOT DISTINCT FROM
+                     (SELECT max(m->>'time') FROM jsonb_array_elements(managers) m) END)
+           ORDER BY o)
+    FROM jsonb_array_elements(CASE WHEN jsonb_typeof(managers) = 'array' THEN managers ELSE '[]' END)
+         WITH ORDINALITY AS x(e, o)
+   WHERE jsonb_typeof(managers) = 'array'
+$$;
+
 -- _history_trigger(): AFTER INSERT/UPDATE/DELETE FOR EACH ROW on a mirror
--- table, TG_ARGV[0] its history table (qualified and quoted).  INSERT opens
+-- table, TG_ARGV[0] its history table (qualified and quoted), TG_ARGV[1]
+-- 'managers' when that table has the column managers (0.8.0: who changed
+-- the object, _history_managers of _change_managers).  INSERT opens
 -- a version (change ADDED); UPDATE closes the open one and opens the next
 -- (MODIFIED); DELETE closes it, noting how the object went (`deletion`:
 -- DELETED seen by a watch, DELETED_FINAL_STATE_UNKNOWN inferred by a relist,
@@ -32,13 +68,16 @@ CREATE OR REPLACE FUNCTION kwatch._history_trigger() RETURNS trigger
     AS $_$
 DECLARE
   h text := TG_ARGV[0];
+  with_managers boolean := TG_NARGS > 1 AND TG_ARGV[1] = 'managers';
   at timestamptz := clock_timestamp();
   closed timestamptz;
+  previous jsonb;
 BEGIN
   IF TG_OP IN ('UPDATE', 'DELETE') THEN
     EXECUTE format('UPDATE %s SET valid = tstzrange(lower(valid), greatest($3, lower(valid) + interval ''1 microsecond'')),'
-                   ' deletion = $4 WHERE cluster = $1 AND uid = $2 AND upper_inf(valid) RETURNING upper(valid)', h)
-      INTO closed
+                   ' deletion = $4 WHERE cluster = $1 AND uid = $2 AND upper_inf(valid) RETURNING upper(valid), %s',
+                   h, CASE WHEN with_managers THEN 'managers' ELSE 'NULL::jsonb' END)
+      INTO closed, previous
       USING OLD.cluster, OLD.uid, at,
             CASE WHEN TG_OP = 'UPDATE' THEN NULL
                  ELSE CASE kwatch._change_origin()
@@ -47,7 +86,14 @@ BEGIN
                         ELSE 'DELETED' END
             END;
   END IF;
-  IF TG_OP IN ('INSERT', 'UPDATE') THEN
+  IF TG_OP IN ('INSERT', 'UPDATE') AND with_managers THEN
+    EXECUTE format('INSERT INTO %s (cluster, uid, namespace, name, resource_version, valid, change, object, managers)'
+                   ' VALUES ($1, $2, $3, $4, $5, tstzrange($6, NULL), $7, $8, $9)', h)
+      USING NEW.cluster, NEW.uid, NEW.namespace, NEW.name, NEW.resource_version,
+            COALESCE(closed, at), CASE TG_OP WHEN 'INSERT' THEN 'ADDED' ELSE 'MODIFIED' END,
+            NEW.object,
+            kwatch._history_managers(kwatch._change_managers(NEW.uid, NEW.resource_version), previous);
+  ELSIF TG_OP IN ('INSERT', 'UPDATE') THEN
     EXECUTE format('INSERT INTO %s (cluster, uid, namespace, name, resource_version, valid, change, object)'
                    ' VALUES ($1, $2, $3, $4, $5, tstzrange($6, NULL), $7, $8)', h)
       USING NEW.cluster, NEW.uid, NEW.namespace, NEW.name, NEW.resource_version,
@@ -95,6 +141,7 @@ BEGIN
         change           text NOT NULL CHECK (change IN ('ADDED', 'MODIFIED')),
         deletion         text CHECK (deletion IN ('DELETED', 'DELETED_FINAL_STATE_UNKNOWN', 'UNWATCHED')),
         object           jsonb NOT NULL,
+        managers         jsonb,
         PRIMARY KEY (cluster, id)
       )$t$, h);
     EXECUTE format('CREATE INDEX ON k8s.%I USING gist (valid)', h);
@@ -116,8 +163,14 @@ BEGIN
   END IF;
   hrel := format('k8s.%I', h)::regclass;
   IF NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = rel AND g.tgname = 'kwatch_history') THEN
+    -- with 'managers' when the history table has that column (one made
+    -- before 0.8.0 that the update could not change has not)
     EXECUTE format('CREATE TRIGGER kwatch_history AFTER INSERT OR UPDATE OR DELETE ON %s'
-                   ' FOR EACH ROW EXECUTE FUNCTION kwatch._history_trigger(%L)', rel, hrel::text);
+                   ' FOR EACH ROW EXECUTE FUNCTION kwatch._history_trigger(%L%s)', rel, hrel::text,
+                   CASE WHEN EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = hrel
+                                        AND a.attname = 'managers' AND NOT a.attisdropped
+                                        AND a.atttypid = 'jsonb'::regtype)
+                        THEN ', ''managers''' ELSE '' END);
     -- What the table holds now is the first version of each object.  Only
     -- into a history table made just now: an older one may carry its
     -- owner's triggers, which must never run with this function's rights.

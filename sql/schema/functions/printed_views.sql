@@ -7,10 +7,12 @@
 -- snake case, then uid (to join back to k8s.<t>).  The cells are the
 -- printer functions (sql/schema/printers/) applied to `object`, so an
 -- expression index on one (CREATE INDEX ON k8s.pods (kwatch.pod_status(object)))
--- serves `WHERE status = ...` on the view.  AGE is `age interval`, now()
--- minus the table's created_at at query time (kubectl's text:
--- kwatch.human_duration(age)); other times are timestamptz, a Job's
--- DURATION an interval.  A custom resource's view shows its printer
+-- serves `WHERE status = ...` on the view.  A cell kubectl prints as
+-- "<none>" is NULL.  AGE is `age text`, kubectl's text
+-- (kwatch.human_duration(now() - created_at) at query time: "78s",
+-- "5m12s", "2d5h"), followed by `created_at timestamptz`, the time it is
+-- computed from, to filter and sort on; other times are timestamptz, a
+-- Job's DURATION an interval.  A custom resource's view shows its printer
 -- columns (the typed columns the table already has) and, when its CRD
 -- declares none, AGE, as the API server's Table does; every other kind
 -- gets NAME and AGE, as kubectl shows a kind without a printer.
@@ -41,73 +43,73 @@ CREATE OR REPLACE FUNCTION kwatch._printed_columns(api_group text, plural text) 
     WHEN (api_group, plural) = ('', 'pods') THEN ARRAY[
       'kwatch.pod_ready_text(t.object) AS ready', 'kwatch.pod_status(t.object) AS status',
       'kwatch.pod_restarts(t.object) AS restarts', 'kwatch.pod_last_restart(t.object) AS last_restart',
-      'now() - t.created_at AS age', 'kwatch.pod_ip(t.object) AS ip', 'kwatch.pod_node(t.object) AS node',
+      'kwatch.human_duration(now() - t.created_at) AS age, t.created_at', 'kwatch.pod_ip(t.object) AS ip', 'kwatch.pod_node(t.object) AS node',
       'kwatch.pod_nominated_node(t.object) AS nominated_node',
       'kwatch.pod_readiness_gates(t.object) AS readiness_gates']
     WHEN (api_group, plural) = ('', 'nodes') THEN ARRAY[
       'kwatch.node_status(t.object) AS status', 'kwatch.node_roles(t.object) AS roles',
-      'now() - t.created_at AS age', 'kwatch.node_version(t.object) AS version',
+      'kwatch.human_duration(now() - t.created_at) AS age, t.created_at', 'kwatch.node_version(t.object) AS version',
       'kwatch.node_internal_ip(t.object) AS internal_ip', 'kwatch.node_external_ip(t.object) AS external_ip',
       'kwatch.node_os_image(t.object) AS os_image', 'kwatch.node_kernel_version(t.object) AS kernel_version',
       'kwatch.node_container_runtime(t.object) AS container_runtime']
     WHEN (api_group, plural) = ('', 'namespaces') THEN ARRAY[
-      'kwatch.namespace_status(t.object) AS status', 'now() - t.created_at AS age']
+      'kwatch.namespace_status(t.object) AS status', 'kwatch.human_duration(now() - t.created_at) AS age, t.created_at']
     WHEN (api_group, plural) = ('apps', 'deployments') THEN ARRAY[
       'kwatch.deployment_ready(t.object) AS ready', 'kwatch.deployment_up_to_date(t.object) AS up_to_date',
-      'kwatch.deployment_available(t.object) AS available', 'now() - t.created_at AS age',
+      'kwatch.deployment_available(t.object) AS available', 'kwatch.human_duration(now() - t.created_at) AS age, t.created_at',
       'kwatch.deployment_containers(t.object) AS containers', 'kwatch.deployment_images(t.object) AS images',
       'kwatch.deployment_selector(t.object) AS selector']
     WHEN (api_group, plural) = ('apps', 'replicasets') THEN ARRAY[
       'kwatch.replicaset_desired(t.object) AS desired', 'kwatch.replicaset_current(t.object) AS current',
-      'kwatch.replicaset_ready(t.object) AS ready', 'now() - t.created_at AS age',
+      'kwatch.replicaset_ready(t.object) AS ready', 'kwatch.human_duration(now() - t.created_at) AS age, t.created_at',
       'kwatch.replicaset_containers(t.object) AS containers', 'kwatch.replicaset_images(t.object) AS images',
       'kwatch.replicaset_selector(t.object) AS selector']
     WHEN (api_group, plural) = ('', 'replicationcontrollers') THEN ARRAY[
       'kwatch.replicationcontroller_desired(t.object) AS desired',
       'kwatch.replicationcontroller_current(t.object) AS current',
-      'kwatch.replicationcontroller_ready(t.object) AS ready', 'now() - t.created_at AS age',
+      'kwatch.replicationcontroller_ready(t.object) AS ready', 'kwatch.human_duration(now() - t.created_at) AS age, t.created_at',
       'kwatch.replicationcontroller_containers(t.object) AS containers',
       'kwatch.replicationcontroller_images(t.object) AS images',
       'kwatch.replicationcontroller_selector(t.object) AS selector']
     WHEN (api_group, plural) = ('apps', 'statefulsets') THEN ARRAY[
-      'kwatch.statefulset_ready(t.object) AS ready', 'now() - t.created_at AS age',
+      'kwatch.statefulset_ready(t.object) AS ready', 'kwatch.human_duration(now() - t.created_at) AS age, t.created_at',
       'kwatch.statefulset_containers(t.object) AS containers', 'kwatch.statefulset_images(t.object) AS images']
     WHEN (api_group, plural) = ('apps', 'daemonsets') THEN ARRAY[
       'kwatch.daemonset_desired(t.object) AS desired', 'kwatch.daemonset_current(t.object) AS current',
       'kwatch.daemonset_ready(t.object) AS ready', 'kwatch.daemonset_up_to_date(t.object) AS up_to_date',
       'kwatch.daemonset_available(t.object) AS available',
-      'kwatch.daemonset_node_selector(t.object) AS node_selector', 'now() - t.created_at AS age',
+      'kwatch.daemonset_node_selector(t.object) AS node_selector', 'kwatch.human_duration(now() - t.created_at) AS age, t.created_at',
       'kwatch.daemonset_containers(t.object) AS containers', 'kwatch.daemonset_images(t.object) AS images',
       'kwatch.daemonset_selector(t.object) AS selector']
     WHEN (api_group, plural) = ('batch', 'jobs') THEN ARRAY[
       'kwatch.job_status(t.object) AS status', 'kwatch.job_completions(t.object) AS completions',
       'COALESCE(kwatch.job_completion_time(t.object), now()) - kwatch.job_start_time(t.object) AS duration',
-      'now() - t.created_at AS age',
+      'kwatch.human_duration(now() - t.created_at) AS age, t.created_at',
       'kwatch.job_containers(t.object) AS containers', 'kwatch.job_images(t.object) AS images',
       'kwatch.job_selector(t.object) AS selector']
     WHEN (api_group, plural) = ('batch', 'cronjobs') THEN ARRAY[
       'kwatch.cronjob_schedule(t.object) AS schedule', 'kwatch.cronjob_timezone(t.object) AS timezone',
       'kwatch.cronjob_suspend(t.object) AS suspend', 'kwatch.cronjob_active(t.object) AS active',
-      'kwatch.cronjob_last_schedule(t.object) AS last_schedule', 'now() - t.created_at AS age',
+      'kwatch.cronjob_last_schedule(t.object) AS last_schedule', 'kwatch.human_duration(now() - t.created_at) AS age, t.created_at',
       'kwatch.cronjob_containers(t.object) AS containers', 'kwatch.cronjob_images(t.object) AS images',
       'kwatch.cronjob_selector(t.object) AS selector']
     WHEN (api_group, plural) = ('', 'services') THEN ARRAY[
       'kwatch.service_type(t.object) AS type', 'kwatch.service_cluster_ip(t.object) AS cluster_ip',
       'kwatch.service_external_ip(t.object) AS external_ip', 'kwatch.service_ports(t.object) AS ports',
-      'now() - t.created_at AS age', 'kwatch.service_selector(t.object) AS selector']
+      'kwatch.human_duration(now() - t.created_at) AS age, t.created_at', 'kwatch.service_selector(t.object) AS selector']
     WHEN (api_group, plural) = ('', 'endpoints') THEN ARRAY[
-      'kwatch.endpoints_endpoints(t.object) AS endpoints', 'now() - t.created_at AS age']
+      'kwatch.endpoints_endpoints(t.object) AS endpoints', 'kwatch.human_duration(now() - t.created_at) AS age, t.created_at']
     WHEN plural = 'ingresses' AND api_group IN ('networking.k8s.io', 'extensions') THEN ARRAY[
       'kwatch.ingress_class(t.object) AS class', 'kwatch.ingress_hosts(t.object) AS hosts',
       'kwatch.ingress_address(t.object) AS address', 'kwatch.ingress_ports(t.object) AS ports',
-      'now() - t.created_at AS age']
+      'kwatch.human_duration(now() - t.created_at) AS age, t.created_at']
     WHEN (api_group, plural) = ('', 'configmaps') THEN ARRAY[
-      'kwatch.configmap_data(t.object) AS data', 'now() - t.created_at AS age']
+      'kwatch.configmap_data(t.object) AS data', 'kwatch.human_duration(now() - t.created_at) AS age, t.created_at']
     WHEN (api_group, plural) = ('', 'secrets') THEN ARRAY[
       'kwatch.secret_type(t.object) AS type', 'kwatch.secret_data(t.object) AS data',
-      'now() - t.created_at AS age']
+      'kwatch.human_duration(now() - t.created_at) AS age, t.created_at']
     WHEN (api_group, plural) = ('', 'serviceaccounts') THEN ARRAY[
-      'kwatch.serviceaccount_secrets(t.object) AS secrets', 'now() - t.created_at AS age']
+      'kwatch.serviceaccount_secrets(t.object) AS secrets', 'kwatch.human_duration(now() - t.created_at) AS age, t.created_at']
     WHEN (api_group, plural) = ('', 'persistentvolumes') THEN ARRAY[
       'kwatch.persistentvolume_capacity(t.object) AS capacity',
       'kwatch.persistentvolume_access_modes(t.object) AS access_modes',
@@ -115,7 +117,7 @@ CREATE OR REPLACE FUNCTION kwatch._printed_columns(api_group text, plural text) 
       'kwatch.persistentvolume_status(t.object) AS status', 'kwatch.persistentvolume_claim(t.object) AS claim',
       'kwatch.persistentvolume_storageclass(t.object) AS storageclass',
       'kwatch.persistentvolume_volumeattributesclass(t.object) AS volumeattributesclass',
-      'kwatch.persistentvolume_reason(t.object) AS reason', 'now() - t.created_at AS age',
+      'kwatch.persistentvolume_reason(t.object) AS reason', 'kwatch.human_duration(now() - t.created_at) AS age, t.created_at',
       'kwatch.persistentvolume_volume_mode(t.object) AS volume_mode']
     WHEN (api_group, plural) = ('', 'persistentvolumeclaims') THEN ARRAY[
       'kwatch.persistentvolumeclaim_status(t.object) AS status',
@@ -124,7 +126,7 @@ CREATE OR REPLACE FUNCTION kwatch._printed_columns(api_group text, plural text) 
       'kwatch.persistentvolumeclaim_access_modes(t.object) AS access_modes',
       'kwatch.persistentvolumeclaim_storageclass(t.object) AS storageclass',
       'kwatch.persistentvolumeclaim_volumeattributesclass(t.object) AS volumeattributesclass',
-      'now() - t.created_at AS age', 'kwatch.persistentvolumeclaim_volume_mode(t.object) AS volume_mode']
+      'kwatch.human_duration(now() - t.created_at) AS age, t.created_at', 'kwatch.persistentvolumeclaim_volume_mode(t.object) AS volume_mode']
     WHEN (api_group, plural) = ('', 'events') THEN ARRAY[
       'kwatch.event_last_seen(t.object) AS last_seen', 'kwatch.event_type(t.object) AS type',
       'kwatch.event_reason(t.object) AS reason', 'kwatch.event_object(t.object) AS object',
@@ -136,7 +138,7 @@ CREATE OR REPLACE FUNCTION kwatch._printed_columns(api_group text, plural text) 
       'kwatch.horizontalpodautoscaler_targets(t.object) AS targets',
       'kwatch.horizontalpodautoscaler_minpods(t.object) AS minpods',
       'kwatch.horizontalpodautoscaler_maxpods(t.object) AS maxpods',
-      'kwatch.horizontalpodautoscaler_replicas(t.object) AS replicas', 'now() - t.created_at AS age']
+      'kwatch.horizontalpodautoscaler_replicas(t.object) AS replicas', 'kwatch.human_duration(now() - t.created_at) AS age, t.created_at']
   END
 $$;
 REVOKE ALL ON FUNCTION kwatch._printed_columns(text, text) FROM PUBLIC;
@@ -172,7 +174,7 @@ BEGIN
          AND a.attname IN (SELECT split_part(c, ' ', 1) FROM unnest(pc) c);
     END IF;
     IF pc IS NULL OR cardinality(pc) = 0 THEN
-      cols := ARRAY['now() - t.created_at AS age'];
+      cols := ARRAY['kwatch.human_duration(now() - t.created_at) AS age, t.created_at'];
     END IF;
   END IF;
   -- ONLY a plain table: a child its owner attaches (a foreign table, say)

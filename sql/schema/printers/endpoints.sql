@@ -4,7 +4,7 @@
 
 -- endpoints_endpoints(object jsonb) -> text: ENDPOINTS, the first three of
 -- "ip:port" (ip alone for a subset without ports; [ipv6]:port) over the
--- subsets and their ports, then " + N more..."; "<none>" without subsets.
+-- subsets and their ports, then " + N more..."; NULL (kubectl's "<none>") without subsets.
 -- printers.go formatEndpoints(endpoints, nil).
 CREATE OR REPLACE FUNCTION kwatch.endpoints_endpoints(object jsonb) RETURNS text
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -21,7 +21,7 @@ DECLARE
   ip text;
 BEGIN
   IF kwatch._printer_count(object->'subsets') = 0 THEN
-    RETURN '<none>';
+    RETURN NULL;
   END IF;
   FOR ss IN SELECT e FROM jsonb_array_elements(kwatch._printer_array(object->'subsets')) WITH ORDINALITY AS x(e, o) ORDER BY o LOOP
     IF kwatch._printer_count(ss->'ports') = 0 THEN
@@ -67,4 +67,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION kwatch.endpoints_endpoints(jsonb) IS
-'Endpoints ENDPOINTS cell "10.0.0.1:80,... + N more..." or "<none>". printers.go formatEndpoints.';
+'Endpoints ENDPOINTS cell "10.0.0.1:80,... + N more..." or NULL (kubectl''s "<none>"). printers.go formatEndpoints.';

@@ -37,6 +37,13 @@
 -- function of (object, at timestamptz) that formats them for a given
 -- instant: a view passes now(), so nothing here calls now().
 --
+-- A cell kubectl prints as "<none>" (nothing to show: a pod not yet
+-- scheduled, a node without roles, a service without selector) is NULL
+-- here, so that `WHERE node IS NULL` finds it; psql's
+-- `\pset null '<none>'` shows it as kubectl does.  Every other cell is
+-- the Table's text, the other words in brackets ("<unknown>",
+-- "<pending>", "<unset>", "<invalid>", "<error>") included.
+--
 -- Timestamps: the API server writes RFC 3339 with an explicit zone
 -- ("Z"), whose reading depends on neither TimeZone nor DateStyle; a
 -- zero metav1.Time is written as null and is NULL here (kubectl:
@@ -152,17 +159,17 @@ COMMENT ON FUNCTION kwatch.age(jsonb, timestamp with time zone) IS
 'AGE cell of any object at instant at (a view passes now()). printers.go translateTimestampSince(CreationTimestamp).';
 
 -- _printer_format_labels(labels jsonb) -> text: a string map as
--- "k1=v1,k2=v2", keys in byte order, "<none>" when empty.
+-- "k1=v1,k2=v2", keys in byte order, NULL (kubectl's "<none>") when empty.
 -- apimachinery labels.FormatLabels.
 CREATE OR REPLACE FUNCTION kwatch._printer_format_labels(labels jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  SELECT COALESCE(string_agg(key || '=' || value, ',' ORDER BY key COLLATE "C"), '<none>')
+  SELECT string_agg(key || '=' || value, ',' ORDER BY key COLLATE "C")
   FROM jsonb_each_text(CASE WHEN jsonb_typeof(labels) = 'object' THEN labels ELSE '{}' END)
 $$;
 COMMENT ON FUNCTION kwatch._printer_format_labels(jsonb) IS
-'String map as "k=v,..." sorted, "<none>" when empty. apimachinery labels.FormatLabels.';
+'String map as "k=v,..." sorted, NULL (kubectl''s "<none>") when empty. apimachinery labels.FormatLabels.';
 
 -- _printer_count(j jsonb) -> integer: the number of entries of a JSON
 -- array or object (Go len() of a slice or map), 0 for null or absent.
@@ -371,14 +378,14 @@ COMMENT ON FUNCTION kwatch._printer_label_selector(jsonb) IS
 
 -- _printer_format_label_selector(selector jsonb) -> text: a
 -- metav1.LabelSelector as the printers show it: _printer_label_selector's
--- text, "<none>" when that is "" (nil or empty selector), "<error>" when
+-- text, NULL (kubectl's "<none>") when that is "" (nil or empty selector), "<error>" when
 -- the selector is invalid.  apimachinery meta/v1 FormatLabelSelector.
 CREATE OR REPLACE FUNCTION kwatch._printer_format_label_selector(selector jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  SELECT CASE WHEN s IS NULL THEN '<error>' WHEN s = '' THEN '<none>' ELSE s END
+  SELECT CASE WHEN s IS NULL THEN '<error>' WHEN s = '' THEN NULL ELSE s END
   FROM (SELECT kwatch._printer_label_selector(selector) AS s) x
 $$;
 COMMENT ON FUNCTION kwatch._printer_format_label_selector(jsonb) IS
-'LabelSelector as "k=v,k in (a,b)", "<none>" for nil or empty, "<error>" when invalid. apimachinery metav1.FormatLabelSelector.';
+'LabelSelector as "k=v,k in (a,b)", NULL (kubectl''s "<none>") for nil or empty, "<error>" when invalid. apimachinery metav1.FormatLabelSelector.';

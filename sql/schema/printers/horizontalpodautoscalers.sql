@@ -138,7 +138,7 @@ COMMENT ON FUNCTION kwatch._printer_hpa_v1_metrics(jsonb) IS
 -- "current/target" ("cpu: 50%/80%", "50m/100m (avg)", "<unknown>" for a
 -- missing current value, "<auto>" for a missing utilization target,
 -- "<unknown type>"), the first two joined with ", ", then " + N more...";
--- "<none>" without metrics.  Statuses are matched to specs by position, as
+-- NULL (kubectl's "<none>") without metrics.  Statuses are matched to specs by position, as
 -- the printer does.  printers.go formatHPAMetrics (1.20 prints Resource
 -- metrics without the "cpu: " prefix).
 CREATE OR REPLACE FUNCTION kwatch.horizontalpodautoscaler_targets(object jsonb) RETURNS text
@@ -169,7 +169,7 @@ BEGIN
     statuses := v1->'currentMetrics';
   END IF;
   IF jsonb_array_length(specs) = 0 THEN
-    RETURN '<none>';
+    RETURN NULL;
   END IF;
   FOR spec, i IN SELECT e, o - 1 FROM jsonb_array_elements(specs) WITH ORDINALITY AS x(e, o) LOOP
     stat := statuses->i;   -- NULL past the end
@@ -229,7 +229,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION kwatch.horizontalpodautoscaler_targets(jsonb) IS
-'HPA TARGETS cell ("cpu: 50%/80%, 50m/100m + 1 more...", "<none>"). printers.go formatHPAMetrics (current release).';
+'HPA TARGETS cell ("cpu: 50%/80%, 50m/100m + 1 more...", NULL (kubectl''s "<none>")). printers.go formatHPAMetrics (current release).';
 
 -- horizontalpodautoscaler_minpods(object jsonb) -> text: MINPODS,
 -- spec.minReplicas, "<unset>".  printers.go printHorizontalPodAutoscaler.

@@ -4,13 +4,13 @@
 -- ---------------------------------------------------------------------
 
 -- ingress_class(object jsonb) -> text: CLASS, spec.ingressClassName,
--- "<none>".  printers.go printIngress.
+-- NULL (kubectl's "<none>").  printers.go printIngress.
 CREATE OR REPLACE FUNCTION kwatch.ingress_class(object jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$ SELECT COALESCE(object->'spec'->>'ingressClassName', '<none>') $$;
+    AS $$ SELECT object->'spec'->>'ingressClassName' $$;
 COMMENT ON FUNCTION kwatch.ingress_class(jsonb) IS
-'Ingress CLASS cell: spec.ingressClassName or "<none>". printers.go printIngress.';
+'Ingress CLASS cell: spec.ingressClassName or NULL (kubectl''s "<none>"). printers.go printIngress.';
 
 -- ingress_hosts(object jsonb) -> text: HOSTS, the first three non-empty
 -- rule hosts joined with ",", then " + N more..." (N counts every rule past

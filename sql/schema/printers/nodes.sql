@@ -20,12 +20,12 @@ COMMENT ON FUNCTION kwatch.node_status(jsonb) IS
 
 -- node_roles(object jsonb) -> text: ROLES, from node-role.kubernetes.io/<role>
 -- label keys and the kubernetes.io/role label value, sorted, distinct,
--- joined with ","; "<none>".  printers.go findNodeRoles.
+-- joined with ","; NULL (kubectl's "<none>").  printers.go findNodeRoles.
 CREATE OR REPLACE FUNCTION kwatch.node_roles(object jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  SELECT COALESCE(string_agg(DISTINCT role COLLATE "C", ',' ORDER BY role COLLATE "C"), '<none>')
+  SELECT string_agg(DISTINCT role COLLATE "C", ',' ORDER BY role COLLATE "C")
   FROM (SELECT CASE WHEN key LIKE 'node-role.kubernetes.io/%' THEN NULLIF(substr(key, 25), '')
                     WHEN key = 'kubernetes.io/role' THEN NULLIF(value, '') END AS role
         FROM jsonb_each_text(CASE WHEN jsonb_typeof(object->'metadata'->'labels') = 'object'
@@ -33,7 +33,7 @@ CREATE OR REPLACE FUNCTION kwatch.node_roles(object jsonb) RETURNS text
   WHERE role IS NOT NULL
 $$;
 COMMENT ON FUNCTION kwatch.node_roles(jsonb) IS
-'Node ROLES cell ("control-plane", "<none>"). printers.go findNodeRoles.';
+'Node ROLES cell ("control-plane", NULL (kubectl''s "<none>")). printers.go findNodeRoles.';
 
 -- node_version(object jsonb) -> text: VERSION, status.nodeInfo.kubeletVersion
 -- ("" when unset).  printers.go printNode.
@@ -45,30 +45,30 @@ COMMENT ON FUNCTION kwatch.node_version(jsonb) IS
 'Node VERSION cell: kubeletVersion. printers.go printNode.';
 
 -- node_internal_ip(object jsonb) -> text: INTERNAL-IP, the first InternalIP
--- address, "<none>".  printers.go getNodeInternalIP (wide).
+-- address, NULL (kubectl's "<none>").  printers.go getNodeInternalIP (wide).
 CREATE OR REPLACE FUNCTION kwatch.node_internal_ip(object jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  SELECT COALESCE((SELECT COALESCE(a->>'address', '')
+  SELECT (SELECT COALESCE(a->>'address', '')
                    FROM jsonb_array_elements(kwatch._printer_array(object->'status'->'addresses')) WITH ORDINALITY AS x(a, o)
-                   WHERE a->>'type' = 'InternalIP' ORDER BY o LIMIT 1), '<none>')
+                   WHERE a->>'type' = 'InternalIP' ORDER BY o LIMIT 1)
 $$;
 COMMENT ON FUNCTION kwatch.node_internal_ip(jsonb) IS
-'Node INTERNAL-IP cell: first InternalIP address or "<none>". printers.go getNodeInternalIP.';
+'Node INTERNAL-IP cell: first InternalIP address or NULL (kubectl''s "<none>"). printers.go getNodeInternalIP.';
 
 -- node_external_ip(object jsonb) -> text: EXTERNAL-IP, the first ExternalIP
--- address, "<none>".  printers.go getNodeExternalIP (wide).
+-- address, NULL (kubectl's "<none>").  printers.go getNodeExternalIP (wide).
 CREATE OR REPLACE FUNCTION kwatch.node_external_ip(object jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  SELECT COALESCE((SELECT COALESCE(a->>'address', '')
+  SELECT (SELECT COALESCE(a->>'address', '')
                    FROM jsonb_array_elements(kwatch._printer_array(object->'status'->'addresses')) WITH ORDINALITY AS x(a, o)
-                   WHERE a->>'type' = 'ExternalIP' ORDER BY o LIMIT 1), '<none>')
+                   WHERE a->>'type' = 'ExternalIP' ORDER BY o LIMIT 1)
 $$;
 COMMENT ON FUNCTION kwatch.node_external_ip(jsonb) IS
-'Node EXTERNAL-IP cell: first ExternalIP address or "<none>". printers.go getNodeExternalIP.';
+'Node EXTERNAL-IP cell: first ExternalIP address or NULL (kubectl''s "<none>"). printers.go getNodeExternalIP.';
 
 -- node_os_image(object jsonb) -> text: OS-IMAGE, "<unknown>" when empty.
 -- printers.go printNode (wide).

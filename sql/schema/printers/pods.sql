@@ -218,41 +218,41 @@ $$;
 COMMENT ON FUNCTION kwatch.pod_restarts_text(jsonb, timestamp with time zone) IS
 'Pod RESTARTS cell at instant at: "7" or "7 (3m ago)" (a view passes now()). printers.go printPod restartsStr.';
 
--- pod_ip(object jsonb) -> text: IP, status.podIPs[0].ip, "<none>".
+-- pod_ip(object jsonb) -> text: IP, status.podIPs[0].ip, NULL (kubectl's "<none>").
 -- printers.go printPod (wide).
 CREATE OR REPLACE FUNCTION kwatch.pod_ip(object jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$ SELECT COALESCE(NULLIF(object->'status'->'podIPs'->0->>'ip', ''), '<none>') $$;
+    AS $$ SELECT NULLIF(object->'status'->'podIPs'->0->>'ip', '') $$;
 COMMENT ON FUNCTION kwatch.pod_ip(jsonb) IS
-'Pod IP cell: status.podIPs[0].ip or "<none>". printers.go printPod (wide).';
+'Pod IP cell: status.podIPs[0].ip or NULL (kubectl''s "<none>"). printers.go printPod (wide).';
 
--- pod_node(object jsonb) -> text: NODE, spec.nodeName, "<none>".
+-- pod_node(object jsonb) -> text: NODE, spec.nodeName, NULL (kubectl's "<none>").
 -- printers.go printPod (wide).
 CREATE OR REPLACE FUNCTION kwatch.pod_node(object jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$ SELECT COALESCE(NULLIF(object->'spec'->>'nodeName', ''), '<none>') $$;
+    AS $$ SELECT NULLIF(object->'spec'->>'nodeName', '') $$;
 COMMENT ON FUNCTION kwatch.pod_node(jsonb) IS
-'Pod NODE cell: spec.nodeName or "<none>". printers.go printPod (wide).';
+'Pod NODE cell: spec.nodeName or NULL (kubectl''s "<none>"). printers.go printPod (wide).';
 
 -- pod_nominated_node(object jsonb) -> text: NOMINATED NODE,
--- status.nominatedNodeName, "<none>".  printers.go printPod (wide).
+-- status.nominatedNodeName, NULL (kubectl's "<none>").  printers.go printPod (wide).
 CREATE OR REPLACE FUNCTION kwatch.pod_nominated_node(object jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$ SELECT COALESCE(NULLIF(object->'status'->>'nominatedNodeName', ''), '<none>') $$;
+    AS $$ SELECT NULLIF(object->'status'->>'nominatedNodeName', '') $$;
 COMMENT ON FUNCTION kwatch.pod_nominated_node(jsonb) IS
-'Pod NOMINATED NODE cell: status.nominatedNodeName or "<none>". printers.go printPod (wide).';
+'Pod NOMINATED NODE cell: status.nominatedNodeName or NULL (kubectl''s "<none>"). printers.go printPod (wide).';
 
 -- pod_readiness_gates(object jsonb) -> text: READINESS GATES, "true/gates"
--- (a gate counts when the first condition of its type is True), "<none>"
+-- (a gate counts when the first condition of its type is True), NULL (kubectl's "<none>")
 -- without gates.  printers.go printPod (wide).
 CREATE OR REPLACE FUNCTION kwatch.pod_readiness_gates(object jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  SELECT CASE WHEN kwatch._printer_count(object->'spec'->'readinessGates') = 0 THEN '<none>'
+  SELECT CASE WHEN kwatch._printer_count(object->'spec'->'readinessGates') = 0 THEN NULL
          ELSE (SELECT count(*) FILTER (WHERE (
                         SELECT cond->>'status' = 'True'
                         FROM jsonb_array_elements(kwatch._printer_array(object->'status'->'conditions')) WITH ORDINALITY AS c(cond, o)
@@ -262,4 +262,4 @@ CREATE OR REPLACE FUNCTION kwatch.pod_readiness_gates(object jsonb) RETURNS text
               || '/' || jsonb_array_length(kwatch._printer_array(object->'spec'->'readinessGates')) END
 $$;
 COMMENT ON FUNCTION kwatch.pod_readiness_gates(jsonb) IS
-'Pod READINESS GATES cell "true/total" or "<none>". printers.go printPod (wide).';
+'Pod READINESS GATES cell "true/total" or NULL (kubectl''s "<none>"). printers.go printPod (wide).';

@@ -13,7 +13,7 @@ COMMENT ON FUNCTION kwatch.service_type(jsonb) IS
 'Service TYPE cell. printers.go printService.';
 
 -- service_cluster_ip(object jsonb) -> text: CLUSTER-IP, spec.clusterIPs[0]
--- ("None" for a headless service), "<none>".  An object written before
+-- ("None" for a headless service), NULL (kubectl's "<none>").  An object written before
 -- clusterIPs existed (< 1.20) has only spec.clusterIP, which the API server
 -- defaults into clusterIPs when it reads it: taken here the same way.
 -- printers.go printService.
@@ -22,13 +22,13 @@ CREATE OR REPLACE FUNCTION kwatch.service_cluster_ip(object jsonb) RETURNS text
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
   SELECT CASE WHEN kwatch._printer_count(object->'spec'->'clusterIPs') > 0 THEN COALESCE(object->'spec'->'clusterIPs'->>0, '')
-              ELSE COALESCE(NULLIF(object->'spec'->>'clusterIP', ''), '<none>') END
+              ELSE NULLIF(object->'spec'->>'clusterIP', '') END
 $$;
 COMMENT ON FUNCTION kwatch.service_cluster_ip(jsonb) IS
-'Service CLUSTER-IP cell: clusterIPs[0] or "<none>". printers.go printService.';
+'Service CLUSTER-IP cell: clusterIPs[0] or NULL (kubectl''s "<none>"). printers.go printService.';
 
 -- service_external_ip(object jsonb, wide boolean DEFAULT true) -> text:
--- EXTERNAL-IP: ClusterIP/NodePort: spec.externalIPs joined or "<none>";
+-- EXTERNAL-IP: ClusterIP/NodePort: spec.externalIPs joined or NULL (kubectl's "<none>");
 -- LoadBalancer: the load balancer's points then the externalIPs, or
 -- "<pending>"; ExternalName: spec.externalName; "<unknown>" otherwise.
 -- wide => false clips the load balancer's points as the client-side
@@ -39,8 +39,8 @@ CREATE OR REPLACE FUNCTION kwatch.service_external_ip(object jsonb, wide boolean
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
   SELECT CASE COALESCE(object->'spec'->>'type', '')
-    WHEN 'ClusterIP' THEN COALESCE(ext, '<none>')
-    WHEN 'NodePort' THEN COALESCE(ext, '<none>')
+    WHEN 'ClusterIP' THEN ext
+    WHEN 'NodePort' THEN ext
     WHEN 'LoadBalancer' THEN
       CASE WHEN ext IS NOT NULL THEN CASE WHEN lb <> '' THEN lb || ',' || ext ELSE ext END
            WHEN lb <> '' THEN lb
@@ -52,29 +52,29 @@ CREATE OR REPLACE FUNCTION kwatch.service_external_ip(object jsonb, wide boolean
                kwatch._printer_lb_status(object->'status'->'loadBalancer', wide) AS lb) s
 $$;
 COMMENT ON FUNCTION kwatch.service_external_ip(jsonb, boolean) IS
-'Service EXTERNAL-IP cell ("<none>", "<pending>", LB points + externalIPs). wide => false clips as client-side kubectl did. printers.go getServiceExternalIP.';
+'Service EXTERNAL-IP cell (NULL (kubectl''s "<none>"), "<pending>", LB points + externalIPs). wide => false clips as client-side kubectl did. printers.go getServiceExternalIP.';
 
 -- service_ports(object jsonb) -> text: PORT(S), "port/protocol" or
--- "port:nodePort/protocol" per port, joined with ","; "<none>".
+-- "port:nodePort/protocol" per port, joined with ","; NULL (kubectl's "<none>").
 -- printers.go makePortString.
 CREATE OR REPLACE FUNCTION kwatch.service_ports(object jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  SELECT COALESCE(NULLIF(string_agg(
+  SELECT NULLIF(string_agg(
            COALESCE(kwatch._printer_int(p->'port'), 0)
            || CASE WHEN COALESCE(kwatch._printer_int(p->'nodePort'), 0) > 0 THEN ':' || kwatch._printer_int(p->'nodePort') ELSE '' END
-           || '/' || COALESCE(p->>'protocol', ''), ',' ORDER BY o), ''), '<none>')
+           || '/' || COALESCE(p->>'protocol', ''), ',' ORDER BY o), '')
   FROM jsonb_array_elements(kwatch._printer_array(object->'spec'->'ports')) WITH ORDINALITY AS x(p, o)
 $$;
 COMMENT ON FUNCTION kwatch.service_ports(jsonb) IS
-'Service PORT(S) cell "80/TCP,443:30443/TCP" or "<none>". printers.go makePortString.';
+'Service PORT(S) cell "80/TCP,443:30443/TCP" or NULL (kubectl''s "<none>"). printers.go makePortString.';
 
 -- service_selector(object jsonb) -> text: SELECTOR, spec.selector as
--- "k=v,...", "<none>".  printers.go printService (wide).
+-- "k=v,...", NULL (kubectl's "<none>").  printers.go printService (wide).
 CREATE OR REPLACE FUNCTION kwatch.service_selector(object jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$ SELECT kwatch._printer_format_labels(object->'spec'->'selector') $$;
 COMMENT ON FUNCTION kwatch.service_selector(jsonb) IS
-'Service SELECTOR cell "k=v,..." or "<none>". printers.go printService (wide).';
+'Service SELECTOR cell "k=v,..." or NULL (kubectl''s "<none>"). printers.go printService (wide).';

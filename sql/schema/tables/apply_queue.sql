@@ -36,7 +36,11 @@ CREATE TABLE kwatch.apply_queue (
   created_at timestamptz NOT NULL DEFAULT now(),
   deadline timestamptz NOT NULL,
   next_attempt_at timestamptz NOT NULL DEFAULT '-infinity',
-  finished_at timestamptz
+  finished_at timestamptz,
+  -- what the server stored, once applied (an apply, not a delete), as
+  -- apply(at => 'now') returns it: without metadata.managedFields, a
+  -- Secret without data and stringData; kwatch.wait_apply() returns it
+  object jsonb
 );
 CREATE INDEX apply_queue_pending ON kwatch.apply_queue (id) WHERE state = 'pending';
 -- the sender's "first pending apply of its object" test
