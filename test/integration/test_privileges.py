@@ -1007,7 +1007,10 @@ def test_repeated_relists_of_one_watch_coalesce(ctx, role):
         lists = [uri for verb, _, uri in conftest.CLUSTER.audit_calls(since)
                  if verb == "list" and "/namespaces/%s/configmaps" % ns in uri]
         print("201 relist() calls made %d LISTs" % len(lists))
-        assert 1 <= len(lists) <= 20, lists
+        # one LIST at a time: how many complete while the 201 calls run
+        # depends on the machine's load (8-34 seen on 2 busy cores), one per
+        # call would be 201
+        assert 1 <= len(lists) <= 50, lists
         conftest.assert_table_matches_server("k8s." + tname, dev, ["configmaps", "-n", ns])
     finally:
         if sql_one("SELECT count(*) FROM kwatch.registrations WHERE server = %s", (dev,)):
