@@ -693,8 +693,15 @@ emit_item(KwListDecoder *dec, KwListItemCallback cb, void *arg)
 	 */
 	if (dec->events && dec->capture.maxlen > KW_EVENT_CAPTURE_KEEP)
 	{
+		/*
+		 * in the decoder's own context: the feed runs in the watch's batch
+		 * context, which is reset after each batch
+		 */
+		MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(dec->capture.data));
+
 		pfree(dec->capture.data);
 		initStringInfo(&dec->capture);
+		MemoryContextSwitchTo(old);
 	}
 	if (dec->events && dec->managed.maxlen > KW_EVENT_CAPTURE_KEEP)
 	{

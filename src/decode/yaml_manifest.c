@@ -589,7 +589,26 @@ want_map(YNode *n)
 			 errmsg("YAML merge key at %s takes a mapping or a sequence of mappings", where(n))));
 }
 
-/* the pairs of mapping `m` into the object being built, merges included */
+/*
+ * counts one value (or merged mapping) of the document against MAX_VALUES;
+ * cancellable
+ */
+static void
+count_value(Convert *c)
+{
+	CHECK_FOR_INTERRUPTS();
+	if (++c->values > MAX_VALUES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("YAML document %d expands to more than %d values", c->document, MAX_VALUES),
+				 errdetail("Its aliases repeat the nodes they name.")));
+}
+
+/*
+ * the pairs of mapping `m` into the object being built, merges included
+ * (each merged mapping counts as a value: merges of empty mappings through
+ * aliases push no value, but would otherwise multiply without bound)
+ */
 static void
 push_pairs(YNode *m, JsonbParseState **st, Convert *c)
 {
@@ -603,7 +622,10 @@ push_pairs(YNode *m, JsonbParseState **st, Convert *c)
 		if (is_merge(k))
 		{
 			if (v->kind == Y_MAPPING)
+			{
+				count_value(c);
 				push_pairs(v, st, c);
+			}
 			else if (v->kind == Y_SEQUENCE)
 			{
 				/* backwards: earlier maps take precedence (go-yaml v2's merge) */
@@ -611,6 +633,7 @@ push_pairs(YNode *m, JsonbParseState **st, Convert *c)
 				{
 					if (v->items[j]->kind != Y_MAPPING)
 						want_map(v->items[j]);
+					count_value(c);
 					push_pairs(v->items[j], st, c);
 				}
 			}
@@ -636,12 +659,7 @@ push_value(YNode *n, JsonbParseState **st, JsonbIteratorToken tok, Convert *c)
 	Resolved	r;
 
 	check_stack_depth();
-	CHECK_FOR_INTERRUPTS();
-	if (++c->values > MAX_VALUES)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("YAML document %d expands to more than %d values", c->document, MAX_VALUES),
-				 errdetail("Its aliases repeat the nodes they name.")));
+	count_value(c);
 	switch (n->kind)
 	{
 		case Y_SEQUENCE:

@@ -217,6 +217,18 @@ EXPLAIN (COSTS OFF) SELECT name FROM pods
 EXPLAIN (COSTS OFF) SELECT name FROM pods WHERE kwatch.matches_service_selector(labels, '{"app": "web"}');
 -- nothing to serve: no rewrite
 EXPLAIN (COSTS OFF) SELECT name FROM pods WHERE kwatch.matches_labels(labels, 'tier notin (db),app in (web,api)');
+-- pg_catalog's @> whatever the caller's search_path: an operator of the
+-- caller's own schema first changes neither the rewrite nor the service
+-- selector's body
+CREATE SCHEMA sel_hijack;
+CREATE FUNCTION sel_hijack.contains(jsonb, jsonb) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true';
+CREATE OPERATOR sel_hijack.@> (function = sel_hijack.contains, leftarg = jsonb, rightarg = jsonb);
+SET search_path = sel_hijack, pg_catalog, public;
+SELECT count(*) FROM pods WHERE kwatch.matches_labels(labels, 'app=web');
+SELECT count(*) FROM pods WHERE kwatch.matches_service_selector(labels, '{"app": "web"}');
+SELECT kwatch.matches_service_selector('{"app": "db"}', '{"app": "web"}');
+RESET search_path;
+DROP SCHEMA sel_hijack CASCADE;
 RESET enable_seqscan;
 -- the same rows as without the rewrite: the selector as a constant
 -- (rewritten) and as a value the planner cannot see

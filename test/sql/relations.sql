@@ -64,6 +64,22 @@ SET ROLE relations_reader;
 SELECT name FROM kwatch.pods_of('deploy', 'web', 'shop', 'prod');
 SELECT name FROM kwatch.owner_chain('rs', 'web-3', 'shop', 'prod');
 RESET ROLE;
+-- a table another role owns is not read (its owner's code, a policy or a
+-- cast of a column type of its own, would run with the caller's rights):
+-- not by a superuser, nor by a role without that owner's rights; an owner
+-- reference into it is "not mirrored"
+CREATE ROLE relations_owner;
+ALTER TABLE k8s.replicasets OWNER TO relations_owner;
+SELECT name FROM kwatch.pods_of('deploy', 'web', 'shop', 'prod');
+SELECT depth, kind, name, mirrored FROM kwatch.owner_chain('pod', 'web-3-a', 'shop', 'prod');
+GRANT relations_owner TO relations_reader;
+GRANT SELECT ON k8s.pods TO relations_reader;
+SET ROLE relations_reader;
+SELECT depth, kind, name, mirrored FROM kwatch.owner_chain('pod', 'web-3-a', 'shop', 'prod');
+RESET ROLE;
+REVOKE SELECT ON k8s.pods FROM relations_reader;
+ALTER TABLE k8s.replicasets OWNER TO CURRENT_USER;
+DROP ROLE relations_owner;
 -- the plans use the indexes
 SET enable_seqscan = off;
 EXPLAIN (COSTS OFF) SELECT array_agg(m.uid) FROM k8s.replicasets m

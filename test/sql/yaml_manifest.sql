@@ -72,6 +72,20 @@ e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]
 f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]
 g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]
 $$);
+-- so do merges of empty mappings, which push no value (else 10^9 merges,
+-- not cancellable)
+SELECT count(*) FROM kwatch.manifest_objects($$
+e0: &e0 {}
+e1: &e1 {<<: [*e0, *e0, *e0, *e0, *e0, *e0, *e0, *e0, *e0, *e0]}
+e2: &e2 {<<: [*e1, *e1, *e1, *e1, *e1, *e1, *e1, *e1, *e1, *e1]}
+e3: &e3 {<<: [*e2, *e2, *e2, *e2, *e2, *e2, *e2, *e2, *e2, *e2]}
+e4: &e4 {<<: [*e3, *e3, *e3, *e3, *e3, *e3, *e3, *e3, *e3, *e3]}
+e5: &e5 {<<: [*e4, *e4, *e4, *e4, *e4, *e4, *e4, *e4, *e4, *e4]}
+e6: &e6 {<<: [*e5, *e5, *e5, *e5, *e5, *e5, *e5, *e5, *e5, *e5]}
+e7: &e7 {<<: [*e6, *e6, *e6, *e6, *e6, *e6, *e6, *e6, *e6, *e6]}
+e8: &e8 {<<: [*e7, *e7, *e7, *e7, *e7, *e7, *e7, *e7, *e7, *e7]}
+e9: &e9 {<<: [*e8, *e8, *e8, *e8, *e8, *e8, *e8, *e8, *e8, *e8]}
+$$);
 -- which kwatch.apply(): an untyped literal the text one, jsonb the jsonb one
 SELECT p.oid::regprocedure, p.proretset
   FROM pg_proc p WHERE p.proname = 'apply' AND p.pronamespace = 'kwatch'::regnamespace ORDER BY p.proretset;

@@ -43,13 +43,15 @@ CREATE OR REPLACE FUNCTION kwatch.matches_labels(labels jsonb, selector jsonb) R
 -- nothing, as the endpoints controller does (pkg/controller/endpoint/
 -- endpoints_controller.go syncService: "services without a selector
 -- receive no endpoints from this controller").  A SQL function that
--- PostgreSQL inlines: a constant selector is labels @> selector (GIN).
+-- PostgreSQL inlines: a constant selector is labels @> selector (GIN).  A
+-- SQL-standard body (bound when made, its operators pg_catalog's), so that
+-- the caller's search_path (an operator @> of its own schema) cannot
+-- change what it returns, in a query or in an index expression.
 CREATE OR REPLACE FUNCTION kwatch.matches_service_selector(labels jsonb, selector jsonb) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $_$
-  SELECT CASE WHEN jsonb_typeof(selector) = 'object' AND selector <> '{}'::jsonb
-              THEN labels @> selector ELSE false END
-$_$;
+    RETURN CASE WHEN pg_catalog.jsonb_typeof(selector) OPERATOR(pg_catalog.=) 'object'
+                     AND selector OPERATOR(pg_catalog.<>) '{}'::jsonb
+                THEN labels OPERATOR(pg_catalog.@>) selector ELSE false END;
 
 -- _label_selector_equalities(selector text | jsonb) -> jsonb: a selector's
 -- equalities as labels @> takes them ('{}' when none; NULL for a JSON null

@@ -73,22 +73,32 @@ $$;
 -- kwatch made for the resource (kwatch.tables, a row whose table still has
 -- its name in schema k8s), or of several, the one a watch of `server` that
 -- the caller may see (kwatch.watches) writes, else the one of those the
--- caller may SELECT that holds rows of `server`.  NULL when there is none and
--- not `required`.  Errors: 42704 when `required` and there is none (HINT:
--- the watch() to make it); 42P08 when several tables remain.
+-- caller may SELECT that holds rows of `server`.  Only tables the caller
+-- may trust are taken: owned by a superuser or, for a caller that is no
+-- superuser, by a role whose rights it has (pg_has_role USAGE); reading
+-- another role's table would run that owner's code (a row-level security
+-- policy, an implicit cast of a column type of its own) with the caller's
+-- rights, and rollout_undo would write what that owner put in it.  NULL
+-- when there is none and not `required`.  Errors: 42501 when `required`
+-- and only untrusted tables exist; 42704 when `required` and there is none
+-- (HINT: the watch() to make it); 42P08 when several tables remain.
 CREATE OR REPLACE FUNCTION kwatch._relation_table(api_group text, plural text, server text, required boolean DEFAULT true) RETURNS regclass
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
   tabs regclass[];
+  untrusted regclass[];
   has regclass[];
   f regclass;
   probe boolean;
   rname text := CASE api_group WHEN '' THEN plural ELSE plural || '.' || api_group END;
+  caller_super boolean := (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user);
 BEGIN
-  SELECT array_agg(t.relid ORDER BY t.relname) INTO tabs
-    FROM kwatch.tables t JOIN pg_class c ON c.oid = t.relid
+  SELECT array_agg(t.relid ORDER BY t.relname) FILTER (WHERE o.rolsuper OR (NOT caller_super AND pg_has_role(c.relowner, 'USAGE'))),
+         array_agg(t.relid ORDER BY t.relname) FILTER (WHERE NOT (o.rolsuper OR (NOT caller_super AND pg_has_role(c.relowner, 'USAGE'))))
+    INTO tabs, untrusted
+    FROM kwatch.tables t JOIN pg_class c ON c.oid = t.relid JOIN pg_roles o ON o.oid = c.relowner
    WHERE t.api_group = _relation_table.api_group AND t.plural = _relation_table.plural
      AND c.relname = t.relname AND c.relnamespace = to_regnamespace('k8s');
   IF cardinality(tabs) > 1 THEN
@@ -119,6 +129,14 @@ BEGIN
                     array_to_string(tabs, ', ')
       USING ERRCODE = 'ambiguous_parameter',
             HINT = 'Join the tables yourself; the relation functions need one table per resource and server.';
+  ELSIF required AND cardinality(untrusted) > 0 THEN
+    RAISE EXCEPTION 'the mirror tables of % are owned by roles the relation functions do not trust: %', rname,
+                    array_to_string(untrusted, ', ')
+      USING ERRCODE = 'insufficient_privilege',
+            DETAIL = CASE WHEN caller_super
+                          THEN 'A superuser''s relation functions read only tables that superusers own.'
+                          ELSE 'The relation functions read only tables that superusers or roles whose rights you have own.' END,
+            HINT = 'Reading a table runs code of its owner (row-level security policies, casts of its types) with your rights: query it yourself if you trust its owner.';
   ELSIF required THEN
     RAISE EXCEPTION 'no mirror table of %', rname
       USING ERRCODE = 'undefined_object',
