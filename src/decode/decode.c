@@ -691,22 +691,26 @@ emit_item(KwListDecoder *dec, KwListItemCallback cb, void *arg)
 	 * watch does not keep the largest event it ever saw (a list's decoder
 	 * keeps them for the next item, and is freed with the list).
 	 */
-	if (dec->events && dec->capture.maxlen > KW_EVENT_CAPTURE_KEEP)
+	if (dec->events && (dec->capture.maxlen > KW_EVENT_CAPTURE_KEEP ||
+						dec->managed.maxlen > KW_EVENT_CAPTURE_KEEP))
 	{
 		/*
 		 * in the decoder's own context: the feed runs in the watch's batch
 		 * context, which is reset after each batch
 		 */
-		MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(dec->capture.data));
+		MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(dec));
 
-		pfree(dec->capture.data);
-		initStringInfo(&dec->capture);
+		if (dec->capture.maxlen > KW_EVENT_CAPTURE_KEEP)
+		{
+			pfree(dec->capture.data);
+			initStringInfo(&dec->capture);
+		}
+		if (dec->managed.maxlen > KW_EVENT_CAPTURE_KEEP)
+		{
+			pfree(dec->managed.data);
+			small_string_init(&dec->managed, KW_SMALL_STRING);
+		}
 		MemoryContextSwitchTo(old);
-	}
-	if (dec->events && dec->managed.maxlen > KW_EVENT_CAPTURE_KEEP)
-	{
-		pfree(dec->managed.data);
-		small_string_init(&dec->managed, KW_SMALL_STRING);
 	}
 	return true;
 }
