@@ -8,6 +8,8 @@
 -- Idempotent: a second run changes nothing.
 \set ON_ERROR_STOP on
 CREATE EXTENSION IF NOT EXISTS kwatch;
+-- a demo database kept from an earlier kwatch: to the installed version
+ALTER EXTENSION kwatch UPDATE;
 SELECT format('CREATE SERVER demo FOREIGN DATA WRAPPER kwatch OPTIONS (kubeconfig %L)', :'kubeconfig')
  WHERE NOT EXISTS (SELECT 1 FROM pg_foreign_server WHERE srvname = 'demo') \gexec
 -- watch() again with the same settings returns the table
