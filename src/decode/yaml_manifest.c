@@ -509,7 +509,7 @@ go_float32_key(double f)
 			appendStringInfoChar(&out, '.');
 			appendBinaryStringInfo(&out, digits + 1, nd - 1);
 		}
-		appendStringInfo(&out, "e%c%02d", e < 0 ? '-' : '+', Abs(e));
+		appendStringInfo(&out, "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
 		return out.data;
 	}
 	if (dp <= 0)
