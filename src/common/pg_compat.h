@@ -141,6 +141,19 @@
 #endif
 
 /*
+ * KW_FUNCTION_EXECUTE(funcid, role): pg_proc_aclcheck's answer for
+ * ACL_EXECUTE (utils/acl.h), as KW_SERVER_USAGE above; the caller includes
+ * catalog/pg_proc.h for ProcedureRelationId.
+ */
+#if PG_VERSION_NUM >= 160000
+#define KW_FUNCTION_EXECUTE(funcid, role) \
+	object_aclcheck(ProcedureRelationId, (funcid), (role), ACL_EXECUTE)
+#else
+#define KW_FUNCTION_EXECUTE(funcid, role) \
+	pg_proc_aclcheck((funcid), (role), ACL_EXECUTE)
+#endif
+
+/*
  * KW_PATHKEY_ASCENDING(pk): whether PathKey pk (nodes/pathnodes.h) sorts
  * ascending; 18 replaced its btree strategy number (pk_strategy,
  * BTLessStrategyNumber) by a CompareType (pk_cmptype, COMPARE_LT).

@@ -18,6 +18,7 @@
 #include "postgres.h"
 
 #include "catalog/namespace.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -133,7 +134,7 @@ kwatch_apply_text(PG_FUNCTION_ARGS)
 
 	/* as if the caller called it: its EXECUTE privilege too (a REVOKE on it holds here) */
 	jsonb_apply = jsonb_apply_oid(fcinfo);
-	if (pg_proc_aclcheck(jsonb_apply, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
+	if (KW_FUNCTION_EXECUTE(jsonb_apply, GetUserId()) != ACLCHECK_OK)
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FUNCTION, get_func_name(jsonb_apply));
 	InitMaterializedSRF(fcinfo, 0);
 	fmgr_info(jsonb_apply, &flinfo);
