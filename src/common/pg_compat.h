@@ -213,4 +213,18 @@
 #define KW_FREE_JSON_LEX(lex) pfree(lex)
 #endif
 
+/*
+ * KW_MAKE_JSON_LEX_ESCAPES(json, len, encoding): the same over text in
+ * `encoding` that de-escapes strings, so that pg_parse_json refuses what
+ * jsonb input refuses (\u0000, a lone surrogate); freed by
+ * KW_FREE_JSON_LEX.
+ */
+#if PG_VERSION_NUM >= 170000
+#define KW_MAKE_JSON_LEX_ESCAPES(json, len, encoding) \
+	makeJsonLexContextCstringLen(NULL, (json), (len), (encoding), true)
+#else
+#define KW_MAKE_JSON_LEX_ESCAPES(json, len, encoding) \
+	makeJsonLexContextCstringLen((json), (len), (encoding), true)
+#endif
+
 #endif							/* KW_PG_COMPAT_H */

@@ -271,6 +271,8 @@ shown_object(json_object *obj, bool secret)
 {
 	json_object *meta;
 	char	   *copy;
+	JsonLexContext *lex;
+	JsonParseErrorType parsed;
 
 	if (!json_object_is_type(obj, json_type_object))
 		return NULL;
@@ -287,9 +289,12 @@ shown_object(json_object *obj, bool secret)
 	 * then JSON with escapes jsonb can hold: no \u0000, no lone surrogate),
 	 * checked without an ERROR, which would leave the outcome unrecorded
 	 */
-	if (!pg_verifymbstr(copy, strlen(copy), true) ||
-		pg_parse_json(makeJsonLexContextCstringLen(copy, strlen(copy), GetDatabaseEncoding(), true),
-					  &nullSemAction) != JSON_SUCCESS)
+	if (!pg_verifymbstr(copy, strlen(copy), true))
+		return NULL;
+	lex = KW_MAKE_JSON_LEX_ESCAPES(copy, strlen(copy), GetDatabaseEncoding());
+	parsed = pg_parse_json(lex, &nullSemAction);
+	KW_FREE_JSON_LEX(lex);
+	if (parsed != JSON_SUCCESS)
 		return NULL;
 	return copy;
 }
