@@ -530,8 +530,8 @@ multi_init(void)
 	 * A name lookup runs inside the transfer that needs it: with libcurl's
 	 * threaded (or c-ares) resolver beside the loop, without one in the
 	 * loop, so that one server whose DNS stalls would stall every watch
-	 * (issue 47).  Debian's libcurl has the threaded one; say so when a
-	 * build has none.
+	 * (libcurl's curl_version_info(3): CURL_VERSION_ASYNCHDNS).  Debian's
+	 * libcurl has the threaded one; say so when a build has none.
 	 */
 	if (!(curl_version_info(CURLVERSION_NOW)->features & CURL_VERSION_ASYNCHDNS))
 		ereport(WARNING,

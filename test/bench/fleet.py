@@ -134,23 +134,11 @@ def kwatch_pids(postmaster):
 
 def connections_by_address(pid, port):
     """ESTABLISHED TCP connections of pid to `port`, by remote IPv4 address."""
-    inodes = set()
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        try:
-            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
     by = {}
-    with open("/proc/net/tcp") as f:
-        next(f)
-        for line in f:
-            x = line.split()
-            hexip, hexport = x[2].split(":")
-            if x[3] == "01" and x[9] in inodes and int(hexport, 16) == port:
-                ip = ".".join(str(int(hexip[i:i + 2], 16)) for i in (6, 4, 2, 0))
-                by[ip] = by.get(ip, 0) + 1
+    for hexip, p in measure.tcp_established(pid):
+        if p == port and len(hexip) == 8:
+            ip = ".".join(str(int(hexip[i:i + 2], 16)) for i in (6, 4, 2, 0))
+            by[ip] = by.get(ip, 0) + 1
     return by
 
 

@@ -177,9 +177,10 @@ def machine():
                                                      platform.release())
 
 
-def tcp_connections_by_port(pid, ports):
-    """ESTABLISHED TCP connections of pid, counted by remote port (those in
-    `ports` only)."""
+def tcp_established(pid):
+    """The ESTABLISHED TCP connections of pid (its socket inodes looked up in
+    /proc/net/tcp and tcp6), as (remote address as /proc shows it in hex,
+    remote port) pairs."""
     inodes = set()
     for fd in os.listdir("/proc/%d/fd" % pid):
         try:
@@ -188,13 +189,23 @@ def tcp_connections_by_port(pid, ports):
             continue
         if link.startswith("socket:["):
             inodes.add(link[8:-1])
-    by = {}
+    out = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with open(table) as f:
             next(f)
             for line in f:
                 x = line.split()
-                port = int(x[2].rsplit(":", 1)[1], 16)
-                if x[3] == "01" and x[9] in inodes and port in ports:
-                    by[port] = by.get(port, 0) + 1
+                if x[3] == "01" and x[9] in inodes:
+                    addr, port = x[2].rsplit(":", 1)
+                    out.append((addr, int(port, 16)))
+    return out
+
+
+def tcp_connections_by_port(pid, ports):
+    """ESTABLISHED TCP connections of pid, counted by remote port (those in
+    `ports` only)."""
+    by = {}
+    for _, port in tcp_established(pid):
+        if port in ports:
+            by[port] = by.get(port, 0) + 1
     return by
