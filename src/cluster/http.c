@@ -411,6 +411,20 @@ kw_http_transfer_create(KwClusterConfig *cfg, const char *url, bool stream,
 	curl_easy_setopt(easy, CURLOPT_URL, url);
 	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->errbuf);
 	curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+#if LIBCURL_VERSION_NUM >= 0x075700
+	/*
+	 * A name lookup given up (CURLOPT_CONNECTTIMEOUT covers resolving) must
+	 * not be waited for: without CURLOPT_QUICK_EXIT (libcurl 7.87.0) the
+	 * threaded resolver joins its lookup thread when the transfer ends
+	 * (lib/asyn-thread.c, Curl_resolver_kill), so a lookup that stalls
+	 * (a nameserver that never answers: resolv.conf(5) timeout x attempts)
+	 * held the worker's loop, and every other server's watches, or the
+	 * backend registering a watch, until getaddrinfo returned.  With it the
+	 * thread is detached and frees itself when the lookup ends
+	 * (test_fleet.py, test_one_cluster_never_holds_up_the_fleet).
+	 */
+	curl_easy_setopt(easy, CURLOPT_QUICK_EXIT, 1L);
+#endif
 	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, transfer_write_cb);
 	curl_easy_setopt(easy, CURLOPT_WRITEDATA, t);
 	/* PROTOCOL 37: our own agent; curl's would get pretty-printed JSON. */

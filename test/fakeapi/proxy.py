@@ -5,7 +5,8 @@ It forwards every request and can inject on demand
   * the same faults as the fake server (see server.py's docstring for the
     fault kinds, `inject`, `requests`, `set_down`): drop, stall, split or
     pack watch streams, raw bytes, 429/5xx Status answers, HTML pages,
-    expired continue tokens, 410 and 504 answers;
+    expired continue tokens, 410 and 504 answers, a LIST held for
+    `seconds` before it is forwarded ("slow");
   * network faults: every open connection cut at once (`cut`), every open
     connection frozen (`freeze`: a half-open connection, nothing more
     arrives, nothing is closed until the freeze ends), and the next requests
@@ -213,6 +214,10 @@ class _ProxyHandler(_Handler):
         if f and f.kind == "short_watch" and req.kind == "watch":
             self._start_stream()
             return self._end()
+        if f and f.kind == "slow":
+            held_until = time.monotonic() + f.params.get("seconds", 30)
+            while time.monotonic() < held_until and not fake.stopping:
+                time.sleep(0.1)
         return self._forward(f)
 
     def _write(self, method):

@@ -108,6 +108,9 @@ Stable API (used by other test modules; extend, do not change):
                   with after_events=N (a served streaming list), N of its
                   initial events first, then the ERROR event
         "too_large"  LIST/WATCH: HTTP 504 "Too large resource version"
+        "slow"    seconds=30: fault proxy only: the answer is held that long
+                  (nothing sent, the connection open), then forwarded whole:
+                  a LIST that takes the API server 30 s
         "expire_continue"  inconsistent=True: a LIST page with a continue
                   token gets 410 Expired; with inconsistent=True the Status
                   carries metadata.continue (using it is recorded in
@@ -682,7 +685,7 @@ class FakeAPI:
     # ---- faults and requests
     def inject(self, kind, on="any", resource=None, times=1, when=None, **params):
         kinds = ("status", "html", "drop", "stall", "short_watch", "raw", "split", "pack",
-                 "too_old", "too_large", "expire_continue")
+                 "too_old", "too_large", "expire_continue", "slow")
         if kind not in kinds:
             raise ValueError("unknown fault kind %r (one of %s)" % (kind, ", ".join(kinds)))
         if on not in ("list", "first_page", "continue", "watch", "watchlist", "discovery", "any",

@@ -11,7 +11,9 @@ restart PostgreSQL; after each step every watch converges (its rows equal
 the server's objects, object by object) and no kwatch process died.
 """
 import json
+import os
 import socket
+import subprocess
 import time
 
 import pytest
@@ -262,3 +264,108 @@ def test_a_kubeconfigs_contexts_become_servers_in_one_statement(ctx):
     assert again[names[0]] == (servers[0], "gone"), again
     assert all(again[n] == (s, "exists") for n, s in zip(names[1:], servers[1:])), again
     assert sql_one("SELECT count(*) FROM pg_foreign_server WHERE srvname = %s", (servers[0],)) == 1
+
+
+def stall_resolver():
+    """test/fakeapi/stall_resolver.c built into the test directory (readable
+    by the postgres user); returns the .so's path."""
+    src = conftest.REPO / "test" / "fakeapi" / "stall_resolver.c"
+    out = conftest.TEST_DIR / "stall_resolver.so"
+    if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
+        subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(out), str(src), "-ldl"], check=True)
+    out.chmod(0o755)
+    return out
+
+
+def test_one_cluster_never_holds_up_the_fleet(ctx, settings):
+    """A fleet of 24 servers that answer, and among them one of each way a
+    cluster fails: a port that refuses, a listener that accepts and never
+    answers (TLS stalls), a name that does not resolve, a name whose lookup
+    stalls for a minute (an LD_PRELOAD shim standing in for a resolver whose
+    nameserver never answers), and a server whose LIST takes 30 s (the
+    fault proxy holds it).  Registered in one statement, the 24 sync before
+    the slow LIST is even answered, so no failing server held the worker's
+    loop or the registering backend (libcurl's threaded resolver must not
+    be waited for when a lookup is given up: CURLOPT_QUICK_EXIT); each
+    failing server shows its error and backs off; the slow one syncs once
+    its LIST arrives."""
+    cl = conftest.CLUSTER
+    shim = stall_resolver()
+    os.environ["LD_PRELOAD"] = str(shim)
+    os.environ["KWATCH_STALL_RESOLVER_S"] = "60"
+    try:
+        conftest.PG.restart()
+    finally:
+        del os.environ["LD_PRELOAD"]
+    settings(connect_timeout=2)
+    ns = ctx.namespace()
+    kubectl("create", "configmap", "fleet-slow", "-n", ns, "--from-literal=k=v")
+    up = [ctx.server("-ok%d" % i) for i in range(24)]
+    stalled = socket.socket()
+    stalled.bind(("127.0.0.1", 0))
+    stalled.listen(64)
+    px = FaultProxy.for_cluster(cl.server, cl.dir / "pki").start()
+    slow_list = px.inject("slow", on="list", seconds=30, when=lambda r: r.query.get("limit") != "1")
+    failing = {"-refused": "https://127.0.0.1:%d" % free_port(),
+               "-stalled": "https://127.0.0.1:%d" % stalled.getsockname()[1],
+               "-unresolved": "https://kwatch-fleet-down.invalid:6443",
+               "-lookup-stalls": "https://api.kwatch-stall.invalid:6443",
+               "-slow": px.url}
+    try:
+        for suffix, url in failing.items():
+            s = pgsql.Identifier(ctx.base + suffix)
+            sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
+                          " certificate_authority {});"
+                          " CREATE USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS (token {})")
+                .format(s, pgsql.Literal(url), pgsql.Literal(cl.ca), s, pgsql.Literal(cl.token)))
+            ctx.servers.append(ctx.base + suffix)
+        down = [ctx.base + s for s in failing if s != "-slow"]
+        slow = ctx.base + "-slow"
+        before = k8s_tables()
+        started = time.monotonic()
+        rows = sql("SELECT s, kwatch.watch('configmaps', server => s, namespace => %s)::text"
+                   " FROM unnest(%s::text[]) s", (ns, up + [slow] + down))
+        registered_s = time.monotonic() - started
+        print("registered %d servers in %.1f s" % (len(rows), registered_s))
+        table = rows[0][1]
+        ctx.tables += sorted(k8s_tables() - before)
+        want = sorted((i["metadata"]["uid"], i["metadata"]["resourceVersion"])
+                      for i in json.loads(kubectl("get", "configmaps", "-n", ns, "-o", "json"))["items"])
+
+        def synced(servers):
+            got = dict(sql(pgsql.SQL("SELECT cluster, array_agg(uid || ' ' || resource_version ORDER BY uid)"
+                                     " FROM {} WHERE cluster = ANY(%s) AND namespace = %s GROUP BY cluster")
+                           .format(pgsql.SQL(table)), (servers, ns)))
+            return [s for s in servers if got.get(s) != ["%s %s" % w for w in want]]
+
+        # the 24 sync while the slow server's LIST is still held: nothing waited for it,
+        # nor for the lookup that stalls (a minute), nor for the listener that never answers
+        held = px.wait_for_request(lambda r: r.kind == "list" and r.query.get("limit") != "1", timeout=30)
+        while synced(up):
+            assert time.monotonic() < held.at + 28, ("still not synced while the slow LIST was held",
+                                                     synced(up), registered_s)
+            time.sleep(0.2)
+        synced_s = time.monotonic() - started
+        assert synced([slow]) == [slow] and slow_list.hits
+        # each failing server says why it waits, and backs off instead of retrying at once
+        deadline = time.monotonic() + 30
+        while True:
+            st = dict((r[0], r[1:]) for r in sql(
+                "SELECT server, healthy, last_error, http_errors FROM kwatch.watches WHERE server = ANY(%s)",
+                (down,)))
+            if all(st.get(s) and st[s][1] for s in down) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        for s in down:
+            assert st.get(s) and not st[s][0] and st[s][1], (s, st.get(s))
+            assert st[s][2] <= 10, ("retried without backing off", s, st[s])
+        # the slow server's LIST arrives: it syncs
+        deadline = time.monotonic() + 60
+        while synced([slow]):
+            assert time.monotonic() < deadline, sql("SELECT * FROM kwatch.watches WHERE server = %s", (slow,))
+            time.sleep(0.5)
+        print("the 24 that answer synced %.1f s after the registration began" % synced_s)
+    finally:
+        stalled.close()
+        px.stop()
+        conftest.PG.restart()       # without the shim
