@@ -25,6 +25,11 @@ OBJS = \
 	src/functions/owner_functions.o \
 	src/channel/known_rows.o \
 	src/apply/sync.o \
+	src/apply/sync_plans.o \
+	src/apply/sync_events.o \
+	src/apply/stage_table.o \
+	src/apply/relist_stage.o \
+	src/apply/merge.o \
 	src/apply/copy_rows.o \
 	src/apply/history.o \
 	src/channel/apply_message.o \
@@ -34,6 +39,7 @@ OBJS = \
 	src/apply/notify.o \
 	src/common/catalog.o \
 	src/common/json.o \
+	src/common/yaml_error.o \
 	src/common/caller.o \
 	src/functions/sync_wait.o \
 	src/functions/wait_current.o \

@@ -221,11 +221,16 @@ extern void kw_retry_connect_at_commit(void);
 extern void kw_wake_sender_at_commit(void);
 extern void kw_lock_registration(int32 id, int mode);
 
+/* in yaml_error.c: libyaml's context of a failed parse, as an errdetail */
+struct yaml_parser_s;
+extern int	kw_errdetail_yaml_context(const struct yaml_parser_s *parser);
+
 /* in transaction.c: one transaction with SPI and a snapshot */
 typedef void (*KwTxnBody) (void *arg);
 
 extern bool kw_run_in_transaction(KwTxnBody body, void *arg, char **errmsg,
 								  int *sqlstate);
+extern char *kw_in_subxact(KwTxnBody fn, void *arg, int *sqlstate);
 
 /*
  * Called at the start of every kw_run_in_transaction body, when set: the

@@ -16,6 +16,7 @@
 #include "executor/spi.h"
 #include "pgstat.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
 #include "kw_common.h"
@@ -76,4 +77,47 @@ kw_run_in_transaction(KwTxnBody body, void *arg, char **errmsg, int *sqlstate)
 	MemoryContextSwitchTo(oldcxt);
 	pgstat_report_stat(false);
 	return ok;
+}
+
+/*
+ * kw_in_subxact: runs fn(arg) inside a subtransaction.  Returns NULL when it
+ * returned (the subtransaction released: SPI_tuptable holds what its last
+ * statement returned), else the error's message, its SQLSTATE in
+ * *sqlstate, the subtransaction rolled back and the outer transaction
+ * usable (the pattern of PL/pgSQL's exception blocks,
+ * src/pl/plpgsql/src/pl_exec.c, exec_stmt_block).  The caller is inside a
+ * transaction (kw_run_in_transaction's body, or a backend's statement).
+ */
+char *
+kw_in_subxact(KwTxnBody fn, void *arg, int *sqlstate)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	char	   *volatile err = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *ed;
+
+		MemoryContextSwitchTo(oldcxt);
+		ed = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		err = pstrdup(ed->message);
+		*sqlstate = ed->sqlerrcode;
+		FreeErrorData(ed);
+	}
+	PG_END_TRY();
+	return err;
 }

@@ -727,11 +727,7 @@ syntax_error(yaml_parser_t *parser)
 					(unsigned long) parser->problem_mark.line + 1,
 					(unsigned long) parser->problem_mark.column + 1,
 					parser->problem ? parser->problem : "unknown error"),
-			 parser->context ?
-			 errdetail("The error occurred %s, which started at line %lu, column %lu.",
-					   parser->context,
-					   (unsigned long) parser->context_mark.line + 1,
-					   (unsigned long) parser->context_mark.column + 1) : 0));
+			 kw_errdetail_yaml_context(parser)));
 }
 
 static YNode *

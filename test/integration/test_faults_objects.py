@@ -440,7 +440,7 @@ def test_uid_listed_twice_in_a_relist_keeps_one_object(ctx, fake):
     table ON CONFLICT) would fail with 21000 ("ON CONFLICT DO UPDATE command
     cannot affect row a second time") on every relist, the watch stuck
     behind it.  The merge is then run again keeping one object per uid
-    (src/apply/sync.c, kw_sync_relist_finish): the relist commits, the table
+    (src/apply/merge.c, kw_sync_relist_finish): the relist commits, the table
     holds one row for the uid and every other object, a WARNING names the
     list, and the watch goes on."""
     from common import wait_until

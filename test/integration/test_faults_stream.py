@@ -105,7 +105,7 @@ def test_many_events_packed_into_one_chunk(ctx, fake):
 def test_one_batch_deletes_and_recreates_a_name(ctx, fake):
     """One chunk, one batch: p1 deleted and created again under a new uid,
     p0 modified twice.  The batch is applied a segment per statement
-    (src/apply/sync.c): deletes before upserts, so an owner's unique index on the
+    (src/apply/sync_events.c): deletes before upserts, so an owner's unique index on the
     name never sees two rows of it; both MODIFIEDs are notified, in order,
     each with the resourceVersion it replaced.  Then the same for a relist
     (after a 410): its sweep runs before its merge."""

@@ -271,7 +271,7 @@ def test_relists_merge_in_an_apply_worker(ctx):
     table, NOTIFY payloads (flags included) and the event stream (seq in
     commit order, no holes) are right, deletions included.  The first sync
     into a table without rows of the cluster has nothing to merge: its
-    batches go straight into the table (sync.c), with the same payloads and
+    batches go straight into the table (relist_stage.c), with the same payloads and
     stream."""
     ns = ctx.namespace()
     srv = ctx.server()

@@ -62,7 +62,7 @@ def test_second_cluster_sync_into_analyzed_table(ctx):
         wait_watching(second, "configmaps", timeout=120)
         assert_table_matches_server(table, second, ["configmaps", "-n", ns], timeout=60)
         # its first sync has nothing to replace: straight into the table
-        # (src/apply/sync.c; by COPY, src/apply/copy_rows.c, which has no
+        # (src/apply/relist_stage.c; by COPY, src/apply/copy_rows.c, which has no
         # plan), no staging table, no merge from it, no sweep
         log = conftest.PG.log_since(offset)
         assert _plans(log, "UPDATE kwatch.registrations"), \

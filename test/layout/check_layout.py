@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The layout of src/ (issue 31; the rules are written in src/README.md).
+"""The layout of src/ (the rules are written in src/README.md, "Rules between
+folders").
 
 Checks, and exits 1 naming every break:
   1. which folder's headers each folder may include (RULES below, and the
@@ -11,7 +12,9 @@ Checks, and exits 1 naming every break:
      folders only as RULES allow, or by a symbol CALL_CROSSINGS names;
   4. a watch's state (struct KwWatch, transfer/kw_watch.h) is changed by
      STATE_OWNER only: no other file of transfer/ assigns a KwWatch field
-     (read from the sources; see check_watch_state for what it sees).
+     (read from the sources; see check_watch_state for what it sees);
+  5. every file and kw_ name a comment of src/ names exists
+     (check_comments.py, which says what it sees).
 
 Usage: check_layout.py [--no-objects]   (run from the top of the tree, after
 `make`; --no-objects checks the includes and the sources only).
@@ -22,6 +25,9 @@ import os
 import re
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_comments  # noqa: E402  (test/layout/check_comments.py)
 
 SRC = 'src'
 MAX_HEADER_LINES = 300
@@ -38,7 +44,7 @@ RULES = {
     'apply':     {'common', 'cluster', 'decode', 'channel'},
     'live':      {'common', 'cluster', 'decode'},
     'functions': {'common', 'cluster', 'decode', 'apply', 'channel'},
-    # the request sender (issue 32): sends what kwatch.apply() queued
+    # the request sender: sends what kwatch.apply() queued (sender/sender.c)
     'sender':    {'common', 'cluster'},
     # the module entry (_PG_init) starts every part
     '.':         {'common', 'cluster', 'decode', 'channel', 'transfer',
@@ -66,7 +72,7 @@ CALL_CROSSINGS = {
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 # The one file of STATE_FOLDER that changes a KwWatch: the others read it
-# and call its transition functions (kw_watch.h; issue 31).
+# and call its transition functions (kw_watch.h; src/README.md).
 STATE_FOLDER = 'transfer'
 STATE_OWNER = 'watch.c'
 
@@ -267,6 +273,7 @@ def main():
     errors = []
     check_includes(errors)
     check_watch_state(errors)
+    check_comments.check_comment_names(errors)
     if '--no-objects' not in sys.argv:
         check_calls(errors)
     for e in errors:
@@ -275,7 +282,8 @@ def main():
         print('layout: %d break(s) of the rules in src/README.md' % len(errors))
         return 1
     print('layout: the include rules hold, no header over %d lines, no cycle between files, '
-          'only %s/%s changes a KwWatch' % (MAX_HEADER_LINES, STATE_FOLDER, STATE_OWNER))
+          'only %s/%s changes a KwWatch, every name a comment gives exists'
+          % (MAX_HEADER_LINES, STATE_FOLDER, STATE_OWNER))
     return 0
 
 

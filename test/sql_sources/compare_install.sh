@@ -20,6 +20,8 @@
 # tables and initial privileges) and diffs them.  Then, in both, leaves
 # mirror tables behind with DROP EXTENSION and installs again the same
 # way: both must take back the same tables (sql/schema/reinstall.sql).
+# On the fresh install, public_functions.sh checks that every function
+# PUBLIC may execute is named in doc/reference.md.
 # Exit 0 when all is equal; else the diff (updated -> fresh) on stdout and
 # exit 1; exit 2 when the instance or an install fails.  Removes the
 # instance.
@@ -76,6 +78,8 @@ if ! diff -u --label "0.1.0 updated to $version" --label "fresh $version" "$dir/
   exit 1
 fi
 echo "compare_install: a fresh $version and 0.1.0 updated to $version have the same catalog ($n lines)"
+# every function PUBLIC may execute is documented (public_functions.sh)
+bash "$here/public_functions.sh" fresh || exit 1
 
 # CREATE EXTENSION after DROP EXTENSION: the mirror tables are left behind
 # (the user's data), and both ways of installing take back the same ones
