@@ -9,6 +9,9 @@
  *		 |                                              |  again from last RV
  *		 +---- 410 / ERROR event / malformed stream ----+
  *
+ * The watch's place in that loop is one KwWatchPhase (kw_watch.h), changed
+ * only by watch_set_phase, which checks the transition.
+ *
  * Where the API server serves them (list_strategy.c), the LIST is a
  * streaming list instead (KEP-3157; doc/protocol.md "Streaming lists"): one
  * WATCH with sendInitialEvents=true whose ADDED events, up to the bookmark
@@ -91,6 +94,82 @@ set_str(KwWatch *w, char **field, const char *value)
 }
 
 /* ---------------------------------------------------------------------
+ * the watch's phase (KwWatchPhase, kw_watch.h): changed here only
+ * ---------------------------------------------------------------------
+ */
+
+/* phase_name: a KwWatchPhase's name, for messages. */
+static const char *
+phase_name(KwWatchPhase p)
+{
+	switch (p)
+	{
+		case KW_PHASE_LIST_PREPARE:
+			return "list prepare";
+		case KW_PHASE_LIST_ITEMS:
+			return "list items";
+		case KW_PHASE_LIST_COMPLETE:
+			return "list complete";
+		case KW_PHASE_LIST_MERGE:
+			return "list merge";
+		case KW_PHASE_WATCH:
+			return "watch";
+	}
+	return "unknown";
+}
+
+/*
+ * phase_change_allowed: whether the reflector loop may go from phase
+ * `from` to `to` (the transitions kw_watch.h's KwWatchPhase draws; rules
+ * 20-23 of doc/protocol.md "The reflector loop"; client-go
+ * tools/cache/reflector.go ListAndWatch).
+ */
+static bool
+phase_change_allowed(KwWatchPhase from, KwWatchPhase to)
+{
+	switch (to)
+	{
+		case KW_PHASE_LIST_PREPARE:
+			return true;		/* relist, from anywhere */
+		case KW_PHASE_LIST_ITEMS:
+			return from == KW_PHASE_LIST_PREPARE;
+		case KW_PHASE_LIST_COMPLETE:
+			return from == KW_PHASE_LIST_ITEMS;
+		case KW_PHASE_LIST_MERGE:
+			return from == KW_PHASE_LIST_COMPLETE;
+		case KW_PHASE_WATCH:
+			/* a merge sent before its list restarted commits all the same */
+			return from == KW_PHASE_LIST_MERGE || from == KW_PHASE_LIST_PREPARE;
+	}
+	return false;
+}
+
+/*
+ * watch_set_phase: moves watch `w` to phase `to`, the one place its phase
+ * changes.  A transition KwWatchPhase does not allow is a bug in this
+ * file: it is reported (WARNING, SQLSTATE XX000, naming both phases) and
+ * made all the same, so that the watch goes on as the caller decided
+ * rather than stopping the worker.
+ */
+static void
+watch_set_phase(KwWatch *w, KwWatchPhase to)
+{
+	if (!phase_change_allowed(w->phase, to))
+		ereport(WARNING,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg_internal("kwatch: watch %d went from phase \"%s\" to \"%s\", which the reflector loop does not allow",
+								 w->reg.id, phase_name(w->phase), phase_name(to))));
+	w->phase = to;
+}
+
+/* listing: whether the watch is in one of the list phases (a LIST is due or under way). */
+static bool
+listing(KwWatch *w)
+{
+	return w->phase != KW_PHASE_WATCH;
+}
+
+/* ---------------------------------------------------------------------
  * scheduling
  * ---------------------------------------------------------------------
  */
@@ -106,7 +185,7 @@ int
 kw_watch_retry_delay(KwWatch *w, int min_ms)
 {
 	int			delay;
-	const int  *range = w->need_list ? &w->reg.retry_ms[0] : &w->reg.retry_ms[2];
+	const int  *range = listing(w) ? &w->reg.retry_ms[0] : &w->reg.retry_ms[2];
 
 	w->backoff_ms = w->backoff_ms ? Min(w->backoff_ms * 2, kw_backoff_max_ms)
 		: kw_backoff_initial_ms;
@@ -160,7 +239,7 @@ kw_watch_retry_now(KwWatch *w)
 bool
 kw_watch_finish_ready(KwWatch *w)
 {
-	return w->list_finish_pending &&
+	return w->phase == KW_PHASE_LIST_COMPLETE &&
 		(w->xfer == XFER_NONE || (w->xfer == XFER_WATCH && !w->streaming));
 }
 
@@ -415,7 +494,7 @@ kw_watch_note_batch_sent(KwWatch *w, KwApplyOp op)
 {
 	if (op == KW_APPLY_RELIST_FINISH)
 	{
-		w->list_finish_pending = false;
+		watch_set_phase(w, KW_PHASE_LIST_MERGE);
 		/* sent; kw_watch_note_list_committed resets list_cxt */
 		w->amends = NULL;
 		w->namends = w->maxamends = 0;
@@ -487,7 +566,7 @@ kw_watch_note_relist_begun(KwWatch *w, KwApplyResult *res)
 	w->known = kw_known_import(res->known_uids, res->known_rvs, res->nknown,
 							   w->list_cxt);
 	w->list_direct = res->direct;
-	w->list_started = true;
+	watch_set_phase(w, KW_PHASE_LIST_ITEMS);
 	w->list_items = 0;
 	w->list_rv = NULL;
 	w->continue_token = NULL;
@@ -543,9 +622,7 @@ kw_watch_note_list_committed(KwWatch *w, KwApplyCounts *counts)
 	 * resourceVersion finds out what the failure meant (a 410 relists).
 	 */
 	set_str(w, &w->resume_rv, w->sent_rv);
-	w->need_list = false;
-	w->list_started = false;
-	w->list_finish_pending = false;
+	watch_set_phase(w, KW_PHASE_WATCH);
 	w->first_list_done = true;
 	w->spread_off = false;		/* a list committed: spreading is safe again */
 	w->list_not_streamed = false;
@@ -833,7 +910,7 @@ on_initial_event(KwWatch *w, KwEventType t, KwListItem *item, json_object *o)
 		KW_WATCH_COUNT(w, bookmarks, 1);
 		set_str(w, &w->list_rv, rv);
 		w->list_rv_seen = true;
-		w->list_finish_pending = true;
+		watch_set_phase(w, KW_PHASE_LIST_COMPLETE);
 		w->streaming = false;
 		if (w->stream_probe)
 		{
@@ -1125,7 +1202,7 @@ start_list_page(KwWatch *w)
 {
 	StringInfoData url;
 
-	if (!w->list_started)
+	if (w->phase == KW_PHASE_LIST_PREPARE)
 	{
 		/* first the apply side prepares the table (kw_watch_note_relist_begun) */
 		KwApplyRequest req = {.op = KW_APPLY_RELIST_BEGIN,
@@ -1234,15 +1311,13 @@ kw_watch_restart_list(KwWatch *w, bool with_rv)
 	 * and their checkpoint would cover it.  Once the merge is sent (in
 	 * flight) they are kept: they follow it.
 	 */
-	if (w->list_finish_pending)
+	if (w->phase == KW_PHASE_LIST_COMPLETE)
 		reset_events(w);
-	w->need_list = true;
+	watch_set_phase(w, KW_PHASE_LIST_PREPARE);
 	w->list_gen++;			/* spread batches still out are the old list's */
 	if (w->slot->synced)
 		kw_watch_set_synced(w, false, false);
 	w->list_with_rv = with_rv && w->resume_rv != NULL;
-	w->list_started = false;
-	w->list_finish_pending = false;
 	set_str(w, &w->continue_token, NULL);
 	set_str(w, &w->list_rv, NULL);
 	/* staged rows are emptied by kw_sync_relist_begin */
@@ -1324,7 +1399,7 @@ list_page_done(KwWatch *w, const char *rv, const char *cont)
 		w->paginated_result = true; /* no watch cache: keep paging */
 	set_str(w, &w->continue_token, cont);
 	if (cont == NULL)
-		w->list_finish_pending = true;
+		watch_set_phase(w, KW_PHASE_LIST_COMPLETE);
 	kw_watch_retry_now(w);
 }
 
@@ -1790,8 +1865,8 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 	 * before the next request.
 	 */
 	if (kw_watch_unapplied(w) &&
-		!(w->need_list && w->continue_token && w->nevents == 0 &&
-		  !w->list_finish_pending))
+		!(w->phase == KW_PHASE_LIST_ITEMS && w->continue_token &&
+		  w->nevents == 0))
 	{
 		/* in an apply worker: its result sets our latch */
 		if (w->ticket != NULL)
@@ -1833,7 +1908,7 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 	{
 		/* an exec plugin's credential first; its run never blocks us */
 		cred = kw_credential_poll(w->cfg, (char **) &err, &sqlstate);
-		if (cred == KW_CRED_READY && w->need_list)
+		if (cred == KW_CRED_READY && listing(w))
 			start_list_page(w);
 		else if (cred == KW_CRED_READY)
 			start_watch(w);
@@ -1938,13 +2013,13 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 	if (reg->resource_version && reg->resource_version[0])
 	{
 		w->resume_rv = pstrdup(reg->resource_version);
-		w->need_list = false;
+		w->phase = KW_PHASE_WATCH;	/* the initial phase */
 	}
 	else
-		w->need_list = true;
+		w->phase = KW_PHASE_LIST_PREPARE;	/* the initial phase */
 	MemoryContextSwitchTo(old);
 	/* a checkpoint means a LIST was committed: the table is usable */
-	kw_watch_set_synced(w, !w->need_list, false);
+	kw_watch_set_synced(w, !listing(w), false);
 	return w;
 }
 
