@@ -98,10 +98,12 @@ struct KwWatch
 	TimestampTz xfer_started;
 	int64		xfer_events;
 	int			watch_timeout_s;	/* timeoutSeconds the WATCH in flight asked */
-	bool		streaming;		/* the WATCH in flight is a streaming list that
-								 * has not reached its initial-events-end */
-	bool		stream_probe;	/* ... whose server's answer is not known yet */
-	bool		stream_refused; /* ... the server turned out not to serve one */
+	/*
+	 * A WATCH in phase LIST_ITEMS is a streaming list that has not reached
+	 * its initial-events-end (watch.c's streaming_list); of that list:
+	 */
+	bool		stream_probe;	/* its server's answer is not known yet */
+	bool		stream_refused; /* the server turned out not to serve one */
 	bool		list_not_streamed;	/* the next list is a LIST all the same */
 	KwEvent    *amends;			/* a streaming list's changes before its
 								 * bookmark, sent with its merge (list_cxt) */

@@ -169,6 +169,20 @@ listing(KwWatch *w)
 	return w->phase != KW_PHASE_WATCH;
 }
 
+/*
+ * streaming_list: whether the transfer in flight is a streaming list that
+ * has not reached its initial-events-end bookmark (doc/protocol.md
+ * "Streaming lists"): a WATCH while the list's items arrive.  Only
+ * start_stream_list starts a WATCH in that phase, the bookmark ends it
+ * (LIST_COMPLETE: the same stream goes on as the WATCH), and a list
+ * restarts only with no transfer in flight.
+ */
+static bool
+streaming_list(KwWatch *w)
+{
+	return w->xfer == XFER_WATCH && w->phase == KW_PHASE_LIST_ITEMS;
+}
+
 /* ---------------------------------------------------------------------
  * scheduling
  * ---------------------------------------------------------------------
@@ -240,7 +254,7 @@ bool
 kw_watch_finish_ready(KwWatch *w)
 {
 	return w->phase == KW_PHASE_LIST_COMPLETE &&
-		(w->xfer == XFER_NONE || (w->xfer == XFER_WATCH && !w->streaming));
+		(w->xfer == XFER_NONE || w->xfer == XFER_WATCH);
 }
 
 /*
@@ -283,7 +297,7 @@ kw_watch_batch_hold_ms(KwWatch *w, TimestampTz now)
 	TimestampTz until;
 
 	if (w->nitems == 0 || w->nevents > 0 || w->http == NULL ||
-		!(w->xfer == XFER_LIST || (w->xfer == XFER_WATCH && w->streaming)) ||
+		!(w->xfer == XFER_LIST || streaming_list(w)) ||
 		(int64) w->nitems * 4 >= kw_batch_size ||
 		w->item_bytes * 4 >= (int64) kw_batch_memory_kb * 1024)
 		return 0;
@@ -911,7 +925,6 @@ on_initial_event(KwWatch *w, KwEventType t, KwListItem *item, json_object *o)
 		set_str(w, &w->list_rv, rv);
 		w->list_rv_seen = true;
 		watch_set_phase(w, KW_PHASE_LIST_COMPLETE);
-		w->streaming = false;
 		if (w->stream_probe)
 		{
 			KW_WATCH_COUNT(w, list_calls, 1);
@@ -980,7 +993,7 @@ on_watch_event(void *arg, KwEventType t, KwListItem *item, void *jobj)
 		return;
 	w->xfer_events++;
 
-	if (w->streaming && t != KW_EV_ERROR)
+	if (streaming_list(w) && t != KW_EV_ERROR)
 	{
 		MemoryContext old = MemoryContextSwitchTo(w->items_cxt);
 
@@ -1024,7 +1037,7 @@ on_watch_event(void *arg, KwEventType t, KwListItem *item, void *jobj)
 		w->abort_relist_no_rv = (c == 504 ||
 								 (msg && strstr(msg, "Too large resource version")) ||
 		/* a streaming list's 410: a consistent one next (reflector.go watchList) */
-								 (w->streaming && c == 410));
+								 (streaming_list(w) && c == 410));
 		return;
 	}
 
@@ -1147,7 +1160,6 @@ kw_watch_stop_transfer(KwWatch *w)
 	kw_watch_decoder_free(w->wdec);
 	w->wdec = NULL;
 	w->xfer = XFER_NONE;
-	w->streaming = false;
 }
 
 /*
@@ -1271,7 +1283,7 @@ start_stream_list(KwWatch *w)
 	kw_watch_set_state(w, KW_STATE_LISTING);
 	start_transfer(w, XFER_WATCH, url.data);
 	w->watch_timeout_s = timeout;
-	w->streaming = true;
+	Assert(streaming_list(w));
 	w->stream_refused = false;
 	/* a probe (the server's answer is not known) counts once it is served */
 	w->stream_probe = !kw_list_stream_known(w->cfg->api_server);
@@ -1517,7 +1529,7 @@ void
 kw_watch_transfer_done(KwWatch *w, int curlcode)
 {
 	KwXfer		kind = w->xfer;
-	bool		streaming = w->streaming;
+	bool		streaming = streaming_list(w);
 	long		status = kw_http_transfer_status(w->http);
 	int			retry_after = kw_http_transfer_retry_after(w->http);
 	char	   *curlerr = NULL;
@@ -1727,7 +1739,7 @@ recheck_config(KwWatch *w)
 	w->cfg_generation = generation;
 	if (memo->ok && kw_cluster_config_equal(w->cfg, memo->cfg))
 		return;
-	if (w->xfer == XFER_LIST || w->streaming)
+	if (w->xfer == XFER_LIST || streaming_list(w))
 	{
 		kw_watch_stop_transfer(w);
 		kw_watch_restart_list(w, true);
@@ -1801,12 +1813,12 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 														   (int64) kw_health_check_interval_s * 1000);
 
 		/* a WATCH may be silent until the server closes it; a list may not */
-		if (w->xfer == XFER_WATCH && !w->streaming)
+		if (w->xfer == XFER_WATCH && !streaming_list(w))
 			deadline = Max(deadline,
 						   TimestampTzPlusMilliseconds(w->xfer_started,
 													   (int64) w->watch_timeout_s * 1000 + grace_ms));
 		/* silence after the first event: a slow first byte is a busy server */
-		if (w->streaming && w->stream_probe && w->xfer_events > 0 &&
+		if (streaming_list(w) && w->stream_probe && w->xfer_events > 0 &&
 			kw_list_strategy == KW_LIST_STRATEGY_AUTO)
 		{
 			TimestampTz given_up = TimestampTzPlusMilliseconds(w->http->last_data,
@@ -1831,7 +1843,7 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 		/* only a socket poll after the deadline proves the silence (the worker may have been busy) */
 		if (polled_at < deadline)
 			return 0;
-		if (w->xfer == XFER_WATCH && !w->streaming)
+		if (w->xfer == XFER_WATCH && !streaming_list(w))
 		{
 			kw_watch_record_error(w, KW_ERRSRC_HTTP,
 						 psprintf("watch received nothing for %ld s, %d s past the timeoutSeconds=%d the server should have closed it at; resuming from resourceVersion %s",
@@ -1844,7 +1856,7 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 		{
 			kw_watch_record_error(w, KW_ERRSRC_HTTP,
 						 psprintf("%s received nothing for %d s; listing again",
-								  w->streaming ? "streaming list" : "LIST",
+								  streaming_list(w) ? "streaming list" : "LIST",
 								  kw_inactivity_timeout_s));
 			kw_watch_stop_transfer(w);
 			kw_watch_restart_list(w, true);
