@@ -183,6 +183,21 @@ streaming_list(KwWatch *w)
 	return w->xfer == XFER_WATCH && w->phase == KW_PHASE_LIST_ITEMS;
 }
 
+/*
+ * next_page_first: whether the next LIST page may be requested before what
+ * is decoded is applied: the list's items are arriving in pages (a continue
+ * token, PROTOCOL 3) and no watch event is pending.  Pending list items
+ * need not wait: staged rows follow in order, so the server prepares the
+ * page while we write.  Anything else (events, the merge) is applied
+ * before the next request.
+ */
+static bool
+next_page_first(KwWatch *w)
+{
+	return w->phase == KW_PHASE_LIST_ITEMS && w->continue_token != NULL &&
+		w->nevents == 0;
+}
+
 /* ---------------------------------------------------------------------
  * scheduling
  * ---------------------------------------------------------------------
@@ -1870,15 +1885,8 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 
 		return hold > 0 ? hold : 1000;
 	}
-	/*
-	 * Pending list items need not wait: the next page is requested first
-	 * and staged rows follow in order, so the server prepares the page
-	 * while we write.  Anything else (events, the final merge) is applied
-	 * before the next request.
-	 */
-	if (kw_watch_unapplied(w) &&
-		!(w->phase == KW_PHASE_LIST_ITEMS && w->continue_token &&
-		  w->nevents == 0))
+	/* what is decoded is applied before the next request, but a LIST page */
+	if (kw_watch_unapplied(w) && !next_page_first(w))
 	{
 		/* in an apply worker: its result sets our latch */
 		if (w->ticket != NULL)
