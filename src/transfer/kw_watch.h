@@ -33,6 +33,40 @@ typedef enum KwXfer
 	XFER_WATCH
 } KwXfer;
 
+/*
+ * KwWatchPhase: where a watch is in client-go's reflector loop
+ * (doc/protocol.md "The reflector loop", rules 20-23; client-go
+ * tools/cache/reflector.go ListAndWatch: list, syncWith, watch), one value
+ * at a time, as PostgreSQL's replication/logical/tablesync.c walks one
+ * relstate.  Only watch_set_phase (watch.c) changes it, and only along the
+ * transitions it allows:
+ *
+ *	 LIST_PREPARE --table ready--> LIST_ITEMS --last page or
+ *	 initial-events-end bookmark--> LIST_COMPLETE --merge sent-->
+ *	 LIST_MERGE --merge committed--> WATCH
+ *
+ * and from any phase back to LIST_PREPARE (kw_watch_restart_list: a 410,
+ * an ERROR event, a failed apply, kwatch.relist()).  A merge sent before
+ * its list was restarted (a streaming list whose stream failed after its
+ * bookmark) still commits, LIST_PREPARE -> WATCH: the table holds that list
+ * and the WATCH from its resourceVersion finds out what the failure meant.
+ * The phase is the watch's own; the state shown in kwatch.watches
+ * (KwWatchState: listing, watching, backoff, ...) is set beside it.
+ */
+typedef enum KwWatchPhase
+{
+	KW_PHASE_LIST_PREPARE,		/* a LIST is due: the apply side prepares its
+								 * table (KW_APPLY_RELIST_BEGIN) */
+	KW_PHASE_LIST_ITEMS,		/* table ready: LIST pages, or a streaming
+								 * list's initial events, arrive */
+	KW_PHASE_LIST_COMPLETE,		/* all of the list came: its merge waits to be
+								 * sent (kw_watch_finish_ready) */
+	KW_PHASE_LIST_MERGE,		/* the merge is in an apply worker, or kept for
+								 * its retry */
+	KW_PHASE_WATCH				/* a list committed, or the watch resumed from
+								 * its checkpoint: WATCH from resume_rv */
+} KwWatchPhase;
+
 /* Most list batches of one watch in apply workers at once, beside its request */
 #define KW_SPREAD_MAX 8
 
@@ -64,10 +98,12 @@ struct KwWatch
 	TimestampTz xfer_started;
 	int64		xfer_events;
 	int			watch_timeout_s;	/* timeoutSeconds the WATCH in flight asked */
-	bool		streaming;		/* the WATCH in flight is a streaming list that
-								 * has not reached its initial-events-end */
-	bool		stream_probe;	/* ... whose server's answer is not known yet */
-	bool		stream_refused; /* ... the server turned out not to serve one */
+	/*
+	 * A WATCH in phase LIST_ITEMS is a streaming list that has not reached
+	 * its initial-events-end (watch.c's streaming_list); of that list:
+	 */
+	bool		stream_probe;	/* its server's answer is not known yet */
+	bool		stream_refused; /* the server turned out not to serve one */
 	bool		list_not_streamed;	/* the next list is a LIST all the same */
 	KwEvent    *amends;			/* a streaming list's changes before its
 								 * bookmark, sent with its merge (list_cxt) */
@@ -76,18 +112,16 @@ struct KwWatch
 	int64		amend_bytes;	/* their JSON bytes */
 
 	/* reflector state */
+	KwWatchPhase phase;			/* changed by watch_set_phase only */
 	char	   *resume_rv;		/* last RV received; NULL = must list */
-	bool		need_list;
 	bool		list_with_rv;	/* relist NotOlderThan resume_rv (PROTOCOL 22) */
 	bool		list_rv_seen;	/* some LIST answered with a resourceVersion, or
 								 * kwatch.relist() asked for the newest state */
 	bool		list_from_cache;	/* the list in progress asked resourceVersion=0 */
 	bool		paginated_result;	/* a resourceVersion=0 LIST came in pages */
-	bool		list_started;	/* staging table prepared */
 	bool		list_direct;	/* the list goes straight into the mirror (sync.c) */
-	bool		list_finish_pending;
 	char	   *list_rv;		/* snapshot RV of the list in progress */
-	char	   *continue_token;
+	char	   *continue_token; /* the next LIST page's (PROTOCOL 3) */
 	HTAB	   *known;			/* uid -> rv at relist start */
 	int64		list_items;
 	int64		objects;

@@ -9,6 +9,9 @@
  *		 |                                              |  again from last RV
  *		 +---- 410 / ERROR event / malformed stream ----+
  *
+ * The watch's place in that loop is one KwWatchPhase (kw_watch.h), changed
+ * only by watch_set_phase, which checks the transition.
+ *
  * Where the API server serves them (list_strategy.c), the LIST is a
  * streaming list instead (KEP-3157; doc/protocol.md "Streaming lists"): one
  * WATCH with sendInitialEvents=true whose ADDED events, up to the bookmark
@@ -91,6 +94,111 @@ set_str(KwWatch *w, char **field, const char *value)
 }
 
 /* ---------------------------------------------------------------------
+ * the watch's phase (KwWatchPhase, kw_watch.h): changed here only
+ * ---------------------------------------------------------------------
+ */
+
+/* phase_name: a KwWatchPhase's name, for messages. */
+static const char *
+phase_name(KwWatchPhase p)
+{
+	switch (p)
+	{
+		case KW_PHASE_LIST_PREPARE:
+			return "list prepare";
+		case KW_PHASE_LIST_ITEMS:
+			return "list items";
+		case KW_PHASE_LIST_COMPLETE:
+			return "list complete";
+		case KW_PHASE_LIST_MERGE:
+			return "list merge";
+		case KW_PHASE_WATCH:
+			return "watch";
+	}
+	return "unknown";
+}
+
+/*
+ * phase_change_allowed: whether the reflector loop may go from phase
+ * `from` to `to` (the transitions kw_watch.h's KwWatchPhase draws; rules
+ * 20-23 of doc/protocol.md "The reflector loop"; client-go
+ * tools/cache/reflector.go ListAndWatch).
+ */
+static bool
+phase_change_allowed(KwWatchPhase from, KwWatchPhase to)
+{
+	switch (to)
+	{
+		case KW_PHASE_LIST_PREPARE:
+			return true;		/* relist, from anywhere */
+		case KW_PHASE_LIST_ITEMS:
+			return from == KW_PHASE_LIST_PREPARE;
+		case KW_PHASE_LIST_COMPLETE:
+			return from == KW_PHASE_LIST_ITEMS;
+		case KW_PHASE_LIST_MERGE:
+			return from == KW_PHASE_LIST_COMPLETE;
+		case KW_PHASE_WATCH:
+			/* a merge sent before its list restarted commits all the same */
+			return from == KW_PHASE_LIST_MERGE || from == KW_PHASE_LIST_PREPARE;
+	}
+	return false;
+}
+
+/*
+ * watch_set_phase: moves watch `w` to phase `to`, the one place its phase
+ * changes.  A transition KwWatchPhase does not allow is a bug in this
+ * file: it is reported (WARNING, SQLSTATE XX000, naming both phases) and
+ * made all the same, so that the watch goes on as the caller decided
+ * rather than stopping the worker.
+ */
+static void
+watch_set_phase(KwWatch *w, KwWatchPhase to)
+{
+	if (!phase_change_allowed(w->phase, to))
+		ereport(WARNING,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg_internal("kwatch: watch %d went from phase \"%s\" to \"%s\", which the reflector loop does not allow",
+								 w->reg.id, phase_name(w->phase), phase_name(to))));
+	w->phase = to;
+}
+
+/* listing: whether the watch is in one of the list phases (a LIST is due or under way). */
+static bool
+listing(KwWatch *w)
+{
+	return w->phase != KW_PHASE_WATCH;
+}
+
+/*
+ * streaming_list: whether the transfer in flight is a streaming list that
+ * has not reached its initial-events-end bookmark (doc/protocol.md
+ * "Streaming lists"): a WATCH while the list's items arrive.  Only
+ * start_stream_list starts a WATCH in that phase, the bookmark ends it
+ * (LIST_COMPLETE: the same stream goes on as the WATCH), and a list
+ * restarts only with no transfer in flight.
+ */
+static bool
+streaming_list(KwWatch *w)
+{
+	return w->xfer == XFER_WATCH && w->phase == KW_PHASE_LIST_ITEMS;
+}
+
+/*
+ * next_page_first: whether the next LIST page may be requested before what
+ * is decoded is applied: the list's items are arriving in pages (a continue
+ * token, PROTOCOL 3) and no watch event is pending.  Pending list items
+ * need not wait: staged rows follow in order, so the server prepares the
+ * page while we write.  Anything else (events, the merge) is applied
+ * before the next request.
+ */
+static bool
+next_page_first(KwWatch *w)
+{
+	return w->phase == KW_PHASE_LIST_ITEMS && w->continue_token != NULL &&
+		w->nevents == 0;
+}
+
+/* ---------------------------------------------------------------------
  * scheduling
  * ---------------------------------------------------------------------
  */
@@ -106,7 +214,7 @@ int
 kw_watch_retry_delay(KwWatch *w, int min_ms)
 {
 	int			delay;
-	const int  *range = w->need_list ? &w->reg.retry_ms[0] : &w->reg.retry_ms[2];
+	const int  *range = listing(w) ? &w->reg.retry_ms[0] : &w->reg.retry_ms[2];
 
 	w->backoff_ms = w->backoff_ms ? Min(w->backoff_ms * 2, kw_backoff_max_ms)
 		: kw_backoff_initial_ms;
@@ -160,8 +268,8 @@ kw_watch_retry_now(KwWatch *w)
 bool
 kw_watch_finish_ready(KwWatch *w)
 {
-	return w->list_finish_pending &&
-		(w->xfer == XFER_NONE || (w->xfer == XFER_WATCH && !w->streaming));
+	return w->phase == KW_PHASE_LIST_COMPLETE &&
+		(w->xfer == XFER_NONE || w->xfer == XFER_WATCH);
 }
 
 /*
@@ -204,7 +312,7 @@ kw_watch_batch_hold_ms(KwWatch *w, TimestampTz now)
 	TimestampTz until;
 
 	if (w->nitems == 0 || w->nevents > 0 || w->http == NULL ||
-		!(w->xfer == XFER_LIST || (w->xfer == XFER_WATCH && w->streaming)) ||
+		!(w->xfer == XFER_LIST || streaming_list(w)) ||
 		(int64) w->nitems * 4 >= kw_batch_size ||
 		w->item_bytes * 4 >= (int64) kw_batch_memory_kb * 1024)
 		return 0;
@@ -415,7 +523,7 @@ kw_watch_note_batch_sent(KwWatch *w, KwApplyOp op)
 {
 	if (op == KW_APPLY_RELIST_FINISH)
 	{
-		w->list_finish_pending = false;
+		watch_set_phase(w, KW_PHASE_LIST_MERGE);
 		/* sent; kw_watch_note_list_committed resets list_cxt */
 		w->amends = NULL;
 		w->namends = w->maxamends = 0;
@@ -487,7 +595,7 @@ kw_watch_note_relist_begun(KwWatch *w, KwApplyResult *res)
 	w->known = kw_known_import(res->known_uids, res->known_rvs, res->nknown,
 							   w->list_cxt);
 	w->list_direct = res->direct;
-	w->list_started = true;
+	watch_set_phase(w, KW_PHASE_LIST_ITEMS);
 	w->list_items = 0;
 	w->list_rv = NULL;
 	w->continue_token = NULL;
@@ -543,9 +651,7 @@ kw_watch_note_list_committed(KwWatch *w, KwApplyCounts *counts)
 	 * resourceVersion finds out what the failure meant (a 410 relists).
 	 */
 	set_str(w, &w->resume_rv, w->sent_rv);
-	w->need_list = false;
-	w->list_started = false;
-	w->list_finish_pending = false;
+	watch_set_phase(w, KW_PHASE_WATCH);
 	w->first_list_done = true;
 	w->spread_off = false;		/* a list committed: spreading is safe again */
 	w->list_not_streamed = false;
@@ -833,8 +939,7 @@ on_initial_event(KwWatch *w, KwEventType t, KwListItem *item, json_object *o)
 		KW_WATCH_COUNT(w, bookmarks, 1);
 		set_str(w, &w->list_rv, rv);
 		w->list_rv_seen = true;
-		w->list_finish_pending = true;
-		w->streaming = false;
+		watch_set_phase(w, KW_PHASE_LIST_COMPLETE);
 		if (w->stream_probe)
 		{
 			KW_WATCH_COUNT(w, list_calls, 1);
@@ -903,7 +1008,7 @@ on_watch_event(void *arg, KwEventType t, KwListItem *item, void *jobj)
 		return;
 	w->xfer_events++;
 
-	if (w->streaming && t != KW_EV_ERROR)
+	if (streaming_list(w) && t != KW_EV_ERROR)
 	{
 		MemoryContext old = MemoryContextSwitchTo(w->items_cxt);
 
@@ -947,7 +1052,7 @@ on_watch_event(void *arg, KwEventType t, KwListItem *item, void *jobj)
 		w->abort_relist_no_rv = (c == 504 ||
 								 (msg && strstr(msg, "Too large resource version")) ||
 		/* a streaming list's 410: a consistent one next (reflector.go watchList) */
-								 (w->streaming && c == 410));
+								 (streaming_list(w) && c == 410));
 		return;
 	}
 
@@ -1070,7 +1175,6 @@ kw_watch_stop_transfer(KwWatch *w)
 	kw_watch_decoder_free(w->wdec);
 	w->wdec = NULL;
 	w->xfer = XFER_NONE;
-	w->streaming = false;
 }
 
 /*
@@ -1125,7 +1229,7 @@ start_list_page(KwWatch *w)
 {
 	StringInfoData url;
 
-	if (!w->list_started)
+	if (w->phase == KW_PHASE_LIST_PREPARE)
 	{
 		/* first the apply side prepares the table (kw_watch_note_relist_begun) */
 		KwApplyRequest req = {.op = KW_APPLY_RELIST_BEGIN,
@@ -1194,7 +1298,7 @@ start_stream_list(KwWatch *w)
 	kw_watch_set_state(w, KW_STATE_LISTING);
 	start_transfer(w, XFER_WATCH, url.data);
 	w->watch_timeout_s = timeout;
-	w->streaming = true;
+	Assert(streaming_list(w));
 	w->stream_refused = false;
 	/* a probe (the server's answer is not known) counts once it is served */
 	w->stream_probe = !kw_list_stream_known(w->cfg->api_server);
@@ -1234,15 +1338,13 @@ kw_watch_restart_list(KwWatch *w, bool with_rv)
 	 * and their checkpoint would cover it.  Once the merge is sent (in
 	 * flight) they are kept: they follow it.
 	 */
-	if (w->list_finish_pending)
+	if (w->phase == KW_PHASE_LIST_COMPLETE)
 		reset_events(w);
-	w->need_list = true;
+	watch_set_phase(w, KW_PHASE_LIST_PREPARE);
 	w->list_gen++;			/* spread batches still out are the old list's */
 	if (w->slot->synced)
 		kw_watch_set_synced(w, false, false);
 	w->list_with_rv = with_rv && w->resume_rv != NULL;
-	w->list_started = false;
-	w->list_finish_pending = false;
 	set_str(w, &w->continue_token, NULL);
 	set_str(w, &w->list_rv, NULL);
 	/* staged rows are emptied by kw_sync_relist_begin */
@@ -1324,7 +1426,7 @@ list_page_done(KwWatch *w, const char *rv, const char *cont)
 		w->paginated_result = true; /* no watch cache: keep paging */
 	set_str(w, &w->continue_token, cont);
 	if (cont == NULL)
-		w->list_finish_pending = true;
+		watch_set_phase(w, KW_PHASE_LIST_COMPLETE);
 	kw_watch_retry_now(w);
 }
 
@@ -1442,7 +1544,7 @@ void
 kw_watch_transfer_done(KwWatch *w, int curlcode)
 {
 	KwXfer		kind = w->xfer;
-	bool		streaming = w->streaming;
+	bool		streaming = streaming_list(w);
 	long		status = kw_http_transfer_status(w->http);
 	int			retry_after = kw_http_transfer_retry_after(w->http);
 	char	   *curlerr = NULL;
@@ -1652,7 +1754,7 @@ recheck_config(KwWatch *w)
 	w->cfg_generation = generation;
 	if (memo->ok && kw_cluster_config_equal(w->cfg, memo->cfg))
 		return;
-	if (w->xfer == XFER_LIST || w->streaming)
+	if (w->xfer == XFER_LIST || streaming_list(w))
 	{
 		kw_watch_stop_transfer(w);
 		kw_watch_restart_list(w, true);
@@ -1726,12 +1828,12 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 														   (int64) kw_health_check_interval_s * 1000);
 
 		/* a WATCH may be silent until the server closes it; a list may not */
-		if (w->xfer == XFER_WATCH && !w->streaming)
+		if (w->xfer == XFER_WATCH && !streaming_list(w))
 			deadline = Max(deadline,
 						   TimestampTzPlusMilliseconds(w->xfer_started,
 													   (int64) w->watch_timeout_s * 1000 + grace_ms));
 		/* silence after the first event: a slow first byte is a busy server */
-		if (w->streaming && w->stream_probe && w->xfer_events > 0 &&
+		if (streaming_list(w) && w->stream_probe && w->xfer_events > 0 &&
 			kw_list_strategy == KW_LIST_STRATEGY_AUTO)
 		{
 			TimestampTz given_up = TimestampTzPlusMilliseconds(w->http->last_data,
@@ -1756,7 +1858,7 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 		/* only a socket poll after the deadline proves the silence (the worker may have been busy) */
 		if (polled_at < deadline)
 			return 0;
-		if (w->xfer == XFER_WATCH && !w->streaming)
+		if (w->xfer == XFER_WATCH && !streaming_list(w))
 		{
 			kw_watch_record_error(w, KW_ERRSRC_HTTP,
 						 psprintf("watch received nothing for %ld s, %d s past the timeoutSeconds=%d the server should have closed it at; resuming from resourceVersion %s",
@@ -1769,7 +1871,7 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 		{
 			kw_watch_record_error(w, KW_ERRSRC_HTTP,
 						 psprintf("%s received nothing for %d s; listing again",
-								  w->streaming ? "streaming list" : "LIST",
+								  streaming_list(w) ? "streaming list" : "LIST",
 								  kw_inactivity_timeout_s));
 			kw_watch_stop_transfer(w);
 			kw_watch_restart_list(w, true);
@@ -1783,15 +1885,8 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 
 		return hold > 0 ? hold : 1000;
 	}
-	/*
-	 * Pending list items need not wait: the next page is requested first
-	 * and staged rows follow in order, so the server prepares the page
-	 * while we write.  Anything else (events, the final merge) is applied
-	 * before the next request.
-	 */
-	if (kw_watch_unapplied(w) &&
-		!(w->need_list && w->continue_token && w->nevents == 0 &&
-		  !w->list_finish_pending))
+	/* what is decoded is applied before the next request, but a LIST page */
+	if (kw_watch_unapplied(w) && !next_page_first(w))
 	{
 		/* in an apply worker: its result sets our latch */
 		if (w->ticket != NULL)
@@ -1833,7 +1928,7 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 	{
 		/* an exec plugin's credential first; its run never blocks us */
 		cred = kw_credential_poll(w->cfg, (char **) &err, &sqlstate);
-		if (cred == KW_CRED_READY && w->need_list)
+		if (cred == KW_CRED_READY && listing(w))
 			start_list_page(w);
 		else if (cred == KW_CRED_READY)
 			start_watch(w);
@@ -1938,13 +2033,13 @@ kw_watch_create(KwRegistration *reg, void *multi, MemoryContext parent)
 	if (reg->resource_version && reg->resource_version[0])
 	{
 		w->resume_rv = pstrdup(reg->resource_version);
-		w->need_list = false;
+		w->phase = KW_PHASE_WATCH;	/* the initial phase */
 	}
 	else
-		w->need_list = true;
+		w->phase = KW_PHASE_LIST_PREPARE;	/* the initial phase */
 	MemoryContextSwitchTo(old);
 	/* a checkpoint means a LIST was committed: the table is usable */
-	kw_watch_set_synced(w, !w->need_list, false);
+	kw_watch_set_synced(w, !listing(w), false);
 	return w;
 }
 

@@ -14,7 +14,10 @@ Checks, and exits 1 naming every break:
      STATE_OWNER only: no other file of transfer/ assigns a KwWatch field
      (read from the sources; see check_watch_state for what it sees);
   5. every file and kw_ name a comment of src/ names exists
-     (check_comments.py, which says what it sees).
+     (check_comments.py, which says what it sees);
+  6. inside STATE_OWNER, a watch's phase (KwWatch.phase, KwWatchPhase) is
+     assigned only by PHASE_SETTERS: its transitions are in one place
+     (check_watch_phase).
 
 Usage: check_layout.py [--no-objects]   (run from the top of the tree, after
 `make`; --no-objects checks the includes and the sources only).
@@ -75,6 +78,11 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # and call its transition functions (kw_watch.h; src/README.md).
 STATE_FOLDER = 'transfer'
 STATE_OWNER = 'watch.c'
+
+# The functions of STATE_OWNER that assign KwWatch.phase: the transition
+# function, and the watch's creation (its initial phase).
+PHASE_SETTERS = {'watch_set_phase', 'kw_watch_create'}
+FUNCTION_START = re.compile(r'^([A-Za-z_]\w*)\s*\(', re.M)
 
 COMMENT_OR_LITERAL = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"'
                                 r"|'(?:\\.|[^'\\\n])*'", re.S)
@@ -177,6 +185,27 @@ def check_watch_state(errors):
                           % (f, line, name, ' '.join(what.split()), STATE_FOLDER, STATE_OWNER))
 
 
+def check_watch_phase(errors):
+    """
+    In STATE_OWNER, `->phase` is assigned (=, or its address taken) only in
+    the functions PHASE_SETTERS names.  A function is the one whose
+    definition (its name at the start of a line, PostgreSQL's style) comes
+    last before the assignment, read with comments and literals blanked.
+    """
+    f = os.path.join(SRC, STATE_FOLDER, STATE_OWNER)
+    text = blanked(open(f).read())
+    for pattern in (r'->\s*phase\s*' + ASSIGNMENT, r'&\s*\w+\s*->\s*phase\b'):
+        for m in re.finditer(pattern, text):
+            if m.group(0).startswith('&') and not takes_address(text, m.start()):
+                continue
+            starts = list(FUNCTION_START.finditer(text, 0, m.start()))
+            func = starts[-1].group(1) if starts else '(file scope)'
+            if func not in PHASE_SETTERS:
+                line = text.count('\n', 0, m.start()) + 1
+                errors.append('%s:%d: %s assigns a watch\'s phase: only %s do; call '
+                              'watch_set_phase' % (f, line, func, ', '.join(sorted(PHASE_SETTERS))))
+
+
 def built_objects():
     """The objects the Makefile's OBJS names (not stale ones of old paths)."""
     text = open('Makefile').read()
@@ -274,6 +303,7 @@ def main():
     check_includes(errors)
     check_watch_state(errors)
     check_comments.check_comment_names(errors)
+    check_watch_phase(errors)
     if '--no-objects' not in sys.argv:
         check_calls(errors)
     for e in errors:
@@ -282,8 +312,8 @@ def main():
         print('layout: %d break(s) of the rules in src/README.md' % len(errors))
         return 1
     print('layout: the include rules hold, no header over %d lines, no cycle between files, '
-          'only %s/%s changes a KwWatch, every name a comment gives exists'
-          % (MAX_HEADER_LINES, STATE_FOLDER, STATE_OWNER))
+          'only %s/%s changes a KwWatch, only %s set its phase, every name a comment gives exists'
+          % (MAX_HEADER_LINES, STATE_FOLDER, STATE_OWNER, ', '.join(sorted(PHASE_SETTERS))))
     return 0
 
 
