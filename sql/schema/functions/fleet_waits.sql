@@ -56,7 +56,10 @@ $$;
 -- resource_version, until) -> regclass: waits, reading the table again
 -- every 50 ms (each read a new snapshot: READ COMMITTED), until the rows of
 -- cluster `server` in the table _replicated_table() finds show apply's
--- outcome, and returns that table:
+-- outcome, and returns that table (NULL at once, without waiting, when
+-- kwatch made that table in this database, kwatch.tables: its rows come
+-- from this database's watches, and none the caller sees mirrors that
+-- server):
 --   verb 'apply': the row of `uid` has `resource_version` or a newer one,
 --     or the row of that namespace and name has another uid (the applied
 --     object was deleted and made again since);
@@ -85,6 +88,13 @@ BEGIN
       USING ERRCODE = 'undefined_table',
             DETAIL = format('No watch of yours mirrors it here, and there is no table k8s.%I.', plural),
             HINT = 'Watch it here, or replicate its mirror table from the cluster database that watches it (doc/operations.md, "A fleet database that acts"); or call kwatch.wait_apply() without wait_mirror.';
+  END IF;
+  -- a table kwatch made here gets its rows from this database's watches
+  -- only, and none the caller sees mirrors that server: nothing to wait for
+  -- (as before 0.8.0), rather than a wait that no row would ever end
+  IF EXISTS (SELECT 1 FROM kwatch.tables t JOIN pg_class c ON c.oid = t.relid AND c.relname = t.relname
+              WHERE t.relid = rel) THEN
+    RETURN NULL;
   END IF;
   LOOP
     IF verb = 'delete' THEN
