@@ -171,3 +171,27 @@ def test_a_fleet_instance_reads_every_cluster_and_acts_on_each(ctx, instances):
     assert rows(east_db, other, ns, "o") == []
     for pg in (east_db, west_db, fleet):
         assert "terminated by signal" not in pg.log_since(), pg.log_path
+
+
+def test_a_fleet_database_without_kwatch_preloaded_acts_only_at_once(ctx, instances):
+    """A fleet database that only reads (kwatch not preloaded, as "A fleet
+    database: logical replication" allows) has no request sender: an apply
+    or delete at commit fails at once (55000, saying why and how to
+    preload), rather than waiting in the queue for ever; at => 'now' is sent
+    by the backend itself."""
+    fleet = instances.plain("readonly-fleet", "shared_preload_libraries = ''")
+    sql("CREATE EXTENSION kwatch", conn=fleet.conn)
+    ns = ctx.namespace()
+    srv = create_server(fleet, ctx.base)
+    manifest = '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "now", "namespace": "%s"}}' % ns
+    for q, args in (("SELECT kwatch.apply(%s::jsonb, server => %s)", (manifest, srv)),
+                    ("SELECT kwatch.delete('configmaps', 'now', namespace => %s, server => %s)", (ns, srv))):
+        with pytest.raises(psycopg2.Error) as e:
+            sql(q, args, conn=fleet.conn)
+        assert e.value.pgcode == "55000", e.value.pgerror
+        assert "shared_preload_libraries" in e.value.diag.message_primary, e.value.pgerror
+        assert "kwatch.database = 'postgres'" in e.value.diag.message_hint, e.value.pgerror
+    assert sql("SELECT state FROM kwatch.apply(%s::jsonb, server => %s, at => 'now')", (manifest, srv),
+               conn=fleet.conn) == [("applied",)]
+    assert kubectl_json("get", "configmap", "now", "-n", ns)["metadata"]["name"] == "now"
+    assert sql("SELECT count(*) FROM kwatch.applies", conn=fleet.conn) == [(0,)]

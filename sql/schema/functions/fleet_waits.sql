@@ -2,8 +2,8 @@
 -- Read your own writes in a fleet database: wait_apply(wait_mirror =>
 -- true) where no watch of this database mirrors the resource on that
 -- server, and its rows arrive by logical replication from the cluster
--- database that watches it (doc/operations.md, "A fleet database that
--- acts"; src/functions/apply.c, kwatch_wait_apply).
+-- database that watches it (doc/operations.md, "A fleet of instances";
+-- src/functions/apply.c, kwatch_wait_apply).
 -- ---------------------------------------------------------------------
 
 -- _rv_at_least(a, b) -> boolean: whether resourceVersion `a` is `b` or
@@ -87,7 +87,7 @@ BEGIN
     RAISE EXCEPTION 'nothing mirrors % on server "%" in this database', plural, server
       USING ERRCODE = 'undefined_table',
             DETAIL = format('No watch of yours mirrors it here, and there is no table k8s.%I.', plural),
-            HINT = 'Watch it here, or replicate its mirror table from the cluster database that watches it (doc/operations.md, "A fleet database that acts"); or call kwatch.wait_apply() without wait_mirror.';
+            HINT = 'Watch it here, or replicate its mirror table from the cluster database that watches it (doc/operations.md, "A fleet of instances"); or call kwatch.wait_apply() without wait_mirror.';
   END IF;
   -- a table kwatch made here gets its rows from this database's watches
   -- only, and none the caller sees mirrors that server: nothing to wait for
