@@ -848,7 +848,13 @@ PG_FUNCTION_INFO_V1(kwatch_wait_apply);
  * a Secret's data, as apply(at => 'now') returns it; NULL for a delete),
  * raises its error when it failed.  With wait_mirror,
  * then waits with kwatch.wait_current() for every watch of the caller's
- * that mirrors that resource on that server (read your own writes).
+ * that mirrors that resource on that server (read your own writes); where
+ * the caller sees no such watch (a fleet database, whose rows come by
+ * logical replication from the cluster database that watches it), until
+ * the row of that server in the table kwatch._replicated_table() finds
+ * shows the applied resourceVersion or a newer one, or for a delete is
+ * gone (kwatch._wait_replicated, functions/fleet_waits.sql: 42P01 no such
+ * table, 57014 at the timeout, which counts from the call).
  * ERRORs: 42704 no such apply for the caller (another role's is not
  * shown), 55000 made by the current transaction (COMMIT first), 0A000 in
  * REPEATABLE READ or SERIALIZABLE (the row would never change), 57014 at
@@ -866,7 +872,9 @@ kwatch_wait_apply(PG_FUNCTION_ARGS)
 	Oid			types[2] = {INT8OID, OIDOID};
 	Datum		values[2] = {Int64GetDatum(id), ObjectIdGetDatum(GetUserId())};
 	char	   *query = psprintf("SELECT q.state, q.sqlstate, q.message, q.detail, q.xmin::text,"
-								 " q.server, q.api_group, q.resource, q.object"
+								 " q.server, q.api_group, q.resource, q.object,"
+								 " q.verb, q.namespace, q.name,"
+								 " COALESCE(q.uid, q.delete_options->'preconditions'->>'uid'), q.resource_version"
 								 " FROM %s.apply_queue q WHERE q.id OPERATOR(pg_catalog.=) $1"
 								 " AND (pg_catalog.pg_has_role($2, q.role, 'USAGE')"
 								 "      OR (SELECT a.rolsuper FROM pg_catalog.pg_roles a WHERE a.oid OPERATOR(pg_catalog.=) $2))",
@@ -892,6 +900,7 @@ kwatch_wait_apply(PG_FUNCTION_ARGS)
 		char	   *server;
 		char	   *group;
 		char	   *resource;
+		char	   *outcome[5];
 
 		CHECK_FOR_INTERRUPTS();
 		SPI_connect();
@@ -958,16 +967,61 @@ kwatch_wait_apply(PG_FUNCTION_ARGS)
 				v[0] = CStringGetTextDatum(server);
 				v[1] = CStringGetTextDatum(group ? group : "");
 				v[2] = CStringGetTextDatum(resource);
+				for (int i = 0; i < 5; i++)
+				{
+					char	   *s = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 10 + i);
+
+					outcome[i] = s ? pstrdup(s) : NULL;
+				}
 				MemoryContextSwitchTo(spi);
 			}
 			SPI_finish();
 			if (wait_mirror && resource != NULL)
 			{
 				Oid			t[3] = {TEXTOID, TEXTOID, TEXTOID};
+				bool		watched;
+				bool		isnull;
 
 				/* as the caller: wait_current() checks what it may see */
 				SPI_connect();
-				if (SPI_execute_with_args(psprintf("SELECT %1$s.wait_current(x.resource, server => x.server,"
+				if (SPI_execute_with_args(psprintf("SELECT EXISTS (SELECT 1 FROM %1$s.watches x WHERE x.server = $1"
+												   " AND x.resource = CASE WHEN $2 = '' THEN $3 ELSE $3 || '.' || $2 END)",
+												   schema),
+										  3, t, v, NULL, true, 1) != SPI_OK_SELECT)
+					elog(ERROR, "could not look for the watches of the mirror");
+				watched = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+				if (!watched)
+				{
+					/*
+					 * a fleet database: the rows come by logical replication
+					 * from the cluster database that watches it
+					 * (functions/fleet_waits.sql)
+					 */
+					Oid			rt[9] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
+					TEXTOID, TIMESTAMPTZOID};
+					Datum		rv[9];
+					char		rn[9];
+
+					memset(rn, ' ', sizeof(rn));
+					rv[0] = v[0];
+					rv[1] = v[1];
+					rv[2] = v[2];
+					for (int i = 0; i < 5; i++)
+					{
+						if (outcome[i])
+							rv[3 + i] = CStringGetTextDatum(outcome[i]);
+						else
+							rn[3 + i] = 'n';
+					}
+					rv[8] = TimestampTzGetDatum(until);
+					if (until == 0)
+						rn[8] = 'n';
+					if (SPI_execute_with_args(psprintf("SELECT %s._wait_replicated($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+													   schema),
+											  9, rt, rv, rn, false, 0) != SPI_OK_SELECT)
+						elog(ERROR, "could not wait for the replicated mirror");
+				}
+				else if (SPI_execute_with_args(psprintf("SELECT %1$s.wait_current(x.resource, server => x.server,"
 												   " timeout => %2$s)"
 												   " FROM %1$s.watches x WHERE x.server = $1"
 												   " AND x.resource = CASE WHEN $2 = '' THEN $3 ELSE $3 || '.' || $2 END",

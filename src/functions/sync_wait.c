@@ -57,11 +57,22 @@ typedef struct SyncTarget
 /*
  * kw_require_served_database: ERRORs 55000 unless this is the database the
  * worker serves (kwatch.database, kw_serves_this_database): elsewhere no
- * watch is ever started nor its status shown.
+ * watch is ever started nor its status shown, and no request sender sends
+ * an apply made at commit.  Without kwatch preloaded (a fleet database
+ * that only reads replicated tables: kwatch.database undefined) the error
+ * says that, rather than naming an empty database.
  */
 void
 kw_require_served_database(void)
 {
+	if (kw_database == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("kwatch is not in shared_preload_libraries, so no kwatch worker or request sender serves database \"%s\"",
+						get_database_name(MyDatabaseId)),
+				 errdetail("Watches are synced, and applies made at commit sent, by processes the postmaster starts for the database kwatch.database names."),
+				 errhint("Add kwatch to shared_preload_libraries, set kwatch.database = '%s', and restart PostgreSQL.",
+						 get_database_name(MyDatabaseId))));
 	if (!kw_serves_this_database())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
