@@ -221,6 +221,11 @@ extern void kw_retry_connect_at_commit(void);
 extern void kw_wake_sender_at_commit(void);
 extern void kw_lock_registration(int32 id, int mode);
 
+/* in schema_version.c: the installed extension is at the library's version */
+extern char *kw_installed_version(void);
+extern bool kw_schema_is_current(void);
+extern void kw_check_schema_version(void);
+
 /* in transaction.c: one transaction with SPI and a snapshot */
 typedef void (*KwTxnBody) (void *arg);
 

@@ -607,6 +607,7 @@ kwatch_apply(PG_FUNCTION_ARGS)
 	bool		object_null = true;
 	char	   *what;
 
+	kw_check_schema_version();
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -732,6 +733,7 @@ kwatch_delete(PG_FUNCTION_ARGS)
 	char	   *what;
 	KwHttpResponse resp;
 
+	kw_check_schema_version();
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -874,6 +876,7 @@ kwatch_wait_apply(PG_FUNCTION_ARGS)
 	bool		first = true;
 	MemoryContext outer = CurrentMemoryContext;
 
+	kw_check_schema_version();
 	if (IsolationUsesXactSnapshot())
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

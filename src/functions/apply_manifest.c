@@ -120,6 +120,7 @@ kwatch_apply_text(PG_FUNCTION_ARGS)
 	ListCell   *lc;
 	int			i = 0;
 
+	kw_check_schema_version();
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

@@ -90,14 +90,16 @@ typedef struct KwExtension
 {
 	Oid			owner;
 	char	   *schema;			/* quoted */
-	bool		follows_servers;	/* 0.7.0's _servers_gone and apply_queue are
-									 * there (not before ALTER EXTENSION UPDATE) */
 } KwExtension;
 
 /*
  * extension_here: fills `ext` and returns true when the current database has
  * the kwatch extension with its registrations table.  Reads the catalogs
- * through SPI; the caller has connected.
+ * through SPI; the caller has connected.  ERRORs 55000 when the extension
+ * is not at the library's version (kw_check_schema_version): the guards
+ * of DROP ROLE, DROP OWNED, REASSIGN OWNED and of foreign servers then
+ * refuse the statement until ALTER EXTENSION kwatch UPDATE, rather than
+ * skip the watches they protect.
  */
 static bool
 extension_here(KwExtension *ext)
@@ -120,9 +122,8 @@ extension_here(KwExtension *ext)
 									  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 																	 SPI_tuptable->tupdesc, 3, &isnull)))))
 		return false;
-	ext->follows_servers = OidIsValid(get_relname_relid("apply_queue",
-														DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-																					   SPI_tuptable->tupdesc, 3, &isnull))));
+	/* the statements below read the library's schema only */
+	kw_check_schema_version();
 	ext->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 												SPI_tuptable->tupdesc, 1, &isnull));
 	ext->schema = pstrdup(quote_identifier(SPI_getvalue(SPI_tuptable->vals[0],
@@ -466,7 +467,7 @@ watched_servers(MemoryContext cxt)
 	Datum		result = (Datum) 0;
 
 	SPI_connect();
-	if (extension_here(&ext) && ext.follows_servers)
+	if (extension_here(&ext))
 	{
 		/* servers with a watch or a pending apply (kwatch.apply() at commit) */
 		char	   *sql = psprintf("SELECT pg_catalog.array_agg(DISTINCT x.server) FROM"
@@ -511,7 +512,7 @@ servers_gone(Datum before, const char *how)
 	KwExtension ext;
 
 	SPI_connect();
-	if (extension_here(&ext) && ext.follows_servers)
+	if (extension_here(&ext))
 	{
 		char	   *check = psprintf("SELECT r[1], r[2] FROM %s._servers_gone($1, 'check') r", ext.schema);
 		char	   *cascade = psprintf("SELECT %s._servers_gone($1, 'cascade')", ext.schema);
@@ -588,7 +589,7 @@ check_server_name_held(const char *name)
 	if (superuser())
 		return;
 	SPI_connect();
-	if (extension_here(&ext) && ext.follows_servers)
+	if (extension_here(&ext))
 	{
 		char	   *sql = psprintf("SELECT %s._server_name_held($1, $2)", ext.schema);
 		Oid			argtypes[2] = {TEXTOID, OIDOID};

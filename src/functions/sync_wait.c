@@ -335,6 +335,7 @@ kwatch_wait_synced(PG_FUNCTION_ARGS)
 				nm;
 	SyncTarget *targets;
 
+	kw_check_schema_version();
 	kw_require_worker_state();
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -401,6 +402,7 @@ kwatch_request_relist(PG_FUNCTION_ARGS)
 	KwWatchStatus *slot;
 	int64		request = -1;
 
+	kw_check_schema_version();
 	kw_require_worker_state();
 	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
 	slot = find_slot(id);

@@ -634,6 +634,7 @@ kwatch_wait_current(PG_FUNCTION_ARGS)
 	TimestampTz start = GetCurrentTimestamp();
 	char	   *result = NULL;
 
+	kw_check_schema_version();
 	if (InSecurityRestrictedOperation())
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

@@ -115,6 +115,7 @@ kwatchEventsGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 	int64		last = ring_here() ? kw_events_last_seq() : 0;
 	int			nslots = Max(kw_events_ring_slots(), 1);
 
+	kw_check_schema_version();
 	for (int i = 0; i < desc->natts; i++)
 		if (!TupleDescAttr(desc, i)->attisdropped &&
 			kw_ev_column_by_name(NameStr(TupleDescAttr(desc, i)->attname), NULL) == EV_SEQ)

@@ -317,6 +317,7 @@ kwatchGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 	ListCell   *lc;
 	char	   *ns;
 
+	kw_check_schema_version();
 	ps->table = kw_live_table_resolve(foreigntableid, userid, &cfg);
 	kw_classify_conditions(root, baserel, ps->table, &ps->req);
 	baserel->fdw_private = ps;

@@ -352,6 +352,7 @@ kwatchBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	KwModifyState *st;
 	Oid			user;
 
+	kw_check_schema_version();
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
 	user = KW_MODIFY_USER(rinfo, estate);
