@@ -234,6 +234,9 @@ read_targets(void *arg)
 	Oid			only_type = OIDOID;
 	Datum		only = ObjectIdGetDatum(a->only);
 
+	/* no extension here yet, or one not at the library's version: nothing */
+	if (kw_installed_version() == NULL || !kw_schema_is_current())
+		return;
 	if (SPI_execute_with_args("SELECT c.oid::pg_catalog.regclass::text, c.relowner,"
 					" h.retention::text, h.max_rows::text, c.oid"
 					" FROM kwatch.history_tables h"
