@@ -168,6 +168,9 @@ typedef struct ReadArgs
 	MemoryContext cxt;
 } ReadArgs;
 
+/* read_registrations_body has logged that the schema is not the library's */
+static bool schema_mismatch_logged = false;
+
 static void
 read_registrations_body(void *arg)
 {
@@ -177,9 +180,22 @@ read_registrations_body(void *arg)
 	rc = SPI_execute("SELECT 1 FROM pg_extension WHERE extname = 'kwatch'", true, 1);
 	if (rc != SPI_OK_SELECT || SPI_processed == 0)
 		return;
-	/* an extension created at an older version since the start: see wait_for_schema */
+	/*
+	 * an extension created at another version since the start
+	 * (wait_for_schema's case): no watch, logged once
+	 */
 	if (!kw_schema_is_current())
+	{
+		if (!schema_mismatch_logged)
+			ereport(LOG,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("loaded kwatch library version %s differs from installed extension version %s",
+							KWATCH_VERSION, kw_installed_version()),
+					 errhint("Run ALTER EXTENSION kwatch UPDATE.")));
+		schema_mismatch_logged = true;
 		return;
+	}
+	schema_mismatch_logged = false;
 	a->installed = true;
 	kw_events_restore();		/* continue the event stream's sequence */
 	a->regs = kw_registrations_read(0, a->cxt);
