@@ -320,6 +320,8 @@ PG_FUNCTION_INFO_V1(kwatch_wait_synced);
  * a watch registered by the current transaction, at once:
  * kw_refuse_uncommitted), 57014 (timeout), 22023 (arrays of different
  * lengths).
+ * Refuses (55000) an extension not at the library's version first
+ * (kw_check_schema_version).
  */
 Datum
 kwatch_wait_synced(PG_FUNCTION_ARGS)
@@ -394,6 +396,8 @@ PG_FUNCTION_INFO_V1(kwatch_request_relist);
  * the worker does not run the watch (not preloaded, no worker, registered
  * by the current transaction, or not yet started after its registration
  * committed).
+ * Refuses (55000) an extension not at the library's version first
+ * (kw_check_schema_version).
  */
 Datum
 kwatch_request_relist(PG_FUNCTION_ARGS)

@@ -102,6 +102,8 @@ typedef struct EvScanState
  * kwatchEventsGetForeignRelSize: finds the conditions the scan can apply and
  * estimates the rows: the events above a constant lower bound on seq, else
  * a tenth of the ring.
+ * Refuses (55000) an extension not at the library's version first
+ * (kw_check_schema_version).
  */
 static void
 kwatchEventsGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
