@@ -677,6 +677,18 @@ creates_served_database(Node *parsetree)
 }
 
 /*
+ * updates_kwatch: whether a statement is ALTER EXTENSION kwatch UPDATE: a
+ * worker that waits for the library's schema (worker.c, wait_for_schema)
+ * is woken at its commit rather than at its next look.
+ */
+static bool
+updates_kwatch(Node *parsetree)
+{
+	return IsA(parsetree, AlterExtensionStmt) &&
+		strcmp(((AlterExtensionStmt *) parsetree)->extname, "kwatch") == 0;
+}
+
+/*
  * ownership_utility_hook: the ProcessUtility hook (tcop/utility.h signature).
  * Applies the rules above around PostgreSQL's own processing of DROP ROLE,
  * DROP OWNED, REASSIGN OWNED and the statements that drop or rename a
@@ -719,7 +731,7 @@ ownership_utility_hook(PlannedStmt *pstmt, const char *queryString,
 		reassign_owned_watches((ReassignOwnedStmt *) parsetree);
 	else if (creates_served_database(parsetree))
 		kw_retry_connect_at_commit();
-	else if (changes_connections(parsetree))
+	else if (changes_connections(parsetree) || updates_kwatch(parsetree))
 		kw_wake_worker_at_commit();
 }
 

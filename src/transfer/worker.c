@@ -870,7 +870,8 @@ installed_version_body(void *arg)
  * loop finds it when CREATE EXTENSION has run, reload_watches).  Between a
  * restart with a new library and ALTER EXTENSION kwatch UPDATE it LOGs the
  * mismatch once, then looks again every KW_SCHEMA_RECHECK_MS or when its
- * latch is set, and never exits: an exit would make the postmaster restart
+ * latch is set (at the commit of ALTER EXTENSION kwatch UPDATE), and never
+ * exits: an exit would make the postmaster restart
  * the worker every 5 s, each life logging again (Citus refuses a
  * mismatched schema the same way: metadata_cache.c,
  * CheckInstalledVersion).  Ends on SIGTERM or postmaster death.  A
@@ -881,6 +882,14 @@ wait_for_schema(void)
 {
 	bool		logged = false;
 
+	/*
+	 * The latch is published meanwhile (not the pid: no worker serves yet),
+	 * so that ALTER EXTENSION kwatch UPDATE wakes it at its commit
+	 * (ownership.c), as worker_connect's wait does.
+	 */
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	kw_shared->worker_latch = MyLatch;
+	LWLockRelease(kw_shared->lock);
 	for (;;)
 	{
 		char	   *installed = NULL;
@@ -899,7 +908,7 @@ wait_for_schema(void)
 			if (logged)
 				ereport(LOG, (errmsg("kwatch: extension kwatch is now at version %s, the library's",
 									 KWATCH_VERSION)));
-			return;
+			break;
 		}
 		else if (!logged)
 		{
@@ -916,6 +925,9 @@ wait_for_schema(void)
 						 KW_SCHEMA_RECHECK_MS, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	kw_shared->worker_latch = NULL;
+	LWLockRelease(kw_shared->lock);
 }
 
 /*

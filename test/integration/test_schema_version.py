@@ -79,9 +79,11 @@ def test_the_worker_waits_for_alter_extension_update_and_the_entry_points_refuse
         assert library in e.diag.message_primary and OLD in e.diag.message_primary, e.pgerror
         assert e.diag.message_hint == "Run ALTER EXTENSION kwatch UPDATE.", e.pgerror
 
-    # the update: the worker starts without a restart of its own, and serves
+    # the update wakes the worker at its commit (no wait for its next look,
+    # nor a restart of its own), and it serves the database
     sql("ALTER EXTENSION kwatch UPDATE", conn=pg.conn)
     wait_worker(pg, timeout=15)
+    wait_until(lambda: lines(pg, offset, STARTED), 10, "the worker's start LOG")
     assert worker_pids(pg) == first
     assert len(lines(pg, offset, STARTED)) == 1
     table = watch("configmaps", srv, conn=pg.conn, namespace=ns)
