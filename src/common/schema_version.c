@@ -18,8 +18,10 @@
  *
  * pg_extension has no syscache, and ALTER EXTENSION UPDATE sends no
  * invalidation a backend could catch, so the answer is kept until the
- * transaction ends (a callback forgets it): one index scan of pg_extension
- * per transaction that calls a checked entry point, none per row.
+ * transaction ends (a callback forgets it) or this backend runs an
+ * extension statement (kw_schema_version_forget): one index scan of
+ * pg_extension per transaction that calls a checked entry point, none per
+ * row.
  *
  *-------------------------------------------------------------------------
  */
@@ -58,6 +60,18 @@ forget_at_xact_end(XactEvent event, void *arg)
 		default:
 			break;
 	}
+}
+
+/*
+ * kw_schema_version_forget: forgets this transaction's answer, after a
+ * statement that may have changed pg_extension (CREATE, ALTER or DROP
+ * EXTENSION, ownership.c's utility hook), so that the next check in the
+ * same transaction reads it again.  Any backend; no ERROR.
+ */
+void
+kw_schema_version_forget(void)
+{
+	schema_known = 0;
 }
 
 /*

@@ -733,6 +733,10 @@ ownership_utility_hook(PlannedStmt *pstmt, const char *queryString,
 		kw_retry_connect_at_commit();
 	else if (changes_connections(parsetree) || updates_kwatch(parsetree))
 		kw_wake_worker_at_commit();
+	/* pg_extension may have changed: the next check reads it again */
+	if (IsA(parsetree, CreateExtensionStmt) || IsA(parsetree, AlterExtensionStmt) ||
+		(IsA(parsetree, DropStmt) && ((DropStmt *) parsetree)->removeType == OBJECT_EXTENSION))
+		kw_schema_version_forget();
 }
 
 /*

@@ -314,7 +314,14 @@ SELECT kwatch.jsonb_integer('3');
 -- a 0.7.0 history table, for issue 49 below (0.7.0's own implementation,
 -- which the entry point above would have run)
 SELECT kwatch._history_impl('k8s.upgrade_pods');
+-- the answer is kept for the transaction, and read again after the update
+BEGIN;
+SAVEPOINT before_update;
+SELECT count(*) FROM kwatch.events;
+ROLLBACK TO SAVEPOINT before_update;
 ALTER EXTENSION kwatch UPDATE TO '0.8.0';
+SELECT count(*) >= 0 AS readable FROM kwatch.events;
+COMMIT;
 SELECT extversion FROM pg_extension WHERE extname = 'kwatch';
 SELECT l.lanname, p.provolatile, p.proisstrict, p.prosecdef, p.proconfig,
        pg_get_function_result(p.oid) AS returns,
