@@ -38,6 +38,7 @@ OBJS = \
 	src/apply/apply_worker.o \
 	src/apply/notify.o \
 	src/common/catalog.o \
+	src/common/schema_version.o \
 	src/common/json.o \
 	src/common/yaml_error.o \
 	src/common/caller.o \
@@ -122,9 +123,10 @@ include $(PGXS)
 # PGXS tracks no header dependencies (without --enable-depend): a changed
 # struct in the shared header must rebuild every object.
 $(OBJS): $(wildcard $(srcdir)/src/*/kw_*.h) $(srcdir)/src/common/pg_compat.h
-# The version is compiled in (KWATCH_VERSION, used by http.c): a new
+# The version is compiled in (KWATCH_VERSION, used by http.c and
+# schema_version.c): a new
 # default_version must rebuild what uses it.
-src/cluster/http.o: $(srcdir)/kwatch.control
+src/cluster/http.o src/common/schema_version.o: $(srcdir)/kwatch.control
 # A VPATH build writes its objects under the build directory's src/<folder>/,
 # which must exist first (absolute paths, so that VPATH does not find the
 # source tree's folders instead).

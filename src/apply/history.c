@@ -208,7 +208,6 @@ typedef struct PruneArgs
 	Oid			only;			/* read_targets: this history table, or any */
 	List	   *targets;		/* read_targets' result, in the round's memory */
 	MemoryContext cxt;			/* where targets live */
-	bool		track;			/* history_tables has prune_started_at/pruned_at (0.7.0) */
 	PruneTarget *current;		/* the table prune_table_body works on */
 } PruneArgs;
 
@@ -235,20 +234,9 @@ read_targets(void *arg)
 	Oid			only_type = OIDOID;
 	Datum		only = ObjectIdGetDatum(a->only);
 
-	/* a 0.2.0 schema not yet updated has no history */
-	if (SPI_execute("SELECT pg_catalog.to_regclass('kwatch.history_tables') IS NOT NULL,"
-					" EXISTS (SELECT 1 FROM pg_catalog.pg_attribute"
-					"  WHERE attrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass('kwatch.history_tables')"
-					"    AND attname OPERATOR(pg_catalog.=) 'pruned_at' AND NOT attisdropped)",
-					true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not look for kwatch.history_tables");
-	{
-		bool		isnull;
-
-		if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
-			return;
-		a->track = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	}
+	/* no extension here yet, or one not at the library's version: nothing */
+	if (kw_installed_version() == NULL || !kw_schema_is_current())
+		return;
 	if (SPI_execute_with_args("SELECT c.oid::pg_catalog.regclass::text, c.relowner,"
 					" h.retention::text, h.max_rows::text, c.oid"
 					" FROM kwatch.history_tables h"
@@ -258,9 +246,8 @@ read_targets(void *arg)
 					" WHERE h.enabled AND m.relowner = c.relowner"
 					"   AND (h.retention IS NOT NULL OR h.max_rows IS NOT NULL)"
 					"   AND ($1 OPERATOR(pg_catalog.=) 0::pg_catalog.oid OR c.oid OPERATOR(pg_catalog.=) $1)"
-					" ORDER BY ((pg_catalog.to_jsonb(h) OPERATOR(pg_catalog.->>) 'prune_started_at')::timestamptz"
-					"   OPERATOR(pg_catalog.>) COALESCE((pg_catalog.to_jsonb(h) OPERATOR(pg_catalog.->>) 'pruned_at')::timestamptz,"
-					"   '-infinity')) IS TRUE, pg_catalog.random()",
+					" ORDER BY (h.prune_started_at OPERATOR(pg_catalog.>)"
+					"   COALESCE(h.pruned_at, '-infinity')) IS TRUE, pg_catalog.random()",
 					1, &only_type, &only, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read kwatch.history_tables");
 	old = MemoryContextSwitchTo(a->cxt);
@@ -288,8 +275,6 @@ mark_pruning(PruneArgs *a, const char *column)
 	Oid			type = OIDOID;
 	Datum		value = ObjectIdGetDatum(a->current->history_oid);
 
-	if (!a->track)
-		return;
 	if (SPI_execute_with_args(psprintf("UPDATE kwatch.history_tables SET %s = pg_catalog.clock_timestamp()"
 									   " WHERE history_oid OPERATOR(pg_catalog.=) $1", column),
 							  1, &type, &value, NULL, false, 0) != SPI_OK_UPDATE)

@@ -145,9 +145,10 @@ getstr(HeapTuple tup, TupleDesc desc, int col, MemoryContext cxt)
  * `only_id` unless 0) as a List of KwRegistration structs, in id order,
  * the List and everything it points to allocated in `cxt`, so that it
  * outlives SPI_finish (which frees SPI's procedure context, current while
- * this runs).  Reads the columns 0.2.0 added through to_jsonb(), so that a
- * database whose extension is still at 0.1.0 works.  Needs a transaction
- * with SPI connected.  ERRORs when the table cannot be read.
+ * this runs).  Reads the table of the library's own schema (the worker
+ * starts once the extension is at the library's version, schema_version.c).
+ * Needs a transaction with SPI connected.  ERRORs when the table cannot be
+ * read.
  */
 List *
 kw_registrations_read(int32 only_id, MemoryContext cxt)
@@ -161,22 +162,15 @@ kw_registrations_read(int32 only_id, MemoryContext cxt)
 	rc = SPI_execute_with_args("SELECT id, server, api_group, api_version, plural, kind, namespaced,"
 					 " namespace, label_selector, field_selector, table_name, channel,"
 					 " notify, owner, resource_version, created_at,"
-	/* columns of 0.2.0, read so that a 0.1.0 schema not yet updated works */
-					 " COALESCE((j->>'secret_data')::boolean, false),"
-					 " COALESCE(j->>'notify_payload',"
-					 "   CASE WHEN api_group = '' AND plural = 'secrets' THEN 'minimal'"
-					 "   ELSE 'full' END) = 'minimal',"
-					 " (j->'retry_ms'->>0)::int, (j->'retry_ms'->>1)::int,"
-					 " (j->'retry_ms'->>2)::int, (j->'retry_ms'->>3)::int,"
-	/* of 0.5.0: the watch's own kwatch.apply_timeout, in ms (NULL: none) */
+					 " secret_data, notify_payload = 'minimal',"
+					 " retry_ms[1], retry_ms[2], retry_ms[3], retry_ms[4],"
+	/* the watch's own kwatch.apply_timeout, in ms (NULL: none) */
 					 " (SELECT LEAST(ms, 2147483647)::int FROM (SELECT extract(epoch FROM"
-					 "   (j->>'apply_timeout')::interval) * 1000 AS ms) t WHERE ms IS NOT NULL),"
-	/* of 0.7.0: whether the owner is a superuser (the deadline's bounds) */
+					 "   apply_timeout) * 1000 AS ms) t WHERE ms IS NOT NULL),"
+	/* whether the owner is a superuser (the deadline's bounds) */
 					 " COALESCE((SELECT a.rolsuper FROM pg_catalog.pg_roles a"
 					 "   WHERE a.oid OPERATOR(pg_catalog.=) r.owner), false)"
-					 " FROM kwatch.registrations r,"
-	/* the row as jsonb once, not once per column read (OFFSET 0: not pulled up) */
-					 " LATERAL (SELECT to_jsonb(r) AS j OFFSET 0) x"
+					 " FROM kwatch.registrations r"
 					 " WHERE $1 = 0 OR id = $1 ORDER BY id",
 							   1, &argtype, &arg, NULL, true, 0);
 	if (rc != SPI_OK_SELECT)

@@ -225,6 +225,12 @@ extern void kw_lock_registration(int32 id, int mode);
 struct yaml_parser_s;
 extern int	kw_errdetail_yaml_context(const struct yaml_parser_s *parser);
 
+/* in schema_version.c: the installed extension is at the library's version */
+extern char *kw_installed_version(void);
+extern bool kw_schema_is_current(void);
+extern void kw_check_schema_version(void);
+extern void kw_schema_version_forget(void);
+
 /* in transaction.c: one transaction with SPI and a snapshot */
 typedef void (*KwTxnBody) (void *arg);
 

@@ -583,6 +583,8 @@ PG_FUNCTION_INFO_V1(kwatch_apply);
  * dry run (dryRun=All, kubernetes.io/docs/reference/using-api/api-concepts
  * "Dry-run"), the RESTMapper's kind lookup (kw_discover_kind), the request
  * identity of live tables (connection.c).
+ * Refuses (55000) an extension not at the library's version first
+ * (kw_check_schema_version).
  */
 Datum
 kwatch_apply(PG_FUNCTION_ARGS)
@@ -607,6 +609,7 @@ kwatch_apply(PG_FUNCTION_ARGS)
 	bool		object_null = true;
 	char	   *what;
 
+	kw_check_schema_version();
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -709,6 +712,8 @@ PG_FUNCTION_INFO_V1(kwatch_delete);
  * propagationPolicy, gracePeriodSeconds, dryRun;
  * kubernetes.io/docs/reference/kubernetes-api/common-definitions/delete-options/),
  * the resource resolved as watch() resolves it (kw_discover_resource).
+ * Refuses (55000) an extension not at the library's version first
+ * (kw_check_schema_version).
  */
 Datum
 kwatch_delete(PG_FUNCTION_ARGS)
@@ -732,6 +737,7 @@ kwatch_delete(PG_FUNCTION_ARGS)
 	char	   *what;
 	KwHttpResponse resp;
 
+	kw_check_schema_version();
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -859,6 +865,8 @@ PG_FUNCTION_INFO_V1(kwatch_wait_apply);
  * shown), 55000 made by the current transaction (COMMIT first), 0A000 in
  * REPEATABLE READ or SERIALIZABLE (the row would never change), 57014 at
  * the timeout, and the apply's own SQLSTATE when it failed.
+ * Refuses (55000) an extension not at the library's version first
+ * (kw_check_schema_version).
  */
 Datum
 kwatch_wait_apply(PG_FUNCTION_ARGS)
@@ -882,6 +890,7 @@ kwatch_wait_apply(PG_FUNCTION_ARGS)
 	bool		first = true;
 	MemoryContext outer = CurrentMemoryContext;
 
+	kw_check_schema_version();
 	if (IsolationUsesXactSnapshot())
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

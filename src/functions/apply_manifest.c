@@ -108,6 +108,8 @@ jsonb_apply_oid(FunctionCallInfo fcinfo)
  * its document, line, kind and name.  Rules: `kubectl apply -f`
  * (kubectl/pkg/cmd/apply, the resource builder's document stream and
  * List flattening).
+ * Refuses (55000) an extension not at the library's version first
+ * (kw_check_schema_version).
  */
 Datum
 kwatch_apply_text(PG_FUNCTION_ARGS)
@@ -120,6 +122,7 @@ kwatch_apply_text(PG_FUNCTION_ARGS)
 	ListCell   *lc;
 	int			i = 0;
 
+	kw_check_schema_version();
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

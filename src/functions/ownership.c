@@ -90,14 +90,16 @@ typedef struct KwExtension
 {
 	Oid			owner;
 	char	   *schema;			/* quoted */
-	bool		follows_servers;	/* 0.7.0's _servers_gone and apply_queue are
-									 * there (not before ALTER EXTENSION UPDATE) */
 } KwExtension;
 
 /*
  * extension_here: fills `ext` and returns true when the current database has
  * the kwatch extension with its registrations table.  Reads the catalogs
- * through SPI; the caller has connected.
+ * through SPI; the caller has connected.  ERRORs 55000 when the extension
+ * is not at the library's version (kw_check_schema_version): the guards
+ * of DROP ROLE, DROP OWNED, REASSIGN OWNED and of foreign servers then
+ * refuse the statement until ALTER EXTENSION kwatch UPDATE, rather than
+ * skip the watches they protect.
  */
 static bool
 extension_here(KwExtension *ext)
@@ -120,9 +122,8 @@ extension_here(KwExtension *ext)
 									  DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 																	 SPI_tuptable->tupdesc, 3, &isnull)))))
 		return false;
-	ext->follows_servers = OidIsValid(get_relname_relid("apply_queue",
-														DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-																					   SPI_tuptable->tupdesc, 3, &isnull))));
+	/* the statements below read the library's schema only */
+	kw_check_schema_version();
 	ext->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
 												SPI_tuptable->tupdesc, 1, &isnull));
 	ext->schema = pstrdup(quote_identifier(SPI_getvalue(SPI_tuptable->vals[0],
@@ -466,7 +467,7 @@ watched_servers(MemoryContext cxt)
 	Datum		result = (Datum) 0;
 
 	SPI_connect();
-	if (extension_here(&ext) && ext.follows_servers)
+	if (extension_here(&ext))
 	{
 		/* servers with a watch or a pending apply (kwatch.apply() at commit) */
 		char	   *sql = psprintf("SELECT pg_catalog.array_agg(DISTINCT x.server) FROM"
@@ -511,7 +512,7 @@ servers_gone(Datum before, const char *how)
 	KwExtension ext;
 
 	SPI_connect();
-	if (extension_here(&ext) && ext.follows_servers)
+	if (extension_here(&ext))
 	{
 		char	   *check = psprintf("SELECT r[1], r[2] FROM %s._servers_gone($1, 'check') r", ext.schema);
 		char	   *cascade = psprintf("SELECT %s._servers_gone($1, 'cascade')", ext.schema);
@@ -588,7 +589,7 @@ check_server_name_held(const char *name)
 	if (superuser())
 		return;
 	SPI_connect();
-	if (extension_here(&ext) && ext.follows_servers)
+	if (extension_here(&ext))
 	{
 		char	   *sql = psprintf("SELECT %s._server_name_held($1, $2)", ext.schema);
 		Oid			argtypes[2] = {TEXTOID, OIDOID};
@@ -676,6 +677,18 @@ creates_served_database(Node *parsetree)
 }
 
 /*
+ * updates_kwatch: whether a statement is ALTER EXTENSION kwatch UPDATE: a
+ * worker that waits for the library's schema (worker.c, wait_for_schema)
+ * is woken at its commit rather than at its next look.
+ */
+static bool
+updates_kwatch(Node *parsetree)
+{
+	return IsA(parsetree, AlterExtensionStmt) &&
+		strcmp(((AlterExtensionStmt *) parsetree)->extname, "kwatch") == 0;
+}
+
+/*
  * ownership_utility_hook: the ProcessUtility hook (tcop/utility.h signature).
  * Applies the rules above around PostgreSQL's own processing of DROP ROLE,
  * DROP OWNED, REASSIGN OWNED and the statements that drop or rename a
@@ -718,8 +731,12 @@ ownership_utility_hook(PlannedStmt *pstmt, const char *queryString,
 		reassign_owned_watches((ReassignOwnedStmt *) parsetree);
 	else if (creates_served_database(parsetree))
 		kw_retry_connect_at_commit();
-	else if (changes_connections(parsetree))
+	else if (changes_connections(parsetree) || updates_kwatch(parsetree))
 		kw_wake_worker_at_commit();
+	/* pg_extension may have changed: the next check reads it again */
+	if (IsA(parsetree, CreateExtensionStmt) || IsA(parsetree, AlterExtensionStmt) ||
+		(IsA(parsetree, DropStmt) && ((DropStmt *) parsetree)->removeType == OBJECT_EXTENSION))
+		kw_schema_version_forget();
 }
 
 /*

@@ -94,6 +94,8 @@ check_watch_limit(const char *nspname)
  * 55000 for watch() and relist() in a database other than
  * kwatch.database's (unwatch() still removes what is registered there);
  * 53400 for watch() beyond kwatch.max_watches (check_watch_limit);
+ * 55000 when the installed extension is not at the library's version
+ * (kw_check_schema_version);
  * whatever the caller's deferred triggers or the implementation raise.
  */
 Datum
@@ -114,6 +116,7 @@ kwatch_privileged_entry(PG_FUNCTION_ARGS)
 	Datum		result;
 	bool		isnull;
 
+	kw_check_schema_version();
 	tp = SearchSysCache1(PROCOID, ObjectIdGetDatum(self));
 	if (!HeapTupleIsValid(tp))
 		elog(ERROR, "cache lookup failed for function %u", self);

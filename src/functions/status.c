@@ -47,15 +47,18 @@ slot_visible(const KwWatchStatus *s)
 	return kw_server_usage(fs->serverid, user) == ACLCHECK_OK;
 }
 
+/* The columns of kwatch.watch_status()'s result. */
+#define KW_STATUS_COLUMNS 25
+
 PG_FUNCTION_INFO_V1(kwatch_watch_status);
 
 /*
  * kwatch_watch_status: SQL kwatch.watch_status() -> SETOF record, one row
  * per running watch the current user may see (slot_visible), copied from
- * shared memory.  Columns are declared in the
- * extension script: 22 in 0.1.0, 25 since 0.2.0 (synced, syncs,
- * relist_requests).  Returns no rows
- * when kwatch was not preloaded.
+ * shared memory, in the KW_STATUS_COLUMNS columns the extension script
+ * declares (sql/schema/functions).  Returns no rows when kwatch was not
+ * preloaded.  ERRORs: 55000 when the extension is not at the library's
+ * version and declares other columns (kw_check_schema_version).
  */
 Datum
 kwatch_watch_status(PG_FUNCTION_ARGS)
@@ -65,6 +68,13 @@ kwatch_watch_status(PG_FUNCTION_ARGS)
 	int			n = 0;
 
 	InitMaterializedSRF(fcinfo, 0);
+	if (rsinfo->setDesc->natts != KW_STATUS_COLUMNS)
+	{
+		/* an older schema declares fewer: say so, with the hint to update */
+		kw_check_schema_version();
+		elog(ERROR, "kwatch.watch_status() declared with %d columns, not %d",
+			 rsinfo->setDesc->natts, KW_STATUS_COLUMNS);
+	}
 	/* the slots are the watches of kwatch.database's registrations only */
 	if (kw_shared == NULL || !kw_serves_this_database())
 		return (Datum) 0;
@@ -79,8 +89,8 @@ kwatch_watch_status(PG_FUNCTION_ARGS)
 	for (int i = 0; i < n; i++)
 	{
 		KwWatchStatus *s = &copy[i];
-		Datum		values[25];
-		bool		nulls[25];
+		Datum		values[KW_STATUS_COLUMNS];
+		bool		nulls[KW_STATUS_COLUMNS];
 		int			c = 0;
 
 		if (!slot_visible(s))
@@ -126,11 +136,7 @@ kwatch_watch_status(PG_FUNCTION_ARGS)
 		values[c++] = BoolGetDatum(s->synced);
 		values[c++] = Int64GetDatum(s->syncs);
 		values[c++] = Int64GetDatum(s->relist_requests);
-		Assert(c == 25);
-		/* the extension at 0.1.0 declares the first 22 columns only */
-		if (rsinfo->setDesc->natts != 22 && rsinfo->setDesc->natts != 25)
-			elog(ERROR, "kwatch.watch_status() declared with %d columns",
-				 rsinfo->setDesc->natts);
+		Assert(c == KW_STATUS_COLUMNS);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

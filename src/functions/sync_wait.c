@@ -331,6 +331,8 @@ PG_FUNCTION_INFO_V1(kwatch_wait_synced);
  * a watch registered by the current transaction, at once:
  * kw_refuse_uncommitted), 57014 (timeout), 22023 (arrays of different
  * lengths).
+ * Refuses (55000) an extension not at the library's version first
+ * (kw_check_schema_version).
  */
 Datum
 kwatch_wait_synced(PG_FUNCTION_ARGS)
@@ -346,6 +348,7 @@ kwatch_wait_synced(PG_FUNCTION_ARGS)
 				nm;
 	SyncTarget *targets;
 
+	kw_check_schema_version();
 	kw_require_worker_state();
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -404,6 +407,8 @@ PG_FUNCTION_INFO_V1(kwatch_request_relist);
  * the worker does not run the watch (not preloaded, no worker, registered
  * by the current transaction, or not yet started after its registration
  * committed).
+ * Refuses (55000) an extension not at the library's version first
+ * (kw_check_schema_version).
  */
 Datum
 kwatch_request_relist(PG_FUNCTION_ARGS)
@@ -412,6 +417,7 @@ kwatch_request_relist(PG_FUNCTION_ARGS)
 	KwWatchStatus *slot;
 	int64		request = -1;
 
+	kw_check_schema_version();
 	kw_require_worker_state();
 	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
 	slot = find_slot(id);

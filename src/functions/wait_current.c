@@ -622,6 +622,8 @@ PG_FUNCTION_INFO_V1(kwatch_wait_current);
  * registered by the current transaction (at once), or the watch failed
  * (DETAIL: its last error); 57014 timeout; 22004 null arguments;
  * the API server's refusals mapped as kw_http_raise_status does.
+ * Refuses (55000) an extension not at the library's version first
+ * (kw_check_schema_version).
  */
 Datum
 kwatch_wait_current(PG_FUNCTION_ARGS)
@@ -634,6 +636,7 @@ kwatch_wait_current(PG_FUNCTION_ARGS)
 	TimestampTz start = GetCurrentTimestamp();
 	char	   *result = NULL;
 
+	kw_check_schema_version();
 	if (InSecurityRestrictedOperation())
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

@@ -102,6 +102,8 @@ typedef struct EvScanState
  * kwatchEventsGetForeignRelSize: finds the conditions the scan can apply and
  * estimates the rows: the events above a constant lower bound on seq, else
  * a tenth of the ring.
+ * Refuses (55000) an extension not at the library's version first
+ * (kw_check_schema_version).
  */
 static void
 kwatchEventsGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
@@ -115,6 +117,7 @@ kwatchEventsGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 	int64		last = ring_here() ? kw_events_last_seq() : 0;
 	int			nslots = Max(kw_events_ring_slots(), 1);
 
+	kw_check_schema_version();
 	for (int i = 0; i < desc->natts; i++)
 		if (!TupleDescAttr(desc, i)->attisdropped &&
 			kw_ev_column_by_name(NameStr(TupleDescAttr(desc, i)->attname), NULL) == EV_SEQ)

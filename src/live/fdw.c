@@ -303,6 +303,8 @@ scan_user(Oid check_as_user)
 /*
  * kwatchGetForeignRelSize: resolves the table, classifies the clauses and
  * estimates the rows (see the file header).
+ * Refuses (55000) an extension not at the library's version first
+ * (kw_check_schema_version).
  */
 static void
 kwatchGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
@@ -317,6 +319,7 @@ kwatchGetForeignRelSize(PlannerInfo *root, RelOptInfo *baserel,
 	ListCell   *lc;
 	char	   *ns;
 
+	kw_check_schema_version();
 	ps->table = kw_live_table_resolve(foreigntableid, userid, &cfg);
 	kw_classify_conditions(root, baserel, ps->table, &ps->req);
 	baserel->fdw_private = ps;
@@ -812,7 +815,8 @@ import_table_name(KwResource *r, List *taken)
  * Secrets are left out unless asked for: named in LIMIT TO (their values
  * redacted) or with OPTIONS (secret_data 'true') (values in clear).
  * ERRORs: 3F000 for a remote schema other than "k8s", HV00D for options,
- * and the discovery errors (http.c).
+ * and the discovery errors (http.c); 55000 when the extension is not at
+ * the library's version (kw_check_schema_version).
  */
 static List *
 kwatchImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
@@ -826,6 +830,7 @@ kwatchImportForeignSchema(ImportForeignSchemaStmt *stmt, Oid serverOid)
 	bool		secret_data = false;
 	bool		secrets_named = false;
 
+	kw_check_schema_version();
 	if (strcmp(stmt->remote_schema, "k8s") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_SCHEMA_NAME),

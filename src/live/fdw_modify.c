@@ -342,6 +342,8 @@ kwatchPlanForeignModify(PlannerInfo *root, ModifyTable *plan,
  * security-restricted operation (a table owner's code run on another
  * role's behalf, as kwatch.apply() refuses) or when that role lacks USAGE
  * on the server (kwatch.apply()'s rule), and kw_live_table_resolve's.
+ * Refuses (55000) an extension not at the library's version first
+ * (kw_check_schema_version).
  */
 static void
 kwatchBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
@@ -352,6 +354,7 @@ kwatchBeginForeignModify(ModifyTableState *mtstate, ResultRelInfo *rinfo,
 	KwModifyState *st;
 	Oid			user;
 
+	kw_check_schema_version();
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
 	user = KW_MODIFY_USER(rinfo, estate);

@@ -532,11 +532,16 @@ prune(void *arg)
 		elog(ERROR, "could not prune kwatch.apply_queue");
 }
 
-/* has_queue: whether this database has kwatch's apply queue (the 0.7.0 extension) */
+/*
+ * has_queue: whether this database has kwatch's apply queue: the extension
+ * is installed and at the library's version (kw_schema_is_current; before
+ * ALTER EXTENSION kwatch UPDATE the sender waits, as the worker does).
+ */
 static void
 has_queue(void *arg)
 {
-	*(bool *) arg = OidIsValid(get_relname_relid("apply_queue", get_namespace_oid("kwatch", true)));
+	*(bool *) arg = OidIsValid(get_relname_relid("apply_queue", get_namespace_oid("kwatch", true))) &&
+		kw_schema_is_current();
 }
 
 static void

@@ -168,6 +168,9 @@ typedef struct ReadArgs
 	MemoryContext cxt;
 } ReadArgs;
 
+/* read_registrations_body has logged that the schema is not the library's */
+static bool schema_mismatch_logged = false;
+
 static void
 read_registrations_body(void *arg)
 {
@@ -177,6 +180,22 @@ read_registrations_body(void *arg)
 	rc = SPI_execute("SELECT 1 FROM pg_extension WHERE extname = 'kwatch'", true, 1);
 	if (rc != SPI_OK_SELECT || SPI_processed == 0)
 		return;
+	/*
+	 * an extension created at another version since the start
+	 * (wait_for_schema's case): no watch, logged once
+	 */
+	if (!kw_schema_is_current())
+	{
+		if (!schema_mismatch_logged)
+			ereport(LOG,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("loaded kwatch library version %s differs from installed extension version %s",
+							KWATCH_VERSION, kw_installed_version()),
+					 errhint("Run ALTER EXTENSION kwatch UPDATE.")));
+		schema_mismatch_logged = true;
+		return;
+	}
+	schema_mismatch_logged = false;
 	a->installed = true;
 	kw_events_restore();		/* continue the event stream's sequence */
 	a->regs = kw_registrations_read(0, a->cxt);
@@ -832,9 +851,89 @@ wait_for_events(long timeout)
 	}
 }
 
+/* How often the worker looks again for ALTER EXTENSION kwatch UPDATE. */
+#define KW_SCHEMA_RECHECK_MS 5000
+
+/* installed_version_body: a transaction body: the extension's version, or NULL. */
+static void
+installed_version_body(void *arg)
+{
+	char	  **version = (char **) arg;
+	char	   *v = kw_installed_version();
+
+	*version = v ? MemoryContextStrdup(worker_cxt, v) : NULL;
+}
+
+/*
+ * wait_for_schema: returns once the kwatch extension in kwatch.database is
+ * at the library's version (KWATCH_VERSION), or is not installed (then the
+ * loop finds it when CREATE EXTENSION has run, reload_watches).  Between a
+ * restart with a new library and ALTER EXTENSION kwatch UPDATE it LOGs the
+ * mismatch once, then looks again every KW_SCHEMA_RECHECK_MS or when its
+ * latch is set (at the commit of ALTER EXTENSION kwatch UPDATE), and never
+ * exits: an exit would make the postmaster restart
+ * the worker every 5 s, each life logging again (Citus refuses a
+ * mismatched schema the same way, in
+ * src/backend/distributed/metadata/metadata_cache.c, CheckInstalledVersion).  Ends on SIGTERM or postmaster death.  A
+ * version that cannot be read (an ERROR) is LOGged and read again.
+ */
+static void
+wait_for_schema(void)
+{
+	bool		logged = false;
+
+	/*
+	 * The latch is published meanwhile (not the pid: no worker serves yet),
+	 * so that ALTER EXTENSION kwatch UPDATE wakes it at its commit
+	 * (ownership.c), as worker_connect's wait does.
+	 */
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	kw_shared->worker_latch = MyLatch;
+	LWLockRelease(kw_shared->lock);
+	for (;;)
+	{
+		char	   *installed = NULL;
+		char	   *err = NULL;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (!kw_run_in_transaction(installed_version_body, &installed, &err, NULL))
+			ereport(LOG, (errmsg("kwatch: could not read the extension's version: %s", err)));
+		else if (installed == NULL || strcmp(installed, KWATCH_VERSION) == 0)
+		{
+			if (logged)
+				ereport(LOG, (errmsg("kwatch: extension kwatch is now at version %s, the library's",
+									 KWATCH_VERSION)));
+			break;
+		}
+		else if (!logged)
+		{
+			ereport(LOG,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("loaded kwatch library version %s differs from installed extension version %s",
+							KWATCH_VERSION, installed),
+					 errdetail("The kwatch worker starts no watch in database \"%s\" until the extension is updated; it looks again every %d seconds.",
+							   kw_database, KW_SCHEMA_RECHECK_MS / 1000),
+					 errhint("Run ALTER EXTENSION kwatch UPDATE.")));
+			logged = true;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 KW_SCHEMA_RECHECK_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+	LWLockAcquire(kw_shared->lock, LW_EXCLUSIVE);
+	kw_shared->worker_latch = NULL;
+	LWLockRelease(kw_shared->lock);
+}
+
 /*
  * kwatch_worker_main: the worker's entry point (bgw_function_name).
- * Connects to kwatch.database as the bootstrap superuser and runs the loop
+ * Connects to kwatch.database as the bootstrap superuser, waits until its
+ * extension is at the library's version (wait_for_schema) and runs the loop
  * (the passes the file's header lists) until SIGTERM or postmaster death;
  * worker_shutdown runs on the way out.
  */
@@ -842,6 +941,7 @@ void
 kwatch_worker_main(Datum main_arg)
 {
 	worker_connect();
+	wait_for_schema();
 	kw_events_writer_init();
 	before_shmem_exit(worker_shutdown, (Datum) 0);
 	publish_worker(MyProcPid, MyLatch);
