@@ -874,8 +874,9 @@ installed_version_body(void *arg)
  * exits: an exit would make the postmaster restart
  * the worker every 5 s, each life logging again (Citus refuses a
  * mismatched schema the same way, in
- * src/backend/distributed/metadata/metadata_cache.c, CheckInstalledVersion).  Ends on SIGTERM or postmaster death.  A
- * version that cannot be read (an ERROR) is LOGged and read again.
+ * src/backend/distributed/metadata/metadata_cache.c, CheckInstalledVersion).
+ * Ends on SIGTERM or postmaster death.  A version that cannot be read (an
+ * ERROR) is LOGged and read again.
  */
 static void
 wait_for_schema(void)
