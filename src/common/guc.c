@@ -21,6 +21,7 @@
 char	   *kw_database = NULL;
 int			kw_max_watches = 4096;
 int			kw_list_page_size = 500;
+int			kw_max_concurrent_relists = 16;
 int			kw_background_merge_objects = 5000;
 int			kw_watch_timeout_s = 300;
 int			kw_inactivity_timeout_s = 120;
@@ -104,6 +105,14 @@ kw_define_gucs(void)
 							"Objects per LIST page (the limit parameter).",
 							"0 disables chunking.",
 							&kw_list_page_size, 500, 0, 100000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("kwatch.max_concurrent_relists",
+							"Relists (a LIST after a watch's first) the worker runs at once.",
+							"Others wait their turn, so that a restart after which many watches get "
+							"410 Gone spreads their LISTs over the API servers; a watch's first LIST "
+							"is not counted.",
+							&kw_max_concurrent_relists, 16, 1, 10000,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("kwatch.list_from_watch_cache",

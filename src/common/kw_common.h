@@ -99,6 +99,7 @@ kw_dns_label(const char *s)
 extern char *kw_database;
 extern int	kw_max_watches;
 extern int	kw_list_page_size;
+extern int	kw_max_concurrent_relists;
 extern int	kw_watch_timeout_s;
 extern int	kw_inactivity_timeout_s;
 extern int	kw_health_check_interval_s;

@@ -113,6 +113,7 @@ struct KwWatch
 
 	/* reflector state */
 	KwWatchPhase phase;			/* changed by watch_set_phase only */
+	bool		relist_slot;	/* holds one of kwatch.max_concurrent_relists */
 	char	   *resume_rv;		/* last RV received; NULL = must list */
 	bool		list_with_rv;	/* relist NotOlderThan resume_rv (PROTOCOL 22) */
 	bool		list_rv_seen;	/* some LIST answered with a resourceVersion, or

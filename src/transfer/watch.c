@@ -119,6 +119,51 @@ phase_name(KwWatchPhase p)
 }
 
 /*
+ * Relists the worker runs at once (kwatch.max_concurrent_relists).  A
+ * PostgreSQL restart after which the API servers no longer serve the
+ * watches' resourceVersions (an etcd compaction while it was down: 410
+ * Gone, doc/protocol.md rule 5) makes every watch relist; client-go's
+ * reflectors would each list at once, every informer on its own.  One
+ * worker holds a fleet's watches, so it admits that many relists at a time
+ * and the others wait their turn (state listing): the API servers get the
+ * LISTs spread out and the apply workers their items a few lists at a
+ * time (test/bench/fleet.py counts them).  A watch's first LIST (no
+ * earlier sync, no checkpoint) is not counted: a registration's watches
+ * list at once.  A slot is
+ * taken when the relist starts (start_list_page) and given back when its
+ * items are all in, or it fails (watch_set_phase), or the watch goes
+ * (kw_watch_destroy).
+ */
+static int	relists_running = 0;
+
+/* How often a relist waiting for its turn looks again, in ms. */
+#define KW_RELIST_WAIT_MS 250
+
+/* take_relist_slot: whether watch `w` may start its relist now (takes a slot if so). */
+static bool
+take_relist_slot(KwWatch *w)
+{
+	/* a LIST after any earlier sync, even before a restart, is a relist */
+	if (w->relist_slot || !(w->first_list_done || w->resume_rv))
+		return true;
+	if (relists_running >= kw_max_concurrent_relists)
+		return false;
+	relists_running++;
+	w->relist_slot = true;
+	return true;
+}
+
+/* release_relist_slot: gives back watch `w`'s relist slot, if it holds one. */
+static void
+release_relist_slot(KwWatch *w)
+{
+	if (!w->relist_slot)
+		return;
+	w->relist_slot = false;
+	relists_running--;
+}
+
+/*
  * phase_change_allowed: whether the reflector loop may go from phase
  * `from` to `to` (the transitions kw_watch.h's KwWatchPhase draws; rules
  * 20-23 of doc/protocol.md "The reflector loop"; client-go
@@ -159,6 +204,9 @@ watch_set_phase(KwWatch *w, KwWatchPhase to)
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg_internal("kwatch: watch %d went from phase \"%s\" to \"%s\", which the reflector loop does not allow",
 								 w->reg.id, phase_name(w->phase), phase_name(to))));
+	/* a relist's slot is held from its admission until its items are in */
+	if (to != KW_PHASE_LIST_ITEMS)
+		release_relist_slot(w);
 	w->phase = to;
 }
 
@@ -1924,6 +1972,13 @@ kw_watch_tick(KwWatch *w, TimestampTz now, TimestampTz polled_at)
 		}
 	}
 
+	/* a relist waits for its turn (kwatch.max_concurrent_relists) */
+	if (w->phase == KW_PHASE_LIST_PREPARE && w->sent.len == 0 && !take_relist_slot(w))
+	{
+		kw_watch_set_state(w, KW_STATE_LISTING);
+		return KW_RELIST_WAIT_MS;
+	}
+
 	PG_TRY();
 	{
 		/* an exec plugin's credential first; its run never blocks us */
@@ -2056,6 +2111,7 @@ kw_watch_destroy(KwWatch *w)
 	for (int i = 0; i < w->nspread; i++)
 		kw_apply_cancel(w->spread[i]);
 	kw_watch_stop_transfer(w);
+	release_relist_slot(w);
 	if (w->slot != &w->private_slot)
 		kw_status_release(w->slot);
 	MemoryContextDelete(w->cxt);

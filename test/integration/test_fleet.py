@@ -369,3 +369,64 @@ def test_one_cluster_never_holds_up_the_fleet(ctx, settings):
         stalled.close()
         px.stop()
         conftest.PG.restart()       # without the shim
+
+
+def test_relists_after_410_take_turns(ctx, settings):
+    """Watches whose resourceVersions the API server no longer serves (410
+    Gone, as after an etcd compaction while PostgreSQL was down) all relist;
+    the worker runs at most kwatch.max_concurrent_relists of those LISTs at
+    once (here 2, each held 2 s by the fault proxy) and the others wait their
+    turn, so the LISTs reach the server spread out; every watch converges."""
+    settings(max_concurrent_relists=2)
+    cl = conftest.CLUSTER
+    ns = ctx.namespace()
+    resources = ("configmaps", "secrets", "serviceaccounts", "limitranges", "resourcequotas",
+                 "endpoints", "services", "podtemplates")
+    kubectl("create", "configmap", "turns", "-n", ns, "--from-literal=k=v")
+    px = FaultProxy.for_cluster(cl.server, cl.dir / "pki").start()
+    try:
+        s = pgsql.Identifier(ctx.base)
+        sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch OPTIONS (api_server {},"
+                      " certificate_authority {});"
+                      " CREATE USER MAPPING FOR CURRENT_USER SERVER {} OPTIONS (token {})")
+            .format(s, pgsql.Literal(px.url), pgsql.Literal(cl.ca), s, pgsql.Literal(cl.token)))
+        ctx.servers.append(ctx.base)
+        before = k8s_tables()
+        tables = dict(sql("SELECT r, kwatch.watch(r, server => %s, namespace => %s)::text"
+                          " FROM unnest(%s::text[]) r", (ctx.base, ns, list(resources))))
+        ctx.tables += sorted(k8s_tables() - before)
+        sql("SELECT kwatch.wait_synced(r, server => %s, timeout => '60s') FROM unnest(%s::text[]) r",
+            (ctx.base, list(resources)))
+        relists0 = sql_one("SELECT sum(relists) FROM kwatch.watches WHERE server = %s", (ctx.base,))
+
+        # every WATCH from now on is answered 410; every LIST takes 2 s
+        px.inject("too_old", on="watch", times=len(resources), http=True)
+        px.inject("slow", on="list", times=None, seconds=2)
+        t0 = time.monotonic()
+        px.cut()
+        deadline = time.monotonic() + 90
+        while sql_one("SELECT sum(relists) FROM kwatch.watches WHERE server = %s AND healthy AND synced",
+                      (ctx.base,)) != relists0 + len(resources) or sql_one(
+                "SELECT count(*) FROM kwatch.watches WHERE server = %s AND NOT (healthy AND synced)",
+                (ctx.base,)):
+            assert time.monotonic() < deadline, sql(
+                "SELECT resource, state, relists, last_error FROM kwatch.watches WHERE server = %s",
+                (ctx.base,))
+            time.sleep(0.5)
+        px.clear_faults()
+        lists = sorted(r.at for r in px.requests_for(kind="list") if r.at >= t0)
+        assert len(lists) == len(resources), lists
+        # a LIST is admitted once an earlier one's items are in (>= 2 s after
+        # it arrived): at most 2 arrive in any 2 s
+        busiest = max(sum(1 for b in lists if a - 1.9 < b <= a) for a in lists)
+        assert busiest <= 2, [round(a - t0, 2) for a in lists]
+        assert lists[-1] - lists[0] >= 2 * 2 * 0.9, [round(a - t0, 2) for a in lists]
+        for r in resources:
+            want = sorted(i["metadata"]["uid"]
+                          for i in json.loads(kubectl("get", r, "-n", ns, "-o", "json"))["items"])
+            got = sorted(x[0] for x in sql(pgsql.SQL("SELECT uid FROM {} WHERE cluster = %s AND namespace = %s")
+                                           .format(pgsql.SQL(tables[r])), (ctx.base, ns)))
+            assert got == want, (r, got, want)
+        print("8 relists, at most 2 at once, LISTs arrived at", [round(a - t0, 1) for a in lists])
+    finally:
+        px.stop()
