@@ -31,7 +31,12 @@ For each size W (rounds one after another, the same PostgreSQL):
 4. restarts PostgreSQL (fast shutdown) and reports the time until every
    watch is healthy again and the LISTs and WATCHes sent since (a watch
    whose resourceVersion is still served resumes without a LIST);
-5. unwatches everything (dropping the tables) and drops the servers.
+5. with --k8s-dir: compacts etcd and restarts the API server, so that no
+   watch's resourceVersion is served any more (410 Gone): every watch
+   relists, kwatch.max_concurrent_relists at a time; reports the time
+   until all are healthy again, the relists, the LISTs the API server's
+   audit log shows and the most of them in flight at once;
+6. unwatches everything (dropping the tables) and drops the servers.
 Targets (issue 47) at 1,000 watches on 2 cores: all synced within 60 s,
 every kwatch process under 64 MB RssAnon, all kwatch processes together
 under 1% of a core while idle, a change in its mirror within 1 s (p99).
@@ -216,7 +221,66 @@ def restart_pg(pg_dir):
                    check=True, stdout=subprocess.DEVNULL)
 
 
-def one_round(pg, watches, resources, idle, changes, api_port, pg_dir):
+def lists_in_flight(audit_log, offset):
+    """(LISTs kwatch sent, the most in flight at once) among the audit
+    events of `audit_log` from byte `offset`: the LIST requests' intervals
+    from requestReceivedTimestamp to the ResponseComplete stage."""
+    spans = []
+    with open(audit_log, "rb") as f:
+        f.seek(offset)
+        for line in f:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if (e.get("verb") == "list" and e.get("stage") == "ResponseComplete"
+                    and "kwatch" in e.get("userAgent", "")):
+                t = [datetime.datetime.strptime(e[k], "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+                     for k in ("requestReceivedTimestamp", "stageTimestamp")]
+                spans.append(t)
+    edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+    most = cur = 0
+    for _, d in edges:
+        cur += d
+        most = max(most, cur)
+    return len(spans), most
+
+
+def relist_storm(pg, watches, k8s_dir):
+    """An etcd compaction and an API server restart: every watch's
+    resourceVersion is gone (410), so every watch relists, at most
+    kwatch.max_concurrent_relists at once.  Returns the time until all are
+    healthy again, the relists and the LISTs the API server's audit log
+    shows, and the most of them in flight at once."""
+    cluster_sh = os.path.join(HERE, "..", "k8s", "cluster.sh")
+    api("POST", "/api/v1/namespaces/%s/configmaps" % NS,
+        {"metadata": {"name": "fleet-storm-%d-%d" % (watches, time.time())}, "data": {"k": "v"}})
+    r0, l0 = pg.q("SELECT sum(relists)::bigint, sum(list_calls)::bigint FROM kwatch.watches"
+                  " WHERE server LIKE 'fleet%%'")[0]
+    subprocess.run(["bash", cluster_sh, "compact", k8s_dir], check=True, stdout=subprocess.DEVNULL)
+    audit = os.path.join(k8s_dir, "audit.log")
+    offset = os.path.getsize(audit) if os.path.exists(audit) else 0
+    t = time.monotonic()
+    subprocess.run(["bash", cluster_sh, "restart-apiserver", k8s_dir], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    healthy_s = float("nan")
+    while time.monotonic() - t < 600:
+        relists, healthy = pg.q("SELECT sum(relists)::bigint, count(*) FILTER (WHERE healthy AND synced)"
+                                " FROM kwatch.watches WHERE server LIKE 'fleet%%'")[0]
+        if relists - r0 >= watches and healthy == watches:
+            healthy_s = time.monotonic() - t
+            break
+        time.sleep(0.1)
+    relists -= r0
+    list_calls = pg.one("SELECT sum(list_calls)::bigint FROM kwatch.watches WHERE server LIKE 'fleet%%'") - l0
+    lists, most = lists_in_flight(audit, offset) if os.path.exists(audit) else (None, None)
+    return {"after_410_all_healthy_s": healthy_s, "after_410_relists": relists,
+            "after_410_list_calls": list_calls,
+            "after_410_lists": lists, "after_410_lists_in_flight_max": most,
+            "max_concurrent_relists": pg.one("SELECT current_setting('kwatch.max_concurrent_relists')::int")}
+
+
+def one_round(pg, watches, resources, idle, changes, api_port, pg_dir, k8s_dir=None):
     servers = max(1, watches // resources)
     watches = servers * resources
     drop_all(pg)
@@ -277,6 +341,7 @@ def one_round(pg, watches, resources, idle, changes, api_port, pg_dir):
     lists, watch_calls, relists = pg.q(
         "SELECT sum(list_calls)::bigint, sum(watch_calls)::bigint, sum(relists)::bigint"
         " FROM kwatch.watches WHERE server LIKE 'fleet%%'")[0]
+    relist = relist_storm(pg, watches, k8s_dir) if k8s_dir else {}
     if not os.environ.get("KWATCH_FLEET_KEEP_WATCHES"):   # to look at the fleet afterwards
         drop_all(pg)
     return {"watches": watches, "servers": servers, "register_s": register_s,
@@ -293,7 +358,7 @@ def one_round(pg, watches, resources, idle, changes, api_port, pg_dir):
             "change_ms_p50": pct(lat, 50), "change_ms_p99": pct(lat, 99),
             "change_ms_max": max(lat) if lat else float("nan"), "changes_missing": missing,
             "restart_all_healthy_s": resumed_s, "lists_after_restart": lists,
-            "watches_after_restart": watch_calls, "relists_after_restart": relists}
+            "watches_after_restart": watch_calls, "relists_after_restart": relists, **relist}
 
 
 def fleet_markdown(rep):
@@ -314,6 +379,16 @@ def fleet_markdown(rep):
             r["restart_all_healthy_s"], r["lists_after_restart"], r["watches_after_restart"]))
     out.append("")
     for r in rows:
+        if "after_410_relists" in r:
+            out.append("- %d watches, after an etcd compaction and an API server restart (410 Gone for every"
+                       " watch): all healthy again in %.1f s, %d relists, %d LIST requests sent (%s of them"
+                       " in the API server's audit log), at most %s in flight at once"
+                       " (kwatch.max_concurrent_relists = %d)" % (
+                           r["watches"], r["after_410_all_healthy_s"], r["after_410_relists"],
+                           r["after_410_list_calls"], r["after_410_lists"],
+                           r["after_410_lists_in_flight_max"],
+                           r["max_concurrent_relists"]))
+    for r in rows:
         out.append("- %d watches, settled RssAnon: %s" % (r["watches"], ", ".join(
             "%s %.1f MB" % (k, v) for k, v in sorted(r["rss_mb_by_process"].items()))))
     return "\n".join(out) + "\n"
@@ -326,6 +401,8 @@ def main():
     ap.add_argument("--idle", type=int, default=20)
     ap.add_argument("--changes", type=int, default=5)
     ap.add_argument("--pg-dir", default=os.environ.get("KWATCH_FLEET_PG_DIR"))
+    ap.add_argument("--k8s-dir", default=None,
+                    help="the control plane's directory: enables the 410 relist storm (step 5)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     sizes = [int(x) for x in a.watches.split(",")]
@@ -335,7 +412,8 @@ def main():
     pg = Pg()
     pg.q("CREATE EXTENSION IF NOT EXISTS kwatch")
     pg_dir = a.pg_dir or os.path.dirname(pg.one("SELECT current_setting('data_directory')"))
-    rows = [one_round(pg, w, a.resources, a.idle, a.changes, api_port, pg_dir) for w in sizes]
+    rows = [one_round(pg, w, a.resources, a.idle, a.changes, api_port, pg_dir, a.k8s_dir)
+            for w in sizes]
     rep = {"meta": {"date": datetime.date.today().isoformat(), "machine": measure.machine(),
                     "resources": RESOURCES[:a.resources]},
            "fleet": rows}

@@ -19,4 +19,5 @@ KWATCH_APISERVER_ARGS="--bind-address=0.0.0.0" KWATCH_K8S_NO_CM=1 bench_servers 
 . "$dir/fleet/k8s/env"
 export PGHOST="$dir/fleet/pg" PGPORT=$port PGDATABASE=fleet PGUSER=postgres
 /usr/bin/python3 test/bench/fleet.py --watches "${WATCHES:-100,300,1000}" --pg-dir "$dir/fleet/pg" \
+  --k8s-dir "$dir/fleet/k8s" \
   --json "$dir/fleet.json"
