@@ -59,6 +59,7 @@ OBJS = \
 	src/functions/apply.o \
 	src/functions/apply_manifest.o \
 	src/functions/label_selector.o \
+	src/functions/rbac_rows.o \
 	src/sender/sender.o
 
 # The extension scripts.  The install script of the current version and the
