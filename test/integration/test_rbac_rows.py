@@ -9,10 +9,12 @@ dave (no binding), and a role without a user mapping (nothing).  The owner
 reads all; a RoleBinding created, then deleted, changes what alice reads
 within the latency of the rolebindings mirror (measured, printed); the
 kubectl.* view filters the same way; disable_rbac_rows() gives back every
-row."""
+row; with the API server stopped past kwatch.rbac_decision_max_age, a
+restricted role reads nothing."""
 import json
 import os
 import subprocess
+import threading
 import time
 
 import pytest
@@ -113,7 +115,7 @@ def test_rows_follow_rbac(ctx, alt):
     conn = conftest.PG.connect()
     try:
         tname = ("rb_" + base).replace("-", "_")[:50]
-        table = watch("pods", srv, table_name=tname)
+        table = watch("pods", srv, table_name=tname, history=True)
         wait_watching(srv, "pods")
         for r, role in roles.items():
             rid = pgsql.Identifier(role)
@@ -128,9 +130,12 @@ def test_rows_follow_rbac(ctx, alt):
                           "(client_certificate_data {}, client_key_data {})")
                 .format(rid, ident, pgsql.Literal(cert), pgsql.Literal(key)))
         view = sql_one("SELECT to_regclass(%s)::text", ("kubectl." + tname,))
-        if view:
-            for role in roles.values():
-                sql(pgsql.SQL("GRANT SELECT ON {} TO {}").format(pgsql.SQL(view), pgsql.Identifier(role)))
+        hist = sql_one("SELECT history_oid::regclass::text FROM kwatch.history_tables WHERE table_name = %s",
+                       (tname,))
+        assert view and hist, (view, hist)
+        for role in roles.values():
+            sql(pgsql.SQL("GRANT SELECT ON {}, {} TO {}").format(pgsql.SQL(view), pgsql.SQL(hist),
+                                                                pgsql.Identifier(role)))
 
         everything = {(ns, "p%d" % i) for ns in nss.values() for i in range(2)}
         mine = set(nss.values())
@@ -151,8 +156,8 @@ def test_rows_follow_rbac(ctx, alt):
             want = kubectl_names(alt, r, nss.values())
             got = {x for x in read_as(conn, roles[r], table, srv) if x[0] in mine}
             assert got == want, (r, got, want)
-            if view:
-                assert {x for x in read_as(conn, roles[r], view, srv) if x[0] in mine} == want, r
+            assert {x for x in read_as(conn, roles[r], view, srv) if x[0] in mine} == want, r
+            assert {x for x in read_as(conn, roles[r], hist, srv) if x[0] in mine} == want, r
         assert kubectl_names(alt, "alice", nss.values()) == {(nss[k], "p%d" % i) for k in "ab" for i in range(2)}
         assert kubectl_names(alt, "bob", nss.values()) == everything
         assert kubectl_names(alt, "carol", nss.values()) == {(nss["c"], "p%d" % i) for i in range(2)}
@@ -178,6 +183,24 @@ def test_rows_follow_rbac(ctx, alt):
         print("rbac rows: a RoleBinding created shows in alice's reads after %.2f s, "
               "deleted: %.2f s" % (granted, revoked))
         assert granted < 10 and revoked < 10, (granted, revoked)
+
+        # the API server down past the bound: nothing (fail closed), then back
+        with conn.cursor() as cur:
+            cur.execute("SET kwatch.rbac_decision_max_age = '1s'")
+        assert {x for x in read_as(conn, roles["bob"], table, srv) if x[0] in mine} == everything
+        down = threading.Thread(target=conftest.run, args=(
+            ["bash", conftest.CLUSTER_SH, "restart-apiserver", alt.dir],),
+            kwargs={"timeout": 200, "env": dict(os.environ, KWATCH_APISERVER_DOWN_S="6", **alt.ENV)})
+        down.start()
+        try:
+            wait_until(lambda: not read_as(conn, roles["bob"], table, srv), 30,
+                       "bob reads nothing while the API server is down")
+            assert {x for x in sql("SELECT namespace, name FROM %s WHERE cluster = %%s" % table, (srv,))
+                    if x[0] in mine} == everything   # the owner still reads all
+        finally:
+            down.join()
+        wait_until(lambda: {x for x in read_as(conn, roles["bob"], table, srv) if x[0] in mine}
+                   == everything, 30, "bob reads all again")
 
         # disabled: today's behaviour again
         sql("SELECT kwatch.disable_rbac_rows(%s)", (table,))
