@@ -161,6 +161,23 @@ def test_rows_follow_rbac(ctx, alt):
         assert kubectl_names(alt, "alice", nss.values()) == {(nss[k], "p%d" % i) for k in "ab" for i in range(2)}
         assert kubectl_names(alt, "bob", nss.values()) == everything
         assert kubectl_names(alt, "carol", nss.values()) == {(nss["c"], "p%d" % i) for i in range(2)}
+        # a label selector keeps the labels GIN index under the policy
+        # (matches_labels is LEAKPROOF), a lookup by name its btree index
+        with conn.cursor() as cur:
+            cur.execute(pgsql.SQL("SET ROLE {}").format(pgsql.Identifier(roles["alice"])))
+            cur.execute("SET enable_seqscan = off")
+            cur.execute("EXPLAIN SELECT name FROM %s WHERE kwatch.matches_labels(labels, 'i=1')" % table)
+            plan = "\n".join(r[0] for r in cur.fetchall())
+            assert "Bitmap Index Scan" in plan and "labels" in plan, plan
+            cur.execute("EXPLAIN SELECT name FROM %s WHERE namespace = %%s AND name = 'p1'" % table,
+                        (nss["a"],))
+            plan = "\n".join(r[0] for r in cur.fetchall())
+            assert "Index" in plan, plan
+            cur.execute("SELECT namespace, name FROM %s WHERE cluster = %%s"
+                        " AND kwatch.matches_labels(labels, 'i=1')" % table, (srv,))
+            assert {x for x in cur.fetchall() if x[0] in mine} == {(nss[k], "p1") for k in "ab"}
+            cur.execute("RESET enable_seqscan")
+            cur.execute("RESET ROLE")
         assert read_as(conn, roles["nomap"], table, srv) == set()
         assert read_as(conn, roles["dave"], table, srv) == set()
         # the owner (here a superuser) reads every row
