@@ -64,6 +64,7 @@
 #define json_object pg_json_object_fn
 #include "utils/builtins.h"
 #undef json_object
+#include "common/hashfn.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -139,7 +140,26 @@ typedef struct QueryState
 	char	   *resource;
 	HTAB	   *rows;
 	HTAB	   *servers;
+	/* the last row's answer: a mirror's rows come in namespace runs */
+	bool		last_valid;
+	bool		last_visible;
+	int			last_clen;
+	int			last_nlen;
+	RowKey		last;
 } QueryState;
+
+/*
+ * rowkey_hash: dynahash's hash of a RowKey over the bytes it holds (not its
+ * zero padding), so that a probe costs hashing a short name or two.
+ */
+static uint32
+rowkey_hash(const void *key, Size keysize)
+{
+	const RowKey *k = (const RowKey *) key;
+
+	return hash_combine(hash_bytes((const unsigned char *) k->cluster, strlen(k->cluster)),
+						hash_bytes((const unsigned char *) k->namespace, strlen(k->namespace)));
+}
 
 static void table_resource(QueryState *qs, Oid tbl);
 static uint64 server_stamp(const char *server);
@@ -193,8 +213,9 @@ kwatch_rbac_visible(PG_FUNCTION_ARGS)
 		ctl.keysize = sizeof(RowKey);
 		ctl.entrysize = sizeof(RowDecision);
 		ctl.hcxt = fcinfo->flinfo->fn_mcxt;
+		ctl.hash = rowkey_hash;
 		qs->rows = hash_create("kwatch rbac rows", 64, &ctl,
-							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+							   HASH_ELEM | HASH_FUNCTION | HASH_CONTEXT);
 		ctl.keysize = NAMEDATALEN;
 		ctl.entrysize = sizeof(QueryServer);
 		qs->servers = hash_create("kwatch rbac servers", 8, &ctl,
@@ -206,23 +227,33 @@ kwatch_rbac_visible(PG_FUNCTION_ARGS)
 	if (!qs->known)
 		PG_RETURN_BOOL(false);
 
+	if (qs->last_valid && qs->last_clen == clen && qs->last_nlen == nlen &&
+		memcmp(qs->last.cluster, VARDATA_ANY(cluster_t), clen) == 0 &&
+		(nlen == 0 || memcmp(qs->last.namespace, VARDATA_ANY(PG_GETARG_TEXT_PP(2)), nlen) == 0))
+		PG_RETURN_BOOL(qs->last_visible);
+
 	memset(&key, 0, sizeof(key));
 	memcpy(key.cluster, VARDATA_ANY(cluster_t), clen);
 	if (nlen > 0)
 		memcpy(key.namespace, VARDATA_ANY(PG_GETARG_TEXT_PP(2)), nlen);
 	row = hash_search(qs->rows, &key, HASH_FIND, NULL);
-	if (row != NULL)
-		PG_RETURN_BOOL(row->visible);
-
-	srv = query_server(qs, key.cluster);
+	if (row == NULL)
 	{
-		bool		visible = srv->usable &&
-			decide(qs, srv, key.cluster, nlen > 0 ? key.namespace : NULL);
+		bool		visible;
 
+		srv = query_server(qs, key.cluster);
+		visible = srv->usable &&
+			decide(qs, srv, key.cluster, nlen > 0 ? key.namespace : NULL);
 		row = hash_search(qs->rows, &key, HASH_ENTER, &found);
 		row->visible = visible;
 	}
+	qs->last = key;
+	qs->last_clen = clen;
+	qs->last_nlen = nlen;
+	qs->last_visible = row->visible;
+	qs->last_valid = true;
 	PG_RETURN_BOOL(row->visible);
+
 }
 
 /*
@@ -533,6 +564,13 @@ review(const char *cluster, const char *group, const char *resource,
 		*failure = pstrdup("the API server is unreachable (an earlier request of this transaction)");
 		return -1;
 	}
+	/*
+	 * A role that may not list cluster-wide costs one review per namespace:
+	 * over one kept connection (and TLS session) each, not a handshake per
+	 * review (http.c; the request sender's way).  ERRORs only when out of
+	 * memory.
+	 */
+	kw_http_keep_connections();
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
