@@ -8,7 +8,8 @@ ClusterRoleBinding to a ClusterRole that lists pods), carol (through her group t
 dave (no binding), and a role without a user mapping (nothing).  The owner
 reads all; a RoleBinding created, then deleted, changes what alice reads
 within the latency of the rolebindings mirror (measured, printed); the
-kubectl.* view filters the same way; disable_rbac_rows() gives back every
+kubectl.* view and the history table filter the same way; a notification
+names no object; disable_rbac_rows() gives back every
 row; with the API server stopped past kwatch.rbac_decision_max_age, a
 restricted role reads nothing."""
 import json
@@ -88,6 +89,7 @@ def test_rows_follow_rbac(ctx, alt):
     before = k8s_tables()
     base = ctx.base[:40]
     nss = {k: "%s-%s" % (base, k) for k in "abcd"}
+    extra = base + "-e"   # not among nss: the notification test's pod
     for ns in nss.values():
         alt.kubectl("create", "namespace", ns)
     pods = {"apiVersion": "v1", "kind": "List", "items": [
@@ -183,6 +185,15 @@ def test_rows_follow_rbac(ctx, alt):
         # the owner (here a superuser) reads every row
         assert {x for x in sql("SELECT namespace, name FROM %s WHERE cluster = %%s" % table, (srv,))} >= everything
 
+        # anyone may LISTEN: a notification of such a table names no object
+        channel = sql_one("SELECT channel FROM kwatch.watches WHERE server = %s AND table_name = %s",
+                          (srv, table))
+        lst = ctx.listener(channel)
+        alt.kubectl("create", "namespace", extra)
+        alt.kubectl("create", "-f", "-", input=json.dumps(conftest.pod_manifest("secret-name", {}, extra)))
+        payload = lst.wait_for(type="ADDED")
+        assert set(payload) <= {"seq", "type"}, payload
+
         # a RoleBinding created, then deleted: alice's reads follow within the
         # mirror's latency (a decision age far longer, so the RBAC stamp does it)
         with conn.cursor() as cur:
@@ -237,7 +248,7 @@ def test_rows_follow_rbac(ctx, alt):
                 sql(pgsql.SQL("DROP OWNED BY {0}; DROP ROLE {0}").format(pgsql.Identifier(role)))
         alt.kubectl("delete", "clusterrolebinding", base + "-bob", "--ignore-not-found", check=False)
         alt.kubectl("delete", "clusterrole", lister, "--ignore-not-found", check=False)
-        alt.kubectl("delete", "namespace", *nss.values(), "--wait=false", check=False)
+        alt.kubectl("delete", "namespace", *nss.values(), extra, "--wait=false", check=False)
 
 
 def test_owner_only(ctx):
