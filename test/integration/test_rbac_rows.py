@@ -18,6 +18,7 @@ import subprocess
 import threading
 import time
 
+import psycopg2
 import pytest
 from psycopg2 import sql as pgsql
 
@@ -180,6 +181,13 @@ def test_rows_follow_rbac(ctx, alt):
             assert {x for x in cur.fetchall() if x[0] in mine} == {(nss[k], "p1") for k in "ab"}
             cur.execute("RESET enable_seqscan")
             cur.execute("RESET ROLE")
+        # as_of() reads history as the owner: refused under the policy, never all rows
+        with conn.cursor() as cur:
+            cur.execute(pgsql.SQL("SET ROLE {}").format(pgsql.Identifier(roles["alice"])))
+            with pytest.raises(psycopg2.Error) as e:
+                cur.execute("SELECT count(*) FROM kwatch.as_of(%s, now())", (table,))
+            assert e.value.pgcode == "0A000", e.value.pgerror
+            cur.execute("RESET ROLE")
         assert read_as(conn, roles["nomap"], table, srv) == set()
         assert read_as(conn, roles["dave"], table, srv) == set()
         # the owner (here a superuser) reads every row
@@ -254,7 +262,6 @@ def test_rows_follow_rbac(ctx, alt):
 def test_owner_only(ctx):
     """enable_rbac_rows() of a table the caller does not own: 42501; of a
     relation that is no mirror table: 42P01."""
-    import psycopg2
     with pytest.raises(psycopg2.Error) as e:
         sql("SELECT kwatch.enable_rbac_rows('pg_catalog.pg_class')")
     assert e.value.pgcode == "42P01", e.value.pgerror
