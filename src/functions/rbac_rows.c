@@ -421,7 +421,8 @@ server_stamp(const char *server)
 
 /*
  * query_server: what this query knows of server `cluster`: whether it is a
- * kwatch foreign server, its OID and RBAC stamp (read once per query).
+ * kwatch foreign server the current role has USAGE on (else no row of it
+ * is visible), its OID and RBAC stamp (read once per query).
  */
 static QueryServer *
 query_server(QueryState *qs, const char *cluster)
@@ -438,8 +439,10 @@ query_server(QueryState *qs, const char *cluster)
 		srv->warned = false;
 		srv->serverid = InvalidOid;
 		srv->stamp = 0;
+		/* USAGE on the server, as a live table's read needs it (connection.c) */
 		if (server != NULL &&
-			strcmp(GetForeignDataWrapper(server->fdwid)->fdwname, "kwatch") == 0)
+			strcmp(GetForeignDataWrapper(server->fdwid)->fdwname, "kwatch") == 0 &&
+			kw_server_usage(server->serverid, GetUserId()) == ACLCHECK_OK)
 		{
 			srv->usable = true;
 			srv->serverid = server->serverid;

@@ -220,6 +220,11 @@ def test_rows_follow_rbac(ctx, alt):
               "deleted: %.2f s" % (granted, revoked))
         assert granted < 10 and revoked < 10, (granted, revoked)
 
+        # no USAGE on the server (as a live table's read needs it): nothing
+        sql(pgsql.SQL("REVOKE USAGE ON FOREIGN SERVER {} FROM {}").format(ident, pgsql.Identifier(roles["bob"])))
+        assert not {x for x in read_as(conn, roles["bob"], table, srv) if x[0] in mine}
+        sql(pgsql.SQL("GRANT USAGE ON FOREIGN SERVER {} TO {}").format(ident, pgsql.Identifier(roles["bob"])))
+
         # the API server down past the bound: nothing (fail closed), then back
         with conn.cursor() as cur:
             cur.execute("SET kwatch.rbac_decision_max_age = '1s'")
