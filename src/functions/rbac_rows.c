@@ -267,6 +267,7 @@ table_resource(QueryState *qs, Oid tbl)
 	Oid			nsp = get_namespace_oid("kwatch", true);
 	Oid			relid = OidIsValid(nsp) ? get_relname_relid("tables", nsp) : InvalidOid;
 	Relation	rel;
+	Snapshot	snap;
 	TableScanDesc scan;
 	HeapTuple	tup;
 	AttrNumber	a_relid,
@@ -281,7 +282,8 @@ table_resource(QueryState *qs, Oid tbl)
 	a_relid = get_attnum(relid, "relid");
 	a_group = get_attnum(relid, "api_group");
 	a_plural = get_attnum(relid, "plural");
-	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+	snap = RegisterSnapshot(GetLatestSnapshot());	/* whatever the caller's state */
+	scan = table_beginscan(rel, snap, 0, NULL);
 	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
 		bool		isnull;
@@ -301,6 +303,7 @@ table_resource(QueryState *qs, Oid tbl)
 		break;
 	}
 	table_endscan(scan);
+	UnregisterSnapshot(snap);
 	table_close(rel, AccessShareLock);
 }
 
@@ -317,6 +320,7 @@ read_rbac_watches(void)
 	Oid			nsp;
 	Oid			relid;
 	Relation	rel;
+	Snapshot	snap;
 	TableScanDesc scan;
 	HeapTuple	tup;
 	AttrNumber	a_id,
@@ -344,7 +348,8 @@ read_rbac_watches(void)
 	a_server = get_attnum(relid, "server");
 	a_group = get_attnum(relid, "api_group");
 	a_plural = get_attnum(relid, "plural");
-	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+	snap = RegisterSnapshot(GetLatestSnapshot());	/* whatever the caller's state */
+	scan = table_beginscan(rel, snap, 0, NULL);
 	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
 		TupleDesc	desc = RelationGetDescr(rel);
@@ -378,6 +383,7 @@ read_rbac_watches(void)
 		n_rbac_watches++;
 	}
 	table_endscan(scan);
+	UnregisterSnapshot(snap);
 	table_close(rel, AccessShareLock);
 	rbac_watches_generation = generation;
 }
