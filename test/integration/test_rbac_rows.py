@@ -197,6 +197,16 @@ def test_rows_follow_rbac(ctx, alt):
         # the owner (here a superuser) reads every row
         assert {x for x in sql("SELECT namespace, name FROM %s WHERE cluster = %%s" % table, (srv,))} >= everything
 
+        # kwatch.events, for a role granted it, shows the events of the rows it may read
+        sql(pgsql.SQL("GRANT SELECT ON kwatch.events TO {}").format(pgsql.Identifier(roles["alice"])))
+        q = ("SELECT DISTINCT namespace FROM kwatch.events WHERE cluster = %s AND table_name = %s")
+        assert {n for (n,) in sql(q, (srv, tname)) if n in mine} == mine   # the owner: all
+        with conn.cursor() as cur:
+            cur.execute(pgsql.SQL("SET ROLE {}").format(pgsql.Identifier(roles["alice"])))
+            cur.execute(q, (srv, tname))
+            assert {n for (n,) in cur.fetchall() if n in mine} == {nss["a"], nss["b"]}
+            cur.execute("RESET ROLE")
+
         # anyone may LISTEN: a notification of such a table names no object
         channel = sql_one("SELECT channel FROM kwatch.watches WHERE server = %s AND table_name = %s",
                           (srv, table))
