@@ -130,6 +130,7 @@ typedef struct QueryServer
 	Oid			serverid;
 	uint64		stamp;
 	bool		warned;
+	bool		failed;			/* a review failed: no more rows of it */
 } QueryServer;
 
 typedef struct QueryState
@@ -253,7 +254,6 @@ kwatch_rbac_visible(PG_FUNCTION_ARGS)
 	qs->last_visible = row->visible;
 	qs->last_valid = true;
 	PG_RETURN_BOOL(row->visible);
-
 }
 
 /*
@@ -443,6 +443,7 @@ query_server(QueryState *qs, const char *cluster)
 
 		srv->usable = false;
 		srv->warned = false;
+		srv->failed = false;
 		srv->serverid = InvalidOid;
 		srv->stamp = 0;
 		/* USAGE on the server, as a live table's read needs it (connection.c) */
@@ -520,7 +521,12 @@ decide(QueryState *qs, QueryServer *srv, const char *cluster,
 	char	   *failure = NULL;
 	int			answer;
 
+	/* after a failed review, no more requests to the server this query */
+	if (srv->failed)
+		return false;
 	answer = backend_decision(qs, srv, cluster, NULL, &failure);
+	if (answer < 0)
+		srv->failed = true;
 	if (answer < 0 && !srv->warned)
 	{
 		srv->warned = true;
@@ -536,6 +542,8 @@ decide(QueryState *qs, QueryServer *srv, const char *cluster,
 		return false;
 	failure = NULL;
 	answer = backend_decision(qs, srv, cluster, namespace, &failure);
+	if (answer < 0)
+		srv->failed = true;		/* the server's other namespaces too, this query */
 	if (answer < 0 && !srv->warned)
 	{
 		srv->warned = true;
