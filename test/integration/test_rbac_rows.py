@@ -192,7 +192,12 @@ def test_rows_follow_rbac(ctx, alt):
                 cur.execute("SELECT count(*) FROM kwatch.as_of(%s, now())", (table,))
             assert e.value.pgcode == "0A000", e.value.pgerror
             cur.execute("RESET ROLE")
+        del conn.notices[:]
         assert read_as(conn, roles["nomap"], table, srv) == set()
+        # one WARNING for the server, naming no namespace
+        warnings = [n for n in conn.notices if "WARNING" in n]
+        assert len(warnings) == 1 and "hidden from role" in warnings[0], conn.notices
+        assert not any(ns in warnings[0] for ns in nss.values()), warnings
         assert read_as(conn, roles["dave"], table, srv) == set()
         # the owner (here a superuser) reads every row
         assert {x for x in sql("SELECT namespace, name FROM %s WHERE cluster = %%s" % table, (srv,))} >= everything
