@@ -66,6 +66,7 @@ OBJS = \
 	src/functions/apply.o \
 	src/functions/apply_manifest.o \
 	src/functions/label_selector.o \
+	src/functions/rbac_rows.o \
 	src/sender/sender.o
 
 # The extension scripts.  The install script of the current version and the
@@ -88,7 +89,7 @@ DATA = $(addprefix sql/kwatch--,$(addsuffix .sql,0.1.0 0.1.0--0.2.0 0.2.0--0.3.0
 # pg_regress suites (test/sql/<name>.sql, test/expected/<name>.out, as
 # pgvector lays them out); run by test/drivers/run.sh
 # against a temporary instance that preloads kwatch (test/regress.conf).
-REGRESS = options kubeconfig registration names events live relations upgrade yaml_manifest label_selectors
+REGRESS = options kubeconfig registration names events live relations upgrade yaml_manifest label_selectors rbac_rows
 REGRESS_OPTS = --inputdir=test --temp-config=test/regress.conf
 
 # The extension's version is written once, in kwatch.control's

@@ -33,9 +33,16 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_policy.h"
 #include "commands/async.h"
 #include "mb/pg_wchar.h"
+#include "utils/fmgroids.h"
 #include "utils/json.h"
+#include "utils/lsyscache.h"
 
 #include "kw_common.h"
 #include "kw_as_owner.h"
@@ -110,6 +117,37 @@ kw_notify_payload(int64 seq, const char *cluster, const KwChange *c,
 }
 
 /*
+ * rows_follow_rbac: whether mirror table k8s.<table_name> carries the
+ * policy kwatch_rbac (kwatch.enable_rbac_rows, sql/schema/functions/
+ * rbac_rows.sql): then its readers see only the rows their own Kubernetes
+ * identity may list, and a notification, which anyone may LISTEN to, names
+ * no object (the minimal payload).  One index probe of pg_policy.
+ */
+static bool
+rows_follow_rbac(const char *table_name)
+{
+	Oid			nsp = get_namespace_oid("k8s", true);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid(table_name, nsp) : InvalidOid;
+	Relation	rel;
+	ScanKeyData skey[2];
+	SysScanDesc scan;
+	bool		found;
+
+	if (!OidIsValid(relid))
+		return false;
+	rel = table_open(PolicyRelationId, AccessShareLock);
+	ScanKeyInit(&skey[0], Anum_pg_policy_polrelid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	ScanKeyInit(&skey[1], Anum_pg_policy_polname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("kwatch_rbac"));
+	scan = systable_beginscan(rel, PolicyPolrelidPolnameIndexId, true, NULL, 2, skey);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
  * kw_notify: queues the notification of applied change `c` on the watch's
  * channel, unless the watch was registered with notify => false; `seq` is
  * its number in the event stream (events.c, kw_events_checkpoint, which
@@ -118,7 +156,8 @@ kw_notify_payload(int64 seq, const char *cluster, const KwChange *c,
  * with namespace and name left out rather than dropped.  A watch with
  * notify_payload 'minimal' sends {"seq":N,"type":"..."} only: anyone may
  * LISTEN on a channel, and names can be sensitive (a Secret's say); a
- * reader with the rights looks the change up in kwatch.events by seq.
+ * reader with the rights looks the change up in kwatch.events by seq.  So
+ * does a table whose rows follow RBAC (rows_follow_rbac).
  */
 void
 kw_notify(KwRegistration *reg, const KwChange *c, int64 seq)
@@ -127,7 +166,7 @@ kw_notify(KwRegistration *reg, const KwChange *c, int64 seq)
 
 	if (!reg->notify)
 		return;
-	if (reg->notify_minimal)
+	if (reg->notify_minimal || rows_follow_rbac(reg->table_name))
 	{
 		StringInfoData buf;
 

@@ -42,6 +42,7 @@ int			kw_apply_timeout_ms = 60000;
 int			kw_exec_plugin_timeout_s = 60;
 int			kw_history_prune_interval_s = 60;
 int			kw_list_strategy = KW_LIST_STRATEGY_AUTO;
+int			kw_rbac_decision_max_age_s = 60;
 
 static const struct config_enum_entry list_strategy_options[] = {
 	{"auto", KW_LIST_STRATEGY_AUTO, false},
@@ -230,6 +231,14 @@ kw_define_gucs(void)
 							   NULL, &kw_debug_error_on_object, "",
 							   PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							   NULL, NULL, NULL);
+
+	/* rows that follow RBAC (functions/rbac_rows.c); SUSET: a role may not lengthen it */
+	DefineCustomIntVariable("kwatch.rbac_decision_max_age",
+							"Longest a backend reuses a Kubernetes access decision of kwatch.rbac_visible().",
+							"Past it the API server is asked again; an unanswered question counts as \"no\". "
+							"A change of the watched RBAC objects of the server ends it earlier.",
+							&kw_rbac_decision_max_age_s, 60, 0, 86400,
+							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("kwatch");
 }

@@ -120,6 +120,7 @@ extern int	kw_apply_timeout_ms;
 extern int	kw_exec_plugin_timeout_s;
 extern int	kw_history_prune_interval_s;
 extern int	kw_list_strategy;			/* a KwListStrategy */
+extern int	kw_rbac_decision_max_age_s;
 
 extern void kw_define_gucs(void);
 

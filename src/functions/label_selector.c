@@ -42,6 +42,7 @@
 #include "mb/pg_wchar.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
+#include "nodes/pathnodes.h"
 #include "nodes/supportnodes.h"
 #include "optimizer/optimizer.h"
 #include "parser/parse_func.h"
@@ -1099,12 +1100,19 @@ report_selector_error(SelError *error, const char *selector, int len, bool is_te
 
 /*
  * cached_selector: the parsed selector of this call site for these bytes
- * (a text selector, or a jsonb LabelSelector when !is_text), parsed anew
- * into the cache's context on a change.  ERRORs 22023 on an invalid
- * selector.
+ * (a text selector, or a jsonb LabelSelector when !is_text; argument
+ * `argno` of the call), parsed anew into the cache's context on a change.
+ * An invalid selector is ERROR 22023 when the argument is a constant or a
+ * parameter (get_fn_expr_arg_stable: the query's author wrote it), and a
+ * selector that selects nothing otherwise: one computed from a row (a
+ * column, a join's) must raise no error that shows the row's value, so
+ * that the functions can be LEAKPROOF and keep their index under
+ * row-level security (optimizer/util/restrictinfo.c,
+ * restriction_is_securely_promotable; src/functions/rbac_rows.c).
  */
 static LabelSelector *
-cached_selector(FunctionCallInfo fcinfo, const char *bytes, int len, Datum d, bool is_text)
+cached_selector(FunctionCallInfo fcinfo, const char *bytes, int len, Datum d, bool is_text,
+				int argno)
 {
 	SelectorCache *cache = (SelectorCache *) fcinfo->flinfo->fn_extra;
 	MemoryContext old;
@@ -1129,7 +1137,13 @@ cached_selector(FunctionCallInfo fcinfo, const char *bytes, int len, Datum d, bo
 	else
 		ok = label_selector_from_jsonb(DatumGetJsonbP(d), &sel, &error);
 	MemoryContextSwitchTo(old);
-	if (!ok)
+	if (!ok && !get_fn_expr_arg_stable(fcinfo->flinfo, argno))
+	{
+		sel.nothing = true;
+		sel.nreqs = 0;
+		sel.reqs = NULL;
+	}
+	else if (!ok)
 	{
 		if (is_text)
 			report_selector_error(&error, pnstrdup(bytes, len), len, true);
@@ -1162,7 +1176,7 @@ kwatch_matches_labels(PG_FUNCTION_ARGS)
 	Jsonb	   *labels = PG_GETARG_JSONB_P(0);
 	text	   *selector = PG_GETARG_TEXT_PP(1);
 	LabelSelector *sel = cached_selector(fcinfo, VARDATA_ANY(selector),
-										 VARSIZE_ANY_EXHDR(selector), 0, true);
+										 VARSIZE_ANY_EXHDR(selector), 0, true, 1);
 
 	PG_RETURN_BOOL(selector_matches(sel, labels));
 }
@@ -1191,7 +1205,7 @@ kwatch_matches_label_selector(PG_FUNCTION_ARGS)
 	labels = PG_GETARG_JSONB_P(0);
 	d = PointerGetDatum(PG_GETARG_JSONB_P(1));
 	sel = cached_selector(fcinfo, VARDATA(DatumGetPointer(d)),
-						  VARSIZE(DatumGetPointer(d)) - VARHDRSZ, d, false);
+						  VARSIZE(DatumGetPointer(d)) - VARHDRSZ, d, false, 1);
 	PG_RETURN_BOOL(selector_matches(sel, labels));
 }
 
@@ -1272,13 +1286,13 @@ kwatch_label_selector_equalities(PG_FUNCTION_ARGS)
 		Datum		d = PointerGetDatum(PG_GETARG_JSONB_P(0));
 
 		sel = cached_selector(fcinfo, VARDATA(DatumGetPointer(d)),
-							  VARSIZE(DatumGetPointer(d)) - VARHDRSZ, d, false);
+							  VARSIZE(DatumGetPointer(d)) - VARHDRSZ, d, false, 0);
 	}
 	else
 	{
 		text	   *t = PG_GETARG_TEXT_PP(0);
 
-		sel = cached_selector(fcinfo, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), 0, true);
+		sel = cached_selector(fcinfo, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), 0, true, 0);
 	}
 	if (sel->nothing)
 		PG_RETURN_NULL();
@@ -1297,7 +1311,8 @@ kwatch_label_selector_equalities(PG_FUNCTION_ARGS)
  * index_condition: for SupportRequestIndexCondition, a call whose labels
  * argument is the column of an index with jsonb's `@>` (GIN jsonb_path_ops
  * or jsonb_ops) and whose selector is not a constant (a constant one was
- * rewritten already) but reads nothing of the indexed table: the lossy
+ * rewritten already, except under row-level security: then its
+ * equalities, lossy) but reads nothing of the indexed table: the lossy
  * index clause `labels @> kwatch._label_selector_equalities(selector)`,
  * evaluated once per scan (per outer row of a nested loop: a Deployment's
  * pods by the Deployment's spec.selector).  NIL otherwise.
@@ -1320,12 +1335,50 @@ index_condition(SupportRequestIndexCondition *req)
 		return NIL;
 	selector = lsecond(fexpr->args);
 	argtypes[0] = exprType(selector);
-	if (IsA(selector, Const) || (argtypes[0] != TEXTOID && argtypes[0] != JSONBOID) ||
+	if ((argtypes[0] != TEXTOID && argtypes[0] != JSONBOID) ||
+		(IsA(selector, Const) && !req->root->parse->hasRowSecurity) ||
 		!is_pseudo_constant_for_index(req->root, selector, req->index))
 		return NIL;
 	opno = get_opfamily_member(req->opfamily, JSONBOID, JSONBOID, JsonbContainsStrategyNumber);
 	if (!OidIsValid(opno))
 		return NIL;
+	if (IsA(selector, Const))
+	{
+		/*
+		 * A constant selector left as a call (under row-level security, see
+		 * kwatch_matches_labels_support): its equalities, as the
+		 * simplification would have made them.
+		 */
+		Const	   *c = (Const *) selector;
+		LabelSelector sel;
+		SelError	error = {0};
+		Jsonb	   *contains;
+		char	   *rest;
+		bool		ok;
+
+		if (c->constisnull)
+			return NIL;
+		if (c->consttype == TEXTOID)
+		{
+			text	   *t = DatumGetTextPP(c->constvalue);
+
+			ok = parse_selector(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), &sel, &error);
+		}
+		else
+			ok = label_selector_from_jsonb(DatumGetJsonbP(c->constvalue), &sel, &error);
+		if (!ok || sel.nothing)
+			return NIL;
+		selector_split(&sel, &contains, &rest);
+		if (contains == NULL)
+			return NIL;
+		cond = make_opclause(opno, BOOLOID, false, (Expr *) copyObject(linitial(fexpr->args)),
+							 (Expr *) makeConst(JSONBOID, -1, InvalidOid, -1,
+												PointerGetDatum(contains), false, false),
+							 InvalidOid, InvalidOid);
+		((OpExpr *) cond)->opfuncid = get_opcode(opno);
+		req->lossy = true;
+		return list_make1(cond);
+	}
 	nsp = get_namespace_name(get_func_namespace(fexpr->funcid));
 	eqfn = LookupFuncName(list_make2(makeString(nsp), makeString("_label_selector_equalities")),
 						  1, argtypes, true);
@@ -1378,6 +1431,15 @@ kwatch_matches_labels_support(PG_FUNCTION_ARGS)
 	if (!IsA(rawreq, SupportRequestSimplify))
 		PG_RETURN_POINTER(NULL);
 	req = (SupportRequestSimplify *) rawreq;
+	/*
+	 * Under row-level security the call stays a call: `@>` is not
+	 * LEAKPROOF, so the rewritten clause could not be an index qual ahead
+	 * of the policies (restriction_is_securely_promotable), while the
+	 * LEAKPROOF call can, through index_condition.  A pulled-up view's
+	 * policies count too (pull_up_simple_subquery sets hasRowSecurity).
+	 */
+	if (req->root != NULL && req->root->parse != NULL && req->root->parse->hasRowSecurity)
+		PG_RETURN_POINTER(NULL);
 	fexpr = req->fcall;
 	if (list_length(fexpr->args) != 2 || !IsA(lsecond(fexpr->args), Const))
 		PG_RETURN_POINTER(NULL);

@@ -17,9 +17,13 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_policy.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -27,7 +31,9 @@
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
+#include "parser/parse_func.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rls.h"
 #include "utils/tuplestore.h"
@@ -213,14 +219,43 @@ history_table_of(Oid relid)
 }
 
 /*
+ * only_rbac_policy: whether the policies of table hoid are kwatch_rbac
+ * alone (sql/schema/functions/rbac_rows.sql).
+ */
+static bool
+only_rbac_policy(Oid hoid)
+{
+	Relation	rel = table_open(PolicyRelationId, AccessShareLock);
+	ScanKeyData skey;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	int			n = 0;
+	bool		rbac = false;
+
+	ScanKeyInit(&skey, Anum_pg_policy_polrelid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(hoid));
+	scan = systable_beginscan(rel, PolicyPolrelidPolnameIndexId, true, NULL, 1, &skey);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		n++;
+		rbac = strcmp(NameStr(((Form_pg_policy) GETSTRUCT(tup))->polname), "kwatch_rbac") == 0;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return n == 1 && rbac;
+}
+
+/*
  * check_history_table: ERRORs unless `hoid` is a plain table with the
  * columns as_of() returns, of their types (42809: a view, a table turned
  * into one by a _RETURN rule, or a column of its owner's type is never
  * read), and unless the caller may SELECT them (42501), as it must to read
  * the table itself.  Row security the caller is subject to cannot be
- * applied by a read as the owner (who is exempt): refused (0A000).
+ * applied by a read as the owner (who is exempt): refused (0A000), but for
+ * the policy kwatch_rbac alone (kwatch.enable_rbac_rows), whose decision
+ * as_of() applies itself: then returns true.
  */
-static void
+static bool
 check_history_table(Oid relid, Oid hoid)
 {
 	Oid			user = GetUserId();
@@ -247,12 +282,16 @@ check_history_table(Oid relid, Oid hoid)
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("permission denied for table %s", get_rel_name(hoid))));
 	}
-	if (check_enable_rls(hoid, InvalidOid, true) == RLS_ENABLED)
-		ereport(ERROR,
+	if (check_enable_rls(hoid, InvalidOid, true) != RLS_ENABLED)
+		return false;
+	if (only_rbac_policy(hoid))
+		return true;
+	ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("as_of() cannot apply the row security of \"%s\"", get_rel_name(hoid)),
 				 errhint("Query k8s.%s directly: SELECT ... WHERE valid @> timestamptz '...'.",
 						 quote_identifier(get_rel_name(hoid)))));
+	return false;				/* not reached */
 }
 
 PG_FUNCTION_INFO_V1(kwatch_as_of);
@@ -282,6 +321,8 @@ kwatch_as_of(PG_FUNCTION_ARGS)
 	Oid			hoid;
 	char	   *sql;
 	int			rc;
+	bool		rbac;
+	FmgrInfo	decide = {0};
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -300,7 +341,7 @@ kwatch_as_of(PG_FUNCTION_ARGS)
 				 errhint("Turn it on with kwatch.history(table) or kwatch.watch(..., history => true).")));
 	/* no other session alters it between the checks and the read */
 	LockRelationOid(hoid, AccessShareLock);
-	check_history_table(relid, hoid);
+	rbac = check_history_table(relid, hoid);
 	sql = psprintf("SELECT cluster, namespace, name, uid, resource_version, object, valid"
 				   " FROM ONLY k8s.%s WHERE valid OPERATOR(pg_catalog.@>) $1",
 				   quote_identifier(get_rel_name(hoid)));
@@ -326,12 +367,26 @@ kwatch_as_of(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 					 errmsg("history table \"%s\" changed while it was read", get_rel_name(hoid))));
+	/* the caller's own decision (kwatch.rbac_visible), as the policy would apply it */
+	if (rbac)
+	{
+		Oid			argtypes[3] = {REGCLASSOID, TEXTOID, TEXTOID};
+		Oid			fn = LookupFuncName(list_make2(makeString("kwatch"), makeString("rbac_visible")),
+										3, argtypes, false);
+
+		fmgr_info(fn, &decide);
+	}
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		Datum		values[lengthof(history_columns)];
 		bool		nulls[lengthof(history_columns)];
 
 		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, values, nulls);
+		if (rbac &&
+			(nulls[0] ||
+			 !DatumGetBool(FunctionCall3(&decide, ObjectIdGetDatum(relid), values[0],
+										 nulls[1] ? CStringGetTextDatum("") : values[1]))))
+			continue;
 		/* copied into the tuplestore's own memory, which outlives SPI_finish */
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

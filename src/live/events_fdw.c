@@ -16,6 +16,13 @@
  * table_name and type.  Every qual is still rechecked by the executor; the
  * pushdown only skips work.  EXPLAIN shows what was pushed down.
  *
+ * An event of a mirror table whose rows follow RBAC for the reader (the
+ * policy kwatch_rbac, kwatch.enable_rbac_rows, and row security in force
+ * for the reader: check_enable_rls) is returned only when the table's
+ * decision, the SQL function kwatch.rbac_visible (functions/rbac_rows.c,
+ * called through fmgr, one FmgrInfo and so one per-query cache per table),
+ * shows its row's cluster and namespace to the reader.
+ *
  * Callbacks follow contrib/postgres_fdw/postgres_fdw.c (names, where
  * params are evaluated: ExecInitExprList in BeginForeignScan, values at
  * the first IterateForeignScan after a (re)scan).
@@ -27,9 +34,12 @@
 #include "access/htup_details.h"
 #include "access/reloptions.h"
 #include "access/stratnum.h"
+#include "access/genam.h"
 #include "access/table.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_opfamily.h"
 #include "catalog/pg_operator.h"
+#include "catalog/pg_policy.h"
 #include "catalog/pg_type.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
@@ -42,9 +52,12 @@
 #include "optimizer/paths.h"
 #include "optimizer/planmain.h"
 #include "optimizer/restrictinfo.h"
+#include "parser/parse_func.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 #include "utils/timestamp.h"
 
 #include "kw_common.h"
@@ -89,7 +102,17 @@ typedef struct EvScanState
 	int64		upper;			/* last seq to return */
 	char	  **text_eq;		/* per EvColumn: required value, or NULL */
 	int			type_eq;		/* required KwEventType, -1 for any */
+	List	   *rbac_tables;	/* EvRbacTable *: the tables met so far */
+	MemoryContext cxt;			/* the query's: the decisions' caches */
 } EvScanState;
+
+/* A mirror table met by the scan, and whether its rows follow RBAC here. */
+typedef struct EvRbacTable
+{
+	char		table_name[NAMEDATALEN];
+	Oid			relid;			/* InvalidOid: not filtered */
+	FmgrInfo	decide;			/* kwatch.rbac_visible, its fn_extra per table */
+} EvRbacTable;
 
 
 /* ---------------------------------------------------------------------
@@ -281,6 +304,7 @@ kwatchEventsBeginForeignScan(ForeignScanState *node, int eflags)
 	}
 	st->conds = linitial(fs->fdw_private);
 	st->text_eq = palloc0(sizeof(char *) * (EV_PREVIOUS_RESOURCE_VERSION + 1));
+	st->cxt = CurrentMemoryContext;
 	node->fdw_state = st;
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
@@ -405,6 +429,84 @@ record_matches(EvScanState *st, KwEventRecord *r)
 }
 
 /*
+ * has_rbac_policy: whether table relid carries the policy kwatch_rbac
+ * (sql/schema/functions/rbac_rows.sql).  One index probe of pg_policy.
+ */
+static bool
+has_rbac_policy(Oid relid)
+{
+	Relation	rel = table_open(PolicyRelationId, AccessShareLock);
+	ScanKeyData skey[2];
+	SysScanDesc scan;
+	bool		found;
+
+	ScanKeyInit(&skey[0], Anum_pg_policy_polrelid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	ScanKeyInit(&skey[1], Anum_pg_policy_polname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("kwatch_rbac"));
+	scan = systable_beginscan(rel, PolicyPolrelidPolnameIndexId, true, NULL, 2, skey);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * event_visible: whether event r may be shown to the reader: always,
+ * unless its table's rows follow RBAC for the reader (file header); then
+ * kwatch.rbac_visible's answer for its cluster and namespace ('' for a
+ * cluster-scoped object), false when that function is missing.
+ */
+static bool
+event_visible(EvScanState *st, KwEventRecord *r)
+{
+	EvRbacTable *t = NULL;
+	ListCell   *lc;
+
+	foreach(lc, st->rbac_tables)
+	{
+		EvRbacTable *x = (EvRbacTable *) lfirst(lc);
+
+		if (strcmp(x->table_name, r->table_name) == 0)
+		{
+			t = x;
+			break;
+		}
+	}
+	if (t == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(st->cxt);
+		Oid			nsp = get_namespace_oid("k8s", true);
+		Oid			relid = OidIsValid(nsp) ? get_relname_relid(r->table_name, nsp) : InvalidOid;
+
+		t = palloc0(sizeof(EvRbacTable));
+		strlcpy(t->table_name, r->table_name, NAMEDATALEN);
+		t->relid = InvalidOid;
+		if (OidIsValid(relid) && check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED &&
+			has_rbac_policy(relid))
+		{
+			Oid			argtypes[3] = {REGCLASSOID, TEXTOID, TEXTOID};
+			Oid			fn = LookupFuncName(list_make2(makeString("kwatch"),
+													   makeString("rbac_visible")),
+											3, argtypes, true);
+
+			t->relid = relid;
+			if (OidIsValid(fn))
+				fmgr_info_cxt(fn, &t->decide, st->cxt);
+		}
+		st->rbac_tables = lappend(st->rbac_tables, t);
+		MemoryContextSwitchTo(old);
+	}
+	if (!OidIsValid(t->relid))
+		return true;
+	if (t->decide.fn_addr == NULL)
+		return false;
+	return DatumGetBool(FunctionCall3(&t->decide, ObjectIdGetDatum(t->relid),
+									  CStringGetTextDatum(r->cluster),
+									  CStringGetTextDatum(r->has_namespace ? r->namespace : "")));
+}
+
+/*
  * kwatchEventsIterateForeignScan: the next event in seq order within the
  * range, skipping those the pushed-down filters reject.  An event
  * overwritten while the scan ran is skipped by jumping to the ring's
@@ -439,7 +541,7 @@ kwatchEventsIterateForeignScan(ForeignScanState *node)
 			return slot;
 		}
 		st->next_seq++;
-		if (!record_matches(st, &r))
+		if (!record_matches(st, &r) || !event_visible(st, &r))
 			continue;
 
 		for (int i = 0; i < st->natts; i++)

@@ -294,6 +294,39 @@ CREATE FOREIGN TABLE sel_live_pods (namespace text, name text, labels jsonb)
   SERVER sel_nowhere OPTIONS (resource 'pods', api_version 'v1', namespaced 'true');
 EXPLAIN (COSTS OFF) SELECT name FROM sel_live_pods WHERE kwatch.matches_labels(labels, 'app=web,tier!=db');
 DROP SERVER sel_nowhere CASCADE;
+-- under row-level security (issue 50, kwatch.enable_rbac_rows): the call
+-- stays a call, LEAKPROOF, so its equalities are still the GIN index's
+-- condition ahead of the policy; jsonb's @> written by hand is not
+-- LEAKPROOF, so it is no index condition there.  A selector computed from
+-- a row never raises (it selects nothing); a constant one does.
+CREATE TABLE rls_pods (namespace text, name text, labels jsonb);
+CREATE INDEX rls_pods_labels ON rls_pods USING gin (labels jsonb_path_ops);
+INSERT INTO rls_pods SELECT 'ns' || (i % 5), 'p' || i,
+       jsonb_build_object('app', CASE WHEN i % 2 = 0 THEN 'web' ELSE 'api' END)
+  FROM generate_series(1, 200) i;
+ANALYZE rls_pods;
+CREATE FUNCTION rls_visible(ns text) RETURNS boolean LANGUAGE plpgsql STABLE
+  AS $$ BEGIN RETURN ns <> 'ns0'; END $$;
+ALTER TABLE rls_pods ENABLE ROW LEVEL SECURITY;
+CREATE POLICY rls_visible ON rls_pods FOR SELECT USING (rls_visible(namespace));
+CREATE ROLE kw_rls_reader;
+GRANT SELECT ON rls_pods TO kw_rls_reader;
+SET ROLE kw_rls_reader;
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT name FROM rls_pods WHERE kwatch.matches_labels(labels, 'app=web');
+EXPLAIN (COSTS OFF) SELECT name FROM rls_pods
+ WHERE kwatch.matches_labels(labels, '{"matchLabels": {"app": "web"}}'::jsonb);
+SELECT count(*) FROM rls_pods WHERE kwatch.matches_labels(labels, 'app=web');
+SELECT count(*) FROM rls_pods WHERE kwatch.matches_labels(labels, 'app=web,app!=api');
+EXPLAIN (COSTS OFF) SELECT name FROM rls_pods WHERE labels @> '{"app": "web"}';
+RESET enable_seqscan;
+SELECT s, kwatch.matches_labels(l, s)
+  FROM (VALUES ('{"app": "web"}'::jsonb, 'app=web'), ('{"x": "a"}', 'x=a||y=b')) v(l, s);
+SELECT kwatch.matches_labels('{}', 'x=a||y=b');
+RESET ROLE;
+DROP TABLE rls_pods;
+DROP FUNCTION rls_visible(text);
+DROP ROLE kw_rls_reader;
 DROP FUNCTION sel_error(text);
 DROP FUNCTION sel_error(jsonb);
 DROP FUNCTION count_both(text);

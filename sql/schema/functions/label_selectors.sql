@@ -19,9 +19,12 @@ CREATE OR REPLACE FUNCTION kwatch._matches_labels_support(internal) RETURNS inte
 -- k=v, k==v, k!=v, k in (a,b), k notin (a,b), k, !k, k>n, k<n, joined by
 -- commas; != and notin match an object without the key; '' matches
 -- everything.  ERROR 22023 on an invalid selector (apimachinery's message;
--- DETAIL: the character).
+-- DETAIL: the character) when it is a constant or a parameter; one
+-- computed from a row selects nothing, so that the function is LEAKPROOF
+-- (an index qual under row-level security, where the call is not
+-- rewritten into @>: doc/security.md, "Rows that follow RBAC").
 CREATE OR REPLACE FUNCTION kwatch.matches_labels(labels jsonb, selector text) RETURNS boolean
-    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+    LANGUAGE c IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE
     SUPPORT kwatch._matches_labels_support
     AS 'MODULE_PATHNAME', 'kwatch_matches_labels';
 
@@ -29,9 +32,9 @@ CREATE OR REPLACE FUNCTION kwatch.matches_labels(labels jsonb, selector text) RE
 -- LabelSelector (pkg/apis/meta/v1/helpers.go LabelSelectorAsSelector):
 -- matchLabels and matchExpressions (In, NotIn, Exists, DoesNotExist).
 -- '{}' matches everything; a NULL or JSON null selector nothing (false);
--- NULL labels give NULL.  ERROR 22023 on an invalid selector.
+-- NULL labels give NULL.  ERROR 22023 on an invalid selector, as above.
 CREATE OR REPLACE FUNCTION kwatch.matches_labels(labels jsonb, selector jsonb) RETURNS boolean
-    LANGUAGE c IMMUTABLE PARALLEL SAFE
+    LANGUAGE c IMMUTABLE LEAKPROOF PARALLEL SAFE
     SUPPORT kwatch._matches_labels_support
     AS 'MODULE_PATHNAME', 'kwatch_matches_label_selector';
 
