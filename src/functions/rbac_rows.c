@@ -41,8 +41,8 @@
  * depends on a row's values; the failures of a query are told by one
  * WARNING per server at most, which names the server and the role, never
  * a namespace.  Errors of the requests are caught in a subtransaction
- * (PL/pgSQL's exception blocks' way, pl_exec.c exec_stmt_block), which
- * PostgreSQL does not allow in parallel mode (xact.c,
+ * (PL/pgSQL's exception blocks' way, src/pl/plpgsql/src/pl_exec.c exec_stmt_block), which
+ * PostgreSQL does not allow in parallel mode (access/transam/xact.c,
  * BeginInternalSubTransaction), hence PARALLEL UNSAFE.
  *
  *-------------------------------------------------------------------------
