@@ -122,7 +122,8 @@ def test_an_empty_user_mapping_never_means_the_servers_credentials(ctx):
     finally:
         if conn is not None:
             conn.close()
-        for (tbl,) in sql("SELECT table_name FROM kwatch.registrations WHERE server = %s", (srv,)):
+        # by the table with its schema: a bare 'configmaps' names both watches (42P08)
+        for (tbl,) in sql("SELECT table_name FROM kwatch.watches WHERE server = %s", (srv,)):
             sql("SELECT kwatch.unwatch(%s, server => %s)", (tbl, srv))
         sql(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sc))
         sql(pgsql.SQL("DROP OWNED BY {} CASCADE; DROP ROLE {}").format(r, r))
