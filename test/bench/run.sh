@@ -50,6 +50,9 @@ fi
 if [ "${WATCHES:-100,300,1000}" != 0 ]; then
   KWATCH_BENCH_NO_BUILD=1 bash test/bench/fleet.sh
 fi
+if [ "${RBAC_ROWS:-50000}" != 0 ]; then
+  KWATCH_BENCH_NO_BUILD=1 bash test/bench/rbac_rows.sh
+fi
 echo
 echo "JSON reports: $dir/bench-$pods.json$([ "$crds" -gt 0 ] && echo " $dir/scale-$crds.json") $dir/evreal.json $dir/evstream.json $dir/servers-20.json$([ "${CR_OBJECTS:-}" != 0 ] && echo " $dir/crbench.json")"
 echo "README table: python3 test/bench/report.py --readme test/bench/README.md $dir/bench-10000.json [$dir/bench-50000.json] $dir/scale-200.json $dir/servers-20.json $dir/evstream.json $dir/evreal.json"
