@@ -20,7 +20,9 @@
  * namespace (may the identity list the resource cluster-wide, as `kubectl
  * get -A` needs): allowed means every row of C; else one review per
  * namespace the query meets, at first sight.  A cluster-scoped object
- * (namespace NULL or '') needs the cluster-wide answer.
+ * (namespace NULL or '') needs the cluster-wide answer.  Only a server that
+ * a watch of the table names decides (server_writes_table): the history
+ * rows of a server no longer watched are the owner's alone.
  *
  * Caches:
  *	 - per query (fn_extra, in the query's memory): (cluster, namespace) ->
@@ -164,6 +166,7 @@ rowkey_hash(const void *key, Size keysize)
 
 static void table_resource(QueryState *qs, Oid tbl);
 static uint64 server_stamp(const char *server);
+static bool server_writes_table(const char *server, Oid tbl);
 static QueryServer *query_server(QueryState *qs, const char *cluster);
 static bool decide(QueryState *qs, QueryServer *srv, const char *cluster,
 				   const char *namespace);
@@ -426,9 +429,60 @@ server_stamp(const char *server)
 }
 
 /*
+ * server_writes_table: whether a watch of kwatch.registrations (read as
+ * kwatch's own catalog, with a snapshot of its own) writes mirror table
+ * tbl (k8s.<table_name>) from server `server`.  A row's cluster is only a
+ * name: once no watch of that server writes the table (unwatch(), DROP
+ * SERVER ... CASCADE: the history rows stay), a new server of that name,
+ * which a role with USAGE on the wrapper may create pointing at an API
+ * server of its own, must not decide who reads them.  Only while a watch
+ * names the server can it not be dropped or renamed (ownership.c), so
+ * while it is the server that wrote them.
+ */
+static bool
+server_writes_table(const char *server, Oid tbl)
+{
+	char	   *relname = get_rel_name(tbl);
+	Oid			nsp = get_namespace_oid("kwatch", true);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid("registrations", nsp) : InvalidOid;
+	Relation	rel;
+	Snapshot	snap;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	AttrNumber	a_server,
+				a_table;
+	bool		found = false;
+
+	if (relname == NULL || !OidIsValid(relid))
+		return false;
+	rel = table_open(relid, AccessShareLock);
+	a_server = get_attnum(relid, "server");
+	a_table = get_attnum(relid, "table_name");
+	snap = RegisterSnapshot(GetLatestSnapshot());	/* whatever the caller's state */
+	scan = table_beginscan(rel, snap, 0, NULL);
+	while (!found && (tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		bool		isnull;
+		bool		isnull2;
+		Datum		s = heap_getattr(tup, a_server, desc, &isnull);
+		Datum		t = heap_getattr(tup, a_table, desc, &isnull2);
+
+		found = !isnull && !isnull2 &&
+			strcmp(TextDatumGetCString(s), server) == 0 &&
+			strcmp(TextDatumGetCString(t), relname) == 0;
+	}
+	table_endscan(scan);
+	UnregisterSnapshot(snap);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
  * query_server: what this query knows of server `cluster`: whether it is a
- * kwatch foreign server the current role has USAGE on (else no row of it
- * is visible), its OID and RBAC stamp (read once per query).
+ * kwatch foreign server the current role has USAGE on and one that writes
+ * the table (server_writes_table; else no row of it is visible), its OID
+ * and RBAC stamp (read once per query).
  */
 static QueryServer *
 query_server(QueryState *qs, const char *cluster)
@@ -449,7 +503,8 @@ query_server(QueryState *qs, const char *cluster)
 		/* USAGE on the server, as a live table's read needs it (connection.c) */
 		if (server != NULL &&
 			strcmp(GetForeignDataWrapper(server->fdwid)->fdwname, "kwatch") == 0 &&
-			kw_server_usage(server->serverid, GetUserId()) == ACLCHECK_OK)
+			kw_server_usage(server->serverid, GetUserId()) == ACLCHECK_OK &&
+			server_writes_table(cluster, qs->tbl))
 		{
 			srv->usable = true;
 			srv->serverid = server->serverid;

@@ -268,6 +268,37 @@ def test_rows_follow_rbac(ctx, alt):
         sql("SELECT kwatch.disable_rbac_rows(%s)", (table,))
         assert {x for x in read_as(conn, roles["dave"], table, srv) if x[0] in mine} == everything
         assert sql_one("SELECT relrowsecurity FROM pg_class WHERE oid = %s::regclass", (table,)) is False
+
+        # only a server that writes the table decides: its watches gone (DROP
+        # SERVER ... CASCADE), the history rows stay, and a new server of the
+        # rows' name, dave's (a role with USAGE on the wrapper makes one that
+        # points at an API server of its own; here the plane, with an admin
+        # token in dave's own mapping: every review allowed), decides nothing
+        sql("SELECT kwatch.enable_rbac_rows(%s)", (table,))
+        dave = pgsql.Identifier(roles["dave"])
+        assert not {x for x in read_as(conn, roles["dave"], hist, srv) if x[0] in mine}
+        before_drop = sql_one("SELECT clock_timestamp()")
+        sql(pgsql.SQL("DROP SERVER {} CASCADE").format(ident))
+        assert {x for x in sql("SELECT namespace, name FROM %s WHERE cluster = %%s" % hist, (srv,))
+                if x[0] in mine} == everything
+        sql(pgsql.SQL("GRANT USAGE ON FOREIGN DATA WRAPPER kwatch TO {}").format(dave))
+        sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch "
+                      "OPTIONS (api_server {}, certificate_authority {})")
+            .format(ident, pgsql.Literal(alt.server), pgsql.Literal(alt.ca)))
+        sql(pgsql.SQL("ALTER SERVER {} OWNER TO {}").format(ident, dave))
+        sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})")
+            .format(dave, ident, pgsql.Literal(alt.token)))
+        with conn.cursor() as cur:
+            cur.execute(pgsql.SQL("SET ROLE {}").format(dave))
+            cur.execute("SELECT kwatch.rbac_visible(%s, %s, %s)", (table, srv, nss["a"]))
+            assert cur.fetchone()[0] is False
+            cur.execute("SELECT namespace, name FROM kwatch.as_of(%s, %s) WHERE cluster = %s",
+                        (table, before_drop, srv))
+            assert not {x for x in cur.fetchall() if x[0] in mine}
+            cur.execute("RESET ROLE")
+        assert {x for x in sql("SELECT namespace, name FROM kwatch.as_of(%s, %s) WHERE cluster = %s",
+                               (table, before_drop, srv)) if x[0] in mine} == everything
+        assert not {x for x in read_as(conn, roles["dave"], hist, srv) if x[0] in mine}
     finally:
         conn.close()
         ctx.cleanup()
