@@ -263,6 +263,22 @@ def test_rows_follow_rbac(ctx, alt):
         wait_until(lambda: {x for x in read_as(conn, roles["bob"], table, srv) if x[0] in mine}
                    == everything, 30, "bob reads all again")
 
+        # history turned on after the opt-in: the history table made then has
+        # the policy too (its versions are the same rows)
+        alt.kubectl("create", "configmap", "cm-secret", "-n", nss["d"], "--from-literal=k=v")
+        cms = watch("configmaps", srv, table_name=tname[:44] + "_cm")
+        wait_watching(srv, "configmaps")
+        sql("SELECT kwatch.enable_rbac_rows(%s)", (cms,))
+        cms_hist = sql_one("SELECT kwatch.history(%s)::text", (cms,))
+        sql(pgsql.SQL("GRANT SELECT ON {}, {} TO {}").format(pgsql.SQL(cms), pgsql.SQL(cms_hist),
+                                                            pgsql.Identifier(roles["dave"])))
+        wait_until(lambda: (nss["d"], "cm-secret") in set(sql(
+            "SELECT namespace, name FROM %s WHERE cluster = %%s" % cms_hist, (srv,))), 30,
+            "the configmap's first version")
+        assert sql_one("SELECT count(*) FROM pg_policy WHERE polrelid = %s::regclass"
+                       " AND polname = 'kwatch_rbac'", (cms_hist,)) == 1
+        assert not {x for x in read_as(conn, roles["dave"], cms_hist, srv) if x[0] in mine}
+
         # disabled: today's behaviour again
         sql("SELECT kwatch.disable_rbac_rows(%s)", (table,))
         sql("SELECT kwatch.disable_rbac_rows(%s)", (table,))
