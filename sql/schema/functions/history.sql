@@ -191,7 +191,7 @@ BEGIN
   IF created AND EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = rel AND p.polname = 'kwatch_rbac') THEN
     EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', hrel);
     EXECUTE format('CREATE POLICY kwatch_rbac ON %s FOR SELECT USING '
-                   '(kwatch.rbac_visible(%s::oid::regclass, cluster, namespace))', hrel, rel::oid);
+                   '(kwatch.rbac_visible(%L::regclass, cluster, namespace))', hrel, hrel::text);
   END IF;
   INSERT INTO kwatch.history_tables AS x (table_name, history_table, history_oid, retention,
                                                 max_rows, enabled)
