@@ -20,7 +20,9 @@
  * namespace (may the identity list the resource cluster-wide, as `kubectl
  * get -A` needs): allowed means every row of C; else one review per
  * namespace the query meets, at first sight.  A cluster-scoped object
- * (namespace NULL or '') needs the cluster-wide answer.
+ * (namespace NULL or '') needs the cluster-wide answer.  Only a server that
+ * a watch of the table names decides (server_writes_table): the history
+ * rows of a server no longer watched are the owner's alone.
  *
  * Caches:
  *	 - per query (fn_extra, in the query's memory): (cluster, namespace) ->
@@ -136,7 +138,8 @@ typedef struct QueryServer
 typedef struct QueryState
 {
 	Oid			tbl;
-	bool		known;			/* tbl is a mirror table of kwatch.tables */
+	Oid			mirror;			/* tbl, or the mirror table whose history tbl is */
+	bool		known;			/* that is a mirror table of kwatch.tables */
 	char	   *group;
 	char	   *resource;
 	HTAB	   *rows;
@@ -163,7 +166,9 @@ rowkey_hash(const void *key, Size keysize)
 }
 
 static void table_resource(QueryState *qs, Oid tbl);
+static bool mirror_resource(QueryState *qs, Oid relid);
 static uint64 server_stamp(const char *server);
+static bool server_writes_table(const char *server, Oid tbl);
 static QueryServer *query_server(QueryState *qs, const char *cluster);
 static bool decide(QueryState *qs, QueryServer *srv, const char *cluster,
 				   const char *namespace);
@@ -176,8 +181,8 @@ PG_FUNCTION_INFO_V1(kwatch_rbac_visible);
  * kwatch_rbac_visible
  *		kwatch.rbac_visible(tbl regclass, cluster text, namespace text)
  *		RETURNS boolean: whether the current role (GetUserId()) may read a
- *		row of mirror table tbl of that cluster and namespace, per the
- *		file header.
+ *		row of mirror table tbl (or of the mirror table whose history table
+ *		tbl is) of that cluster and namespace, per the file header.
  *
  * Never raises an error: NULL tbl or cluster, a table that is no mirror
  * of kwatch.tables, a cluster that is no kwatch server, a failed review:
@@ -257,12 +262,67 @@ kwatch_rbac_visible(PG_FUNCTION_ARGS)
 }
 
 /*
- * table_resource: the API group and resource (plural) that mirror table
- * tbl holds, from kwatch.tables (readable by everyone), into qs (in the
- * current memory context); qs->known false when tbl is no mirror table.
+ * table_resource: the API group and resource (plural) of mirror table tbl,
+ * or of the mirror table whose history table tbl is (kwatch.history_tables,
+ * by name: the policy on a history table names that table itself, so that
+ * it depends on nothing else and a dump restores it by name), from
+ * kwatch.tables (readable by everyone), into qs (in the current memory
+ * context); qs->known false when tbl is neither.
  */
 static void
 table_resource(QueryState *qs, Oid tbl)
+{
+	Oid			nsp = get_namespace_oid("kwatch", true);
+	Oid			k8s = get_namespace_oid("k8s", true);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid("history_tables", nsp) : InvalidOid;
+	char	   *relname;
+	Relation	rel;
+	Snapshot	snap;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	AttrNumber	a_table,
+				a_history;
+	Oid			mirror = InvalidOid;
+
+	qs->tbl = tbl;
+	qs->mirror = InvalidOid;
+	qs->known = false;
+	if (mirror_resource(qs, tbl))
+		return;
+	relname = get_rel_name(tbl);
+	if (!OidIsValid(relid) || !OidIsValid(k8s) || relname == NULL ||
+		get_rel_namespace(tbl) != k8s)
+		return;
+	rel = table_open(relid, AccessShareLock);
+	a_table = get_attnum(relid, "table_name");
+	a_history = get_attnum(relid, "history_table");
+	snap = RegisterSnapshot(GetLatestSnapshot());	/* whatever the caller's state */
+	scan = table_beginscan(rel, snap, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, a_history, RelationGetDescr(rel), &isnull);
+
+		if (isnull || strcmp(TextDatumGetCString(d), relname) != 0)
+			continue;
+		d = heap_getattr(tup, a_table, RelationGetDescr(rel), &isnull);
+		if (!isnull)
+			mirror = get_relname_relid(TextDatumGetCString(d), k8s);
+		break;
+	}
+	table_endscan(scan);
+	UnregisterSnapshot(snap);
+	table_close(rel, AccessShareLock);
+	if (OidIsValid(mirror))
+		(void) mirror_resource(qs, mirror);
+}
+
+/*
+ * mirror_resource: table_resource's lookup of relid in kwatch.tables;
+ * true (qs->known, qs->mirror, group and resource set) when it is there.
+ */
+static bool
+mirror_resource(QueryState *qs, Oid tbl)
 {
 	Oid			nsp = get_namespace_oid("kwatch", true);
 	Oid			relid = OidIsValid(nsp) ? get_relname_relid("tables", nsp) : InvalidOid;
@@ -274,10 +334,8 @@ table_resource(QueryState *qs, Oid tbl)
 				a_group,
 				a_plural;
 
-	qs->tbl = tbl;
-	qs->known = false;
 	if (!OidIsValid(relid))
-		return;
+		return false;
 	rel = table_open(relid, AccessShareLock);
 	a_relid = get_attnum(relid, "relid");
 	a_group = get_attnum(relid, "api_group");
@@ -299,12 +357,14 @@ table_resource(QueryState *qs, Oid tbl)
 		if (isnull)
 			continue;
 		qs->resource = TextDatumGetCString(d);
+		qs->mirror = tbl;
 		qs->known = true;
 		break;
 	}
 	table_endscan(scan);
 	UnregisterSnapshot(snap);
 	table_close(rel, AccessShareLock);
+	return qs->known;
 }
 
 /*
@@ -426,9 +486,60 @@ server_stamp(const char *server)
 }
 
 /*
+ * server_writes_table: whether a watch of kwatch.registrations (read as
+ * kwatch's own catalog, with a snapshot of its own) writes mirror table
+ * tbl (k8s.<table_name>) from server `server`.  A row's cluster is only a
+ * name: once no watch of that server writes the table (unwatch(), DROP
+ * SERVER ... CASCADE: the history rows stay), a new server of that name,
+ * which a role with USAGE on the wrapper may create pointing at an API
+ * server of its own, must not decide who reads them.  Only while a watch
+ * names the server can it not be dropped or renamed (ownership.c), so
+ * while it is the server that wrote them.
+ */
+static bool
+server_writes_table(const char *server, Oid tbl)
+{
+	char	   *relname = get_rel_name(tbl);
+	Oid			nsp = get_namespace_oid("kwatch", true);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid("registrations", nsp) : InvalidOid;
+	Relation	rel;
+	Snapshot	snap;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	AttrNumber	a_server,
+				a_table;
+	bool		found = false;
+
+	if (relname == NULL || !OidIsValid(relid))
+		return false;
+	rel = table_open(relid, AccessShareLock);
+	a_server = get_attnum(relid, "server");
+	a_table = get_attnum(relid, "table_name");
+	snap = RegisterSnapshot(GetLatestSnapshot());	/* whatever the caller's state */
+	scan = table_beginscan(rel, snap, 0, NULL);
+	while (!found && (tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		bool		isnull;
+		bool		isnull2;
+		Datum		s = heap_getattr(tup, a_server, desc, &isnull);
+		Datum		t = heap_getattr(tup, a_table, desc, &isnull2);
+
+		found = !isnull && !isnull2 &&
+			strcmp(TextDatumGetCString(s), server) == 0 &&
+			strcmp(TextDatumGetCString(t), relname) == 0;
+	}
+	table_endscan(scan);
+	UnregisterSnapshot(snap);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
  * query_server: what this query knows of server `cluster`: whether it is a
- * kwatch foreign server the current role has USAGE on (else no row of it
- * is visible), its OID and RBAC stamp (read once per query).
+ * kwatch foreign server the current role has USAGE on and one that writes
+ * the table (server_writes_table; else no row of it is visible), its OID
+ * and RBAC stamp (read once per query).
  */
 static QueryServer *
 query_server(QueryState *qs, const char *cluster)
@@ -449,7 +560,8 @@ query_server(QueryState *qs, const char *cluster)
 		/* USAGE on the server, as a live table's read needs it (connection.c) */
 		if (server != NULL &&
 			strcmp(GetForeignDataWrapper(server->fdwid)->fdwname, "kwatch") == 0 &&
-			kw_server_usage(server->serverid, GetUserId()) == ACLCHECK_OK)
+			kw_server_usage(server->serverid, GetUserId()) == ACLCHECK_OK &&
+			server_writes_table(cluster, qs->mirror))
 		{
 			srv->usable = true;
 			srv->serverid = server->serverid;

@@ -153,6 +153,11 @@ def test_rows_follow_rbac(ctx, alt):
         for res in ("roles", "rolebindings", "clusterroles", "clusterrolebindings"):
             wait_watching(srv, res + ".rbac.authorization.k8s.io")
         assert sql_one("SELECT count(*) FROM pg_policy WHERE polrelid = %s::regclass", (table,)) == 1
+        # each policy names its own table (a dump restores it by name, never by OID)
+        for rel in (table, hist):
+            qual = sql_one("SELECT pg_get_expr(polqual, polrelid) FROM pg_policy"
+                           " WHERE polrelid = %s::regclass AND polname = 'kwatch_rbac'", (rel,))
+            assert "kwatch.rbac_visible('%s'::regclass, cluster, namespace)" % rel in qual, qual
 
         # each role reads what kubectl as its identity lists, object by object
         for r in ("alice", "bob", "carol", "dave"):
@@ -263,11 +268,59 @@ def test_rows_follow_rbac(ctx, alt):
         wait_until(lambda: {x for x in read_as(conn, roles["bob"], table, srv) if x[0] in mine}
                    == everything, 30, "bob reads all again")
 
+        # history turned on after the opt-in: the history table made then has
+        # the policy too (its versions are the same rows)
+        alt.kubectl("create", "configmap", "cm-secret", "-n", nss["d"], "--from-literal=k=v")
+        cms = watch("configmaps", srv, table_name=tname[:44] + "_cm")
+        wait_watching(srv, "configmaps")
+        sql("SELECT kwatch.enable_rbac_rows(%s)", (cms,))
+        cms_hist = sql_one("SELECT kwatch.history(%s)::text", (cms,))
+        sql(pgsql.SQL("GRANT SELECT ON {}, {} TO {}").format(pgsql.SQL(cms), pgsql.SQL(cms_hist),
+                                                            pgsql.Identifier(roles["dave"])))
+        wait_until(lambda: (nss["d"], "cm-secret") in set(sql(
+            "SELECT namespace, name FROM %s WHERE cluster = %%s" % cms_hist, (srv,))), 30,
+            "the configmap's first version")
+        assert sql_one("SELECT pg_get_expr(polqual, polrelid) FROM pg_policy WHERE polrelid = %s::regclass"
+                       " AND polname = 'kwatch_rbac'", (cms_hist,)) == \
+            "kwatch.rbac_visible('%s'::regclass, cluster, namespace)" % cms_hist
+        assert not {x for x in read_as(conn, roles["dave"], cms_hist, srv) if x[0] in mine}
+
         # disabled: today's behaviour again
         sql("SELECT kwatch.disable_rbac_rows(%s)", (table,))
         sql("SELECT kwatch.disable_rbac_rows(%s)", (table,))
         assert {x for x in read_as(conn, roles["dave"], table, srv) if x[0] in mine} == everything
         assert sql_one("SELECT relrowsecurity FROM pg_class WHERE oid = %s::regclass", (table,)) is False
+
+        # only a server that writes the table decides: its watches gone (DROP
+        # SERVER ... CASCADE), the history rows stay, and a new server of the
+        # rows' name, dave's (a role with USAGE on the wrapper makes one that
+        # points at an API server of its own; here the plane, with an admin
+        # token in dave's own mapping: every review allowed), decides nothing
+        sql("SELECT kwatch.enable_rbac_rows(%s)", (table,))
+        dave = pgsql.Identifier(roles["dave"])
+        assert not {x for x in read_as(conn, roles["dave"], hist, srv) if x[0] in mine}
+        before_drop = sql_one("SELECT clock_timestamp()")
+        sql(pgsql.SQL("DROP SERVER {} CASCADE").format(ident))
+        assert {x for x in sql("SELECT namespace, name FROM %s WHERE cluster = %%s" % hist, (srv,))
+                if x[0] in mine} == everything
+        sql(pgsql.SQL("GRANT USAGE ON FOREIGN DATA WRAPPER kwatch TO {}").format(dave))
+        sql(pgsql.SQL("CREATE SERVER {} FOREIGN DATA WRAPPER kwatch "
+                      "OPTIONS (api_server {}, certificate_authority {})")
+            .format(ident, pgsql.Literal(alt.server), pgsql.Literal(alt.ca)))
+        sql(pgsql.SQL("ALTER SERVER {} OWNER TO {}").format(ident, dave))
+        sql(pgsql.SQL("CREATE USER MAPPING FOR {} SERVER {} OPTIONS (token {})")
+            .format(dave, ident, pgsql.Literal(alt.token)))
+        with conn.cursor() as cur:
+            cur.execute(pgsql.SQL("SET ROLE {}").format(dave))
+            cur.execute("SELECT kwatch.rbac_visible(%s, %s, %s)", (table, srv, nss["a"]))
+            assert cur.fetchone()[0] is False
+            cur.execute("SELECT namespace, name FROM kwatch.as_of(%s, %s) WHERE cluster = %s",
+                        (table, before_drop, srv))
+            assert not {x for x in cur.fetchall() if x[0] in mine}
+            cur.execute("RESET ROLE")
+        assert {x for x in sql("SELECT namespace, name FROM kwatch.as_of(%s, %s) WHERE cluster = %s",
+                               (table, before_drop, srv)) if x[0] in mine} == everything
+        assert not {x for x in read_as(conn, roles["dave"], hist, srv) if x[0] in mine}
     finally:
         conn.close()
         ctx.cleanup()

@@ -111,7 +111,9 @@ REVOKE ALL ON FUNCTION kwatch._history_trigger() FROM PUBLIC;
 -- the trigger, and records the retention.  Rows already in `rel` open
 -- their first version now (change ADDED) in a history table made now; an
 -- existing one (history turned off and on) continues, without the changes
--- made while it was off.  Called by _history_impl, which checked the caller.
+-- made while it was off.  A history table made for a mirror table with the
+-- policy kwatch_rbac gets it too.  Called by _history_impl, which checked
+-- the caller.
 CREATE OR REPLACE FUNCTION kwatch._history_enable(rel regclass, retention interval, max_rows bigint) RETURNS regclass
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -182,6 +184,14 @@ BEGIN
         ' SELECT m.cluster, m.uid, m.namespace, m.name, m.resource_version, tstzrange(now(), NULL),'
         ' ''ADDED'', m.object FROM ONLY %s m', hrel, rel));
     END IF;
+  END IF;
+  -- a mirror table whose rows follow RBAC (kwatch.enable_rbac_rows,
+  -- functions/rbac_rows.sql) gives a history table made now the same
+  -- policy: its versions are the same rows
+  IF created AND EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = rel AND p.polname = 'kwatch_rbac') THEN
+    EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', hrel);
+    EXECUTE format('CREATE POLICY kwatch_rbac ON %s FOR SELECT USING '
+                   '(kwatch.rbac_visible(%L::regclass, cluster, namespace))', hrel, hrel::text);
   END IF;
   INSERT INTO kwatch.history_tables AS x (table_name, history_table, history_oid, retention,
                                                 max_rows, enabled)

@@ -9,7 +9,10 @@
 -- ---------------------------------------------------------------------
 
 -- rbac_visible(tbl, cluster, namespace) -> boolean: whether the current
--- role may read a row of mirror table tbl of that cluster and namespace:
+-- role may read a row of mirror table tbl (or of the mirror table whose
+-- history table tbl is: each policy names its own table, so that it
+-- depends on no other and a dump restores it by name, never by OID) of
+-- that cluster and namespace:
 -- a SelfSubjectAccessReview (verb list, the table's group and resource)
 -- made with the role's own credentials on server `cluster` (its user
 -- mapping, else the PUBLIC mapping), cluster-wide first, else in the
@@ -61,12 +64,12 @@ BEGIN
   EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', tbl);
   EXECUTE format('DROP POLICY IF EXISTS kwatch_rbac ON %s', tbl);
   EXECUTE format('CREATE POLICY kwatch_rbac ON %s FOR SELECT USING '
-                 '(kwatch.rbac_visible(%s::oid::regclass, cluster, namespace))', tbl, tbl::oid);
+                 '(kwatch.rbac_visible(%L::regclass, cluster, namespace))', tbl, tbl::text);
   IF h IS NOT NULL THEN
     EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', h);
     EXECUTE format('DROP POLICY IF EXISTS kwatch_rbac ON %s', h);
     EXECUTE format('CREATE POLICY kwatch_rbac ON %s FOR SELECT USING '
-                   '(kwatch.rbac_visible(%s::oid::regclass, cluster, namespace))', h, tbl::oid);
+                   '(kwatch.rbac_visible(%L::regclass, cluster, namespace))', h, h::text);
   END IF;
   -- the RBAC objects of each server that writes the table, watched
   FOR s IN SELECT DISTINCT w.server FROM kwatch.watches w
