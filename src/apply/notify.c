@@ -128,23 +128,8 @@ rows_follow_rbac(const char *table_name)
 {
 	Oid			nsp = get_namespace_oid("k8s", true);
 	Oid			relid = OidIsValid(nsp) ? get_relname_relid(table_name, nsp) : InvalidOid;
-	Relation	rel;
-	ScanKeyData skey[2];
-	SysScanDesc scan;
-	bool		found;
 
-	if (!OidIsValid(relid))
-		return false;
-	rel = table_open(PolicyRelationId, AccessShareLock);
-	ScanKeyInit(&skey[0], Anum_pg_policy_polrelid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(relid));
-	ScanKeyInit(&skey[1], Anum_pg_policy_polname, BTEqualStrategyNumber, F_NAMEEQ,
-				CStringGetDatum("kwatch_rbac"));
-	scan = systable_beginscan(rel, PolicyPolrelidPolnameIndexId, true, NULL, 2, skey);
-	found = HeapTupleIsValid(systable_getnext(scan));
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return found;
+	return OidIsValid(relid) && kw_has_rbac_policy(relid);
 }
 
 /*

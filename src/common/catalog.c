@@ -19,13 +19,17 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_policy.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 
 #include "kw_common.h"
@@ -268,4 +272,29 @@ kwatch_lock_registration(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(0))
 		kw_lock_registration(PG_GETARG_INT32(0), AccessExclusiveLock);
 	PG_RETURN_VOID();
+}
+
+/*
+ * kw_has_rbac_policy: whether table relid carries the policy kwatch_rbac
+ * (kwatch.enable_rbac_rows, sql/schema/functions/rbac_rows.sql): its
+ * readers see only the rows their own Kubernetes identity may list.  One
+ * index probe of pg_policy; never ERRORs for a table that is gone (false).
+ */
+bool
+kw_has_rbac_policy(Oid relid)
+{
+	Relation	rel = table_open(PolicyRelationId, AccessShareLock);
+	ScanKeyData skey[2];
+	SysScanDesc scan;
+	bool		found;
+
+	ScanKeyInit(&skey[0], Anum_pg_policy_polrelid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	ScanKeyInit(&skey[1], Anum_pg_policy_polname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("kwatch_rbac"));
+	scan = systable_beginscan(rel, PolicyPolrelidPolnameIndexId, true, NULL, 2, skey);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
 }

@@ -222,6 +222,7 @@ extern void kw_wake_worker_at_commit(void);
 extern void kw_retry_connect_at_commit(void);
 extern void kw_wake_sender_at_commit(void);
 extern void kw_lock_registration(int32 id, int mode);
+extern bool kw_has_rbac_policy(Oid relid);
 
 /* in yaml_error.c: libyaml's context of a failed parse, as an errdetail */
 struct yaml_parser_s;

@@ -429,29 +429,6 @@ record_matches(EvScanState *st, KwEventRecord *r)
 }
 
 /*
- * has_rbac_policy: whether table relid carries the policy kwatch_rbac
- * (sql/schema/functions/rbac_rows.sql).  One index probe of pg_policy.
- */
-static bool
-has_rbac_policy(Oid relid)
-{
-	Relation	rel = table_open(PolicyRelationId, AccessShareLock);
-	ScanKeyData skey[2];
-	SysScanDesc scan;
-	bool		found;
-
-	ScanKeyInit(&skey[0], Anum_pg_policy_polrelid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(relid));
-	ScanKeyInit(&skey[1], Anum_pg_policy_polname, BTEqualStrategyNumber, F_NAMEEQ,
-				CStringGetDatum("kwatch_rbac"));
-	scan = systable_beginscan(rel, PolicyPolrelidPolnameIndexId, true, NULL, 2, skey);
-	found = HeapTupleIsValid(systable_getnext(scan));
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return found;
-}
-
-/*
  * event_visible: whether event r may be shown to the reader: always,
  * unless its table's rows follow RBAC for the reader (file header); then
  * kwatch.rbac_visible's answer for its cluster and namespace ('' for a
@@ -483,7 +460,7 @@ event_visible(EvScanState *st, KwEventRecord *r)
 		strlcpy(t->table_name, r->table_name, NAMEDATALEN);
 		t->relid = InvalidOid;
 		if (OidIsValid(relid) && check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED &&
-			has_rbac_policy(relid))
+			kw_has_rbac_policy(relid))
 		{
 			Oid			argtypes[3] = {REGCLASSOID, TEXTOID, TEXTOID};
 			Oid			fn = LookupFuncName(list_make2(makeString("kwatch"),

@@ -294,7 +294,7 @@ CREATE FOREIGN TABLE sel_live_pods (namespace text, name text, labels jsonb)
   SERVER sel_nowhere OPTIONS (resource 'pods', api_version 'v1', namespaced 'true');
 EXPLAIN (COSTS OFF) SELECT name FROM sel_live_pods WHERE kwatch.matches_labels(labels, 'app=web,tier!=db');
 DROP SERVER sel_nowhere CASCADE;
--- under row-level security (issue 50, kwatch.enable_rbac_rows): the call
+-- under row-level security (kwatch.enable_rbac_rows, doc/security.md): the call
 -- stays a call, LEAKPROOF, so its equalities are still the GIN index's
 -- condition ahead of the policy; jsonb's @> written by hand is not
 -- LEAKPROOF, so it is no index condition there.  A selector computed from

@@ -311,7 +311,7 @@ SELECT kwatch.history('k8s.upgrade_pods');
 SELECT count(*) FROM kwatch.events;
 DROP SERVER IF EXISTS wc_gone;
 SELECT kwatch.jsonb_integer('3');
--- a 0.7.0 history table, for issue 49 below (0.7.0's own implementation,
+-- a 0.7.0 history table, for the managers column below (0.7.0's own implementation,
 -- which the entry point above would have run)
 SELECT kwatch._history_impl('k8s.upgrade_pods');
 -- the answer is kept for the transaction, and read again after the update
@@ -330,7 +330,7 @@ SELECT l.lanname, p.provolatile, p.proisstrict, p.prosecdef, p.proconfig,
  WHERE p.oid = 'kwatch.as_of(regclass, timestamptz)'::regprocedure;
 SELECT kwatch.as_of('k8s.upgrade_crontabs', now());
 SELECT count(*) FROM kwatch.as_of(NULL, now());
--- issue 49: a history table gets the column managers (who changed each
+-- 0.8.0: a history table gets the column managers (who changed each
 -- version), its trigger the argument that says so
 SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute a
  WHERE a.attrelid = 'k8s.upgrade_pods_history'::regclass AND a.attname = 'managers';

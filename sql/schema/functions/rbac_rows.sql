@@ -25,6 +25,36 @@ CREATE OR REPLACE FUNCTION kwatch.rbac_visible(tbl regclass, cluster text, names
     LANGUAGE c STABLE LEAKPROOF PARALLEL UNSAFE
     AS 'MODULE_PATHNAME', 'kwatch_rbac_visible';
 
+-- _rbac_rows_tables(tbl) -> setof regclass: mirror table tbl, then its
+-- history table if it has one (kwatch.history_tables): the tables that
+-- enable_rbac_rows and disable_rbac_rows put the policy kwatch_rbac on or
+-- take it off.  ERRORs 42P01 if tbl is no mirror table, 42501 unless the
+-- caller owns it (as ALTER TABLE would).  Runs with the caller's rights.
+CREATE OR REPLACE FUNCTION kwatch._rbac_rows_tables(tbl regclass) RETURNS SETOF regclass
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  t record;
+BEGIN
+  SELECT m.relid, m.relname INTO t FROM kwatch.tables m WHERE m.relid = tbl;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'relation % is not a kwatch mirror table', tbl
+      USING ERRCODE = '42P01', HINT = 'kwatch.tables lists them.';
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl
+                 AND pg_has_role(current_user, c.relowner, 'USAGE')) THEN
+    RAISE EXCEPTION 'must be owner of table %', tbl
+      USING ERRCODE = '42501',
+            DETAIL = 'Only the owner of a mirror table chooses who reads its rows.';
+  END IF;
+  RETURN NEXT tbl;
+  RETURN QUERY SELECT x.history_oid::regclass FROM kwatch.history_tables x
+                 JOIN pg_class c ON c.oid = x.history_oid
+                WHERE x.table_name = t.relname;
+END
+$_$;
+
 -- enable_rbac_rows(tbl) -> void: turns the decision on for mirror table
 -- tbl: ENABLE ROW LEVEL SECURITY and the policy kwatch_rbac FOR SELECT
 -- USING (kwatch.rbac_visible(tbl, cluster, namespace)) on the table and on
@@ -42,35 +72,16 @@ CREATE OR REPLACE FUNCTION kwatch.enable_rbac_rows(tbl regclass) RETURNS void
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
-  t record;
-  h regclass;
+  r regclass;
   s text;
   res text;
 BEGIN
-  SELECT m.relid, m.relname INTO t FROM kwatch.tables m WHERE m.relid = tbl;
-  IF NOT FOUND THEN
-    RAISE EXCEPTION 'relation % is not a kwatch mirror table', tbl
-      USING ERRCODE = '42P01', HINT = 'kwatch.tables lists them.';
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl
-                 AND pg_has_role(current_user, c.relowner, 'USAGE')) THEN
-    RAISE EXCEPTION 'must be owner of table %', tbl
-      USING ERRCODE = '42501',
-            DETAIL = 'Only the owner of a mirror table chooses who reads its rows.';
-  END IF;
-  SELECT x.history_oid::regclass INTO h
-    FROM kwatch.history_tables x JOIN pg_class c ON c.oid = x.history_oid
-   WHERE x.table_name = t.relname;
-  EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', tbl);
-  EXECUTE format('DROP POLICY IF EXISTS kwatch_rbac ON %s', tbl);
-  EXECUTE format('CREATE POLICY kwatch_rbac ON %s FOR SELECT USING '
-                 '(kwatch.rbac_visible(%L::regclass, cluster, namespace))', tbl, tbl::text);
-  IF h IS NOT NULL THEN
-    EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', h);
-    EXECUTE format('DROP POLICY IF EXISTS kwatch_rbac ON %s', h);
+  FOR r IN SELECT * FROM kwatch._rbac_rows_tables(tbl) LOOP
+    EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', r);
+    EXECUTE format('DROP POLICY IF EXISTS kwatch_rbac ON %s', r);
     EXECUTE format('CREATE POLICY kwatch_rbac ON %s FOR SELECT USING '
-                   '(kwatch.rbac_visible(%L::regclass, cluster, namespace))', h, h::text);
-  END IF;
+                   '(kwatch.rbac_visible(%L::regclass, cluster, namespace))', r, r::text);
+  END LOOP;
   -- the RBAC objects of each server that writes the table, watched
   FOR s IN SELECT DISTINCT w.server FROM kwatch.watches w
             WHERE to_regclass(w.table_name) = tbl ORDER BY 1 LOOP
@@ -96,25 +107,9 @@ CREATE OR REPLACE FUNCTION kwatch.disable_rbac_rows(tbl regclass) RETURNS void
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 DECLARE
-  t record;
   r regclass;
 BEGIN
-  SELECT m.relid, m.relname INTO t FROM kwatch.tables m WHERE m.relid = tbl;
-  IF NOT FOUND THEN
-    RAISE EXCEPTION 'relation % is not a kwatch mirror table', tbl
-      USING ERRCODE = '42P01', HINT = 'kwatch.tables lists them.';
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = tbl
-                 AND pg_has_role(current_user, c.relowner, 'USAGE')) THEN
-    RAISE EXCEPTION 'must be owner of table %', tbl
-      USING ERRCODE = '42501',
-            DETAIL = 'Only the owner of a mirror table chooses who reads its rows.';
-  END IF;
-  FOR r IN SELECT tbl
-           UNION ALL
-           SELECT x.history_oid::regclass FROM kwatch.history_tables x
-             JOIN pg_class c ON c.oid = x.history_oid
-            WHERE x.table_name = t.relname LOOP
+  FOR r IN SELECT * FROM kwatch._rbac_rows_tables(tbl) LOOP
     EXECUTE format('DROP POLICY IF EXISTS kwatch_rbac ON %s', r);
     IF NOT EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = r) THEN
       EXECUTE format('ALTER TABLE %s DISABLE ROW LEVEL SECURITY', r);
