@@ -25,17 +25,21 @@
  * rows of a server no longer watched are the owner's alone.
  *
  * Caches:
- *	 - per query (fn_extra, in the query's memory): (cluster, namespace) ->
- *	   bool, so that a row costs one hash probe once its namespace was seen;
- *	 - per backend: (role, server, group, resource, namespace) -> (allowed,
- *	   decided_at, stamp), used while younger than
- *	   kwatch.rbac_decision_max_age and while the server's RBAC stamp is
- *	   the one it was decided under.  The stamp sums the change counters of
- *	   the status slots (kw_status.h) of the watches of roles, rolebindings,
+ *	 - per query (fn_extra, in the query's memory): the servers met, each
+ *	   with its stamp and cluster-wide answer, and the last row's answer;
+ *	 - per backend: (role, server, group, resource) -> the cluster-wide
+ *	   answer and namespace -> answer, each (allowed, decided_at, stamp),
+ *	   used while younger than kwatch.rbac_decision_max_age and while the
+ *	   server's RBAC stamp is the one it was decided under, so that a row
+ *	   costs one hash probe of its namespace, no copy of its key (the
+ *	   policy's cost is what make bench-rbac measures).  The stamp sums
+ *	   the change counters of the status slots (kw_status.h) of the watches of roles, rolebindings,
  *	   clusterroles and clusterrolebindings (rbac.authorization.k8s.io) of
  *	   that server, read once per query and server: when one of those
  *	   mirrors takes an event, every decision of the server is made again.
  *	   Only answers are cached; a failure is not.
+ *	 - per backend, until the registrations' generation moves: a policy
+ *	   table's mirror and resource, and whether a server writes it.
  *
  * Fail closed: any failure (no usable user mapping, the API server
  * unreachable, an answer that is no review) means "not visible".  The
@@ -83,23 +87,110 @@
 
 #define RBAC_GROUP "rbac.authorization.k8s.io"
 
-/* Key of the backend's decisions: who, where, what, in which namespace. */
-typedef struct DecisionKey
+/*
+ * bytes_equal: memcmp(a, b, len) == 0 for the few bytes of a name, inline:
+ * glibc's memcmp for short lengths uses masked vector loads that cost a
+ * row of a seq scan more than the rest of the policy together (perf).
+ */
+static inline bool
+bytes_equal(const char *a, const char *b, int len)
 {
-	Oid			userid;
-	Oid			serverid;
-	char		what[512];		/* group "/" resource "/" namespace */
-} DecisionKey;
+	for (int i = 0; i < len; i++)
+		if (a[i] != b[i])
+			return false;
+	return true;
+}
 
+/*
+ * A name (a server's, a namespace's) by its bytes, the key of the hash
+ * tables below: lib/simplehash.h, open addressing with the hash stored, so
+ * that a row's probe costs hashing its namespace's few bytes and one
+ * comparison (dynahash's fixed-size keys cost a memset, a copy and a
+ * compare of the whole key per row).  `data` points to memory the table's
+ * user keeps (a copy made at insertion, or the row's datum while probing).
+ */
+typedef struct KwName
+{
+	const char *data;
+	int			len;
+} KwName;
+
+typedef struct KwNameEntry
+{
+	KwName		key;
+	uint32		hash;
+	char		status;
+	void	   *value;
+} KwNameEntry;
+
+#define SH_PREFIX kwname
+#define SH_ELEMENT_TYPE KwNameEntry
+#define SH_KEY_TYPE KwName
+#define SH_KEY key
+#define SH_HASH_KEY(tb, k) hash_bytes((const unsigned char *) (k).data, (k).len)
+#define SH_EQUAL(tb, a, b) ((a).len == (b).len && bytes_equal((a).data, (b).data, (a).len))
+#define SH_STORE_HASH
+#define SH_GET_HASH(tb, a) ((a)->hash)
+#define SH_SCOPE static inline
+#define SH_DECLARE
+#define SH_DEFINE
+#include "lib/simplehash.h"
+
+/* An answer of the API server, as this backend keeps it. */
 typedef struct Decision
 {
-	DecisionKey key;			/* hash key (must be first) */
 	bool		allowed;
 	TimestampTz decided_at;
-	uint64		stamp;
+	uint64		stamp;			/* server_stamp() it was decided under */
 } Decision;
 
-static HTAB *decisions = NULL;
+/*
+ * The backend's answers for one (role, server, group, resource): the
+ * cluster-wide one and one per namespace (KwName -> Decision *), in
+ * rbac_cxt; kept for the session, each answer reused while
+ * decision_valid().  A list: a query finds its set once per server.
+ */
+typedef struct DecisionSet
+{
+	struct DecisionSet *next;
+	Oid			userid;
+	Oid			serverid;
+	char	   *group;
+	char	   *resource;
+	bool		has_wide;
+	Decision	wide;
+	kwname_hash *namespaces;
+} DecisionSet;
+
+static MemoryContext rbac_cxt = NULL;
+static DecisionSet *decision_sets = NULL;
+
+/*
+ * What the backend knows of the catalog, valid while the registrations'
+ * generation (kw_shared->generation, bumped at the commit of every
+ * watch() and unwatch(): catalog.c) is `catalog_generation`: a mirror
+ * table's resource per policy table (TableInfo, known ones only) and
+ * whether a server writes a mirror table (server_writes_table).
+ */
+typedef struct TableInfo
+{
+	Oid			tbl;			/* the table the policy is on */
+	Oid			mirror;			/* tbl, or the mirror table whose history tbl is */
+	char	   *group;
+	char	   *resource;
+} TableInfo;
+
+typedef struct WritesTable
+{
+	char		server[NAMEDATALEN];
+	Oid			serverid;		/* a server made since under that name is another */
+	Oid			mirror;
+	bool		writes;
+} WritesTable;
+
+static List *table_infos = NIL;		/* TableInfo *, in rbac_cxt */
+static List *writes_tables = NIL;	/* WritesTable *, in rbac_cxt */
+static uint64 catalog_generation = 0;
 
 /* The watches of RBAC objects, per server (re-read when registrations change). */
 typedef struct RbacWatch
@@ -112,66 +203,56 @@ static RbacWatch *rbac_watches = NULL;
 static int	n_rbac_watches = 0;
 static uint64 rbac_watches_generation = 0;
 
-/* Per query: (cluster, namespace) -> visible; and what is known of a server. */
-typedef struct RowKey
-{
-	char		cluster[NAMEDATALEN];
-	char		namespace[NAMEDATALEN + 1];
-} RowKey;
-
-typedef struct RowDecision
-{
-	RowKey		key;
-	bool		visible;
-} RowDecision;
-
+/* Per query: what is known of a server (the rows' cluster). */
 typedef struct QueryServer
 {
-	char		cluster[NAMEDATALEN];	/* hash key */
 	bool		usable;			/* a kwatch server (else nothing is visible) */
 	Oid			serverid;
 	uint64		stamp;
 	bool		warned;
-	bool		failed;			/* a review failed: no more rows of it */
+	bool		failed;			/* a review failed: no more requests to it */
+	int			wide;			/* cluster-wide answer: 1 allowed, else 0 */
+	DecisionSet *set;
 } QueryServer;
 
+/*
+ * Per query (fn_extra, in the query's memory): the table, the role and the
+ * bound on a decision's age fixed at the first row, the servers met, and
+ * the last row's answer (a mirror's rows come in namespace runs after a
+ * list).  A namespace is decided once per query at most: an answer valid
+ * at the query's first row stays valid (cutoff and stamps are fixed), one
+ * made during the query is younger than the cutoff.
+ */
 typedef struct QueryState
 {
 	Oid			tbl;
-	Oid			mirror;			/* tbl, or the mirror table whose history tbl is */
-	bool		known;			/* that is a mirror table of kwatch.tables */
+	Oid			userid;
+	bool		known;			/* tbl is a mirror or history table */
 	char	   *group;
 	char	   *resource;
-	HTAB	   *rows;
-	HTAB	   *servers;
-	/* the last row's answer: a mirror's rows come in namespace runs */
-	bool		last_valid;
-	bool		last_visible;
+	Oid			mirror;
+	TimestampTz cutoff;			/* a decision older than this is not used */
+	kwname_hash *servers;		/* KwName -> QueryServer * */
+	/* the last row's */
+	QueryServer *last_srv;
 	int			last_clen;
+	char		last_cluster[NAMEDATALEN];
+	bool		last_valid;		/* last_ns/last_visible hold an answer */
 	int			last_nlen;
-	RowKey		last;
+	char		last_ns[NAMEDATALEN + 1];
+	bool		last_visible;
 } QueryState;
 
-/*
- * rowkey_hash: dynahash's hash of a RowKey over the bytes it holds (not its
- * zero padding), so that a probe costs hashing a short name or two.
- */
-static uint32
-rowkey_hash(const void *key, Size keysize)
-{
-	const RowKey *k = (const RowKey *) key;
-
-	return hash_combine(hash_bytes((const unsigned char *) k->cluster, strlen(k->cluster)),
-						hash_bytes((const unsigned char *) k->namespace, strlen(k->namespace)));
-}
-
-static void table_resource(QueryState *qs, Oid tbl);
-static bool mirror_resource(QueryState *qs, Oid relid);
+static void catalog_cache_check(void);
+static bool table_resource(QueryState *qs, Oid tbl);
+static bool history_mirror_resource(TableInfo *ti, Oid tbl);
+static bool mirror_resource(TableInfo *ti, Oid relid);
 static uint64 server_stamp(const char *server);
-static bool server_writes_table(const char *server, Oid tbl);
-static QueryServer *query_server(QueryState *qs, const char *cluster);
-static bool decide(QueryState *qs, QueryServer *srv, const char *cluster,
-				   const char *namespace);
+static bool server_writes_table(const char *server, Oid serverid, Oid tbl);
+static bool read_writes_table(const char *server, Oid tbl);
+static QueryServer *query_server(QueryState *qs, const char *cluster, int clen);
+static bool decide_namespace(QueryState *qs, QueryServer *srv,
+							 const char *ndata, int nlen);
 static int	review(const char *cluster, const char *group, const char *resource,
 				   const char *namespace, char **failure);
 
@@ -186,91 +267,188 @@ PG_FUNCTION_INFO_V1(kwatch_rbac_visible);
  *
  * Never raises an error: NULL tbl or cluster, a table that is no mirror
  * of kwatch.tables, a cluster that is no kwatch server, a failed review:
- * false.  STABLE within a query (the per-query cache), LEAKPROOF.
+ * false.  STABLE within a query (the per-query state), LEAKPROOF.  A row
+ * costs a comparison with the last row's cluster and namespace, else a
+ * hash probe of its namespace (once its server's cluster-wide answer is
+ * "no").
  */
 Datum
 kwatch_rbac_visible(PG_FUNCTION_ARGS)
 {
 	QueryState *qs = (QueryState *) fcinfo->flinfo->fn_extra;
 	text	   *cluster_t;
-	RowKey		key;
-	RowDecision *row;
+	text	   *namespace_t = NULL;
+	const char *cdata;
+	const char *ndata = NULL;
 	QueryServer *srv;
-	bool		found;
 	int			clen;
 	int			nlen = 0;
+	bool		visible;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		PG_RETURN_BOOL(false);
 	cluster_t = PG_GETARG_TEXT_PP(1);
 	clen = VARSIZE_ANY_EXHDR(cluster_t);
+	cdata = VARDATA_ANY(cluster_t);
 	if (!PG_ARGISNULL(2))
-		nlen = VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(2));
+	{
+		namespace_t = PG_GETARG_TEXT_PP(2);
+		nlen = VARSIZE_ANY_EXHDR(namespace_t);
+		ndata = VARDATA_ANY(namespace_t);
+	}
 	/* server names are names; namespaces DNS labels (63 bytes) */
 	if (clen == 0 || clen >= NAMEDATALEN || nlen > NAMEDATALEN)
 		PG_RETURN_BOOL(false);
 
-	if (qs == NULL || qs->tbl != PG_GETARG_OID(0))
+	if (qs == NULL || qs->tbl != PG_GETARG_OID(0) || qs->userid != GetUserId())
 	{
 		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
-		HASHCTL		ctl;
 
 		qs = palloc0(sizeof(QueryState));
-		ctl.keysize = sizeof(RowKey);
-		ctl.entrysize = sizeof(RowDecision);
-		ctl.hcxt = fcinfo->flinfo->fn_mcxt;
-		ctl.hash = rowkey_hash;
-		qs->rows = hash_create("kwatch rbac rows", 64, &ctl,
-							   HASH_ELEM | HASH_FUNCTION | HASH_CONTEXT);
-		ctl.keysize = NAMEDATALEN;
-		ctl.entrysize = sizeof(QueryServer);
-		qs->servers = hash_create("kwatch rbac servers", 8, &ctl,
-								  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-		table_resource(qs, PG_GETARG_OID(0));
+		qs->userid = GetUserId();
+		qs->cutoff = GetCurrentTimestamp() -
+			(TimestampTz) kw_rbac_decision_max_age_s * USECS_PER_SEC;
+		qs->servers = kwname_create(fcinfo->flinfo->fn_mcxt, 8, NULL);
+		qs->known = table_resource(qs, PG_GETARG_OID(0));
 		MemoryContextSwitchTo(old);
 		fcinfo->flinfo->fn_extra = qs;
 	}
 	if (!qs->known)
 		PG_RETURN_BOOL(false);
 
-	if (qs->last_valid && qs->last_clen == clen && qs->last_nlen == nlen &&
-		memcmp(qs->last.cluster, VARDATA_ANY(cluster_t), clen) == 0 &&
-		(nlen == 0 || memcmp(qs->last.namespace, VARDATA_ANY(PG_GETARG_TEXT_PP(2)), nlen) == 0))
-		PG_RETURN_BOOL(qs->last_visible);
-
-	memset(&key, 0, sizeof(key));
-	memcpy(key.cluster, VARDATA_ANY(cluster_t), clen);
-	if (nlen > 0)
-		memcpy(key.namespace, VARDATA_ANY(PG_GETARG_TEXT_PP(2)), nlen);
-	row = hash_search(qs->rows, &key, HASH_FIND, NULL);
-	if (row == NULL)
+	/* the row's server: the last row's, mostly */
+	if (qs->last_srv != NULL && qs->last_clen == clen &&
+		bytes_equal(qs->last_cluster, cdata, clen))
+		srv = qs->last_srv;
+	else
 	{
-		bool		visible;
-
-		srv = query_server(qs, key.cluster);
-		visible = srv->usable &&
-			decide(qs, srv, key.cluster, nlen > 0 ? key.namespace : NULL);
-		row = hash_search(qs->rows, &key, HASH_ENTER, &found);
-		row->visible = visible;
+		srv = query_server(qs, cdata, clen);
+		qs->last_srv = srv;
+		qs->last_clen = clen;
+		memcpy(qs->last_cluster, cdata, clen);
+		qs->last_valid = false;
 	}
-	qs->last = key;
-	qs->last_clen = clen;
+	if (srv->wide == 1)
+		PG_RETURN_BOOL(true);
+	if (!srv->usable || nlen == 0)
+		PG_RETURN_BOOL(false);	/* not cluster-wide: no cluster-scoped row */
+
+	if (qs->last_valid && qs->last_nlen == nlen && bytes_equal(qs->last_ns, ndata, nlen))
+		PG_RETURN_BOOL(qs->last_visible);
+	visible = decide_namespace(qs, srv, ndata, nlen);
 	qs->last_nlen = nlen;
-	qs->last_visible = row->visible;
+	memcpy(qs->last_ns, ndata, nlen);
+	qs->last_visible = visible;
 	qs->last_valid = true;
-	PG_RETURN_BOOL(row->visible);
+	PG_RETURN_BOOL(visible);
 }
 
 /*
- * table_resource: the API group and resource (plural) of mirror table tbl,
- * or of the mirror table whose history table tbl is (kwatch.history_tables,
- * by name: the policy on a history table names that table itself, so that
- * it depends on nothing else and a dump restores it by name), from
- * kwatch.tables (readable by everyone), into qs (in the current memory
- * context); qs->known false when tbl is neither.
+ * catalog_cache_check: forgets the backend's TableInfo and WritesTable
+ * entries when the registrations' generation moved; returns nothing.
  */
 static void
+catalog_cache_check(void)
+{
+	uint64		generation;
+
+	if (kw_shared == NULL)
+		return;
+	generation = pg_atomic_read_u64(&kw_shared->generation);
+	if (generation == catalog_generation)
+		return;
+	list_free_deep(table_infos);
+	table_infos = NIL;
+	list_free_deep(writes_tables);
+	writes_tables = NIL;
+	catalog_generation = generation;
+}
+
+/*
+ * catalog_cacheable: whether what this transaction reads of kwatch's
+ * catalog may be kept past it: kwatch is preloaded (the generation exists)
+ * and the transaction wrote nothing (else it may read a registration of
+ * its own that a ROLLBACK takes back without moving the generation).
+ */
+static bool
+catalog_cacheable(void)
+{
+	return kw_shared != NULL &&
+		!TransactionIdIsValid(GetTopTransactionIdIfAny());
+}
+
+/*
+ * rbac_memory: the backend's memory context of the caches above (child of
+ * TopMemoryContext), made at first use.
+ */
+static MemoryContext
+rbac_memory(void)
+{
+	if (rbac_cxt == NULL)
+		rbac_cxt = AllocSetContextCreate(TopMemoryContext, "kwatch rbac decisions",
+										 ALLOCSET_SMALL_SIZES);
+	return rbac_cxt;
+}
+
+/*
+ * table_resource: qs's mirror table, group and resource for policy table
+ * tbl (a mirror table, or a history table: mirror_resource and the
+ * history lookup below), from the backend's TableInfo cache or the
+ * catalog; false when tbl is neither (not cached: it costs a read per
+ * query, and only a policy put on another table by hand meets it).
+ */
+static bool
 table_resource(QueryState *qs, Oid tbl)
+{
+	ListCell   *lc;
+	TableInfo	ti;
+	MemoryContext old;
+	TableInfo  *copy;
+
+	qs->tbl = tbl;
+	catalog_cache_check();
+	foreach(lc, table_infos)
+	{
+		TableInfo  *t = lfirst(lc);
+
+		if (t->tbl == tbl)
+		{
+			qs->mirror = t->mirror;
+			qs->group = t->group;
+			qs->resource = t->resource;
+			return true;
+		}
+	}
+	memset(&ti, 0, sizeof(ti));
+	ti.tbl = tbl;
+	if (!history_mirror_resource(&ti, tbl))
+		return false;
+	qs->mirror = ti.mirror;
+	qs->group = ti.group;
+	qs->resource = ti.resource;
+	if (!catalog_cacheable())
+		return true;
+	old = MemoryContextSwitchTo(rbac_memory());
+	copy = palloc(sizeof(TableInfo));
+	copy->tbl = tbl;
+	copy->mirror = ti.mirror;
+	copy->group = pstrdup(ti.group);
+	copy->resource = pstrdup(ti.resource);
+	table_infos = lappend(table_infos, copy);
+	MemoryContextSwitchTo(old);
+	return true;
+}
+
+/*
+ * history_mirror_resource: the API group and resource (plural) of mirror
+ * table tbl, or of the mirror table whose history table tbl is
+ * (kwatch.history_tables, by name: the policy on a history table names
+ * that table itself, so that it depends on nothing else and a dump
+ * restores it by name), from kwatch.tables (readable by everyone), into
+ * ti (in the current memory context); false when tbl is neither.
+ */
+static bool
+history_mirror_resource(TableInfo *ti, Oid tbl)
 {
 	Oid			nsp = get_namespace_oid("kwatch", true);
 	Oid			k8s = get_namespace_oid("k8s", true);
@@ -284,15 +462,12 @@ table_resource(QueryState *qs, Oid tbl)
 				a_history;
 	Oid			mirror = InvalidOid;
 
-	qs->tbl = tbl;
-	qs->mirror = InvalidOid;
-	qs->known = false;
-	if (mirror_resource(qs, tbl))
-		return;
+	if (mirror_resource(ti, tbl))
+		return true;
 	relname = get_rel_name(tbl);
 	if (!OidIsValid(relid) || !OidIsValid(k8s) || relname == NULL ||
 		get_rel_namespace(tbl) != k8s)
-		return;
+		return false;
 	rel = table_open(relid, AccessShareLock);
 	a_table = get_attnum(relid, "table_name");
 	a_history = get_attnum(relid, "history_table");
@@ -313,16 +488,16 @@ table_resource(QueryState *qs, Oid tbl)
 	table_endscan(scan);
 	UnregisterSnapshot(snap);
 	table_close(rel, AccessShareLock);
-	if (OidIsValid(mirror))
-		(void) mirror_resource(qs, mirror);
+	return OidIsValid(mirror) && mirror_resource(ti, mirror);
 }
 
 /*
- * mirror_resource: table_resource's lookup of relid in kwatch.tables;
- * true (qs->known, qs->mirror, group and resource set) when it is there.
+ * mirror_resource: history_mirror_resource's lookup of relid in
+ * kwatch.tables; true (ti's mirror, group and resource set) when it is
+ * there.
  */
 static bool
-mirror_resource(QueryState *qs, Oid tbl)
+mirror_resource(TableInfo *ti, Oid tbl)
 {
 	Oid			nsp = get_namespace_oid("kwatch", true);
 	Oid			relid = OidIsValid(nsp) ? get_relname_relid("tables", nsp) : InvalidOid;
@@ -352,19 +527,18 @@ mirror_resource(QueryState *qs, Oid tbl)
 		d = heap_getattr(tup, a_group, RelationGetDescr(rel), &isnull);
 		if (isnull)
 			continue;
-		qs->group = TextDatumGetCString(d);
+		ti->group = TextDatumGetCString(d);
 		d = heap_getattr(tup, a_plural, RelationGetDescr(rel), &isnull);
 		if (isnull)
 			continue;
-		qs->resource = TextDatumGetCString(d);
-		qs->mirror = tbl;
-		qs->known = true;
+		ti->resource = TextDatumGetCString(d);
+		ti->mirror = tbl;
 		break;
 	}
 	table_endscan(scan);
 	UnregisterSnapshot(snap);
 	table_close(rel, AccessShareLock);
-	return qs->known;
+	return OidIsValid(ti->mirror);
 }
 
 /*
@@ -486,18 +660,52 @@ server_stamp(const char *server)
 }
 
 /*
- * server_writes_table: whether a watch of kwatch.registrations (read as
- * kwatch's own catalog, with a snapshot of its own) writes mirror table
- * tbl (k8s.<table_name>) from server `server`.  A row's cluster is only a
- * name: once no watch of that server writes the table (unwatch(), DROP
- * SERVER ... CASCADE: the history rows stay), a new server of that name,
- * which a role with USAGE on the wrapper may create pointing at an API
- * server of its own, must not decide who reads them.  Only while a watch
- * names the server can it not be dropped or renamed (ownership.c), so
- * while it is the server that wrote them.
+ * server_writes_table: whether a watch of kwatch.registrations writes
+ * mirror table tbl (k8s.<table_name>) from server `server` (of OID
+ * serverid) (read_writes_table; kept by the backend for that OID until the
+ * registrations change, catalog_cache_check).  A row's cluster is only a name: once no watch of
+ * that server writes the table (unwatch(), DROP SERVER ... CASCADE: the
+ * history rows stay), a new server of that name, which a role with USAGE
+ * on the wrapper may create pointing at an API server of its own, must not
+ * decide who reads them.  Only while a watch names the server can it not
+ * be dropped or renamed (ownership.c), so while it is the server that
+ * wrote them.
  */
 static bool
-server_writes_table(const char *server, Oid tbl)
+server_writes_table(const char *server, Oid serverid, Oid tbl)
+{
+	ListCell   *lc;
+	bool		writes;
+	WritesTable *w;
+	MemoryContext old;
+
+	catalog_cache_check();
+	foreach(lc, writes_tables)
+	{
+		w = lfirst(lc);
+		if (w->mirror == tbl && w->serverid == serverid && strcmp(w->server, server) == 0)
+			return w->writes;
+	}
+	writes = read_writes_table(server, tbl);
+	if (!catalog_cacheable())
+		return writes;
+	old = MemoryContextSwitchTo(rbac_memory());
+	w = palloc0(sizeof(WritesTable));
+	strlcpy(w->server, server, NAMEDATALEN);
+	w->serverid = serverid;
+	w->mirror = tbl;
+	w->writes = writes;
+	writes_tables = lappend(writes_tables, w);
+	MemoryContextSwitchTo(old);
+	return writes;
+}
+
+/*
+ * read_writes_table: server_writes_table's read of kwatch.registrations
+ * (as kwatch's own catalog, with a snapshot of its own).
+ */
+static bool
+read_writes_table(const char *server, Oid tbl)
 {
 	char	   *relname = get_rel_name(tbl);
 	Oid			nsp = get_namespace_oid("kwatch", true);
@@ -536,136 +744,177 @@ server_writes_table(const char *server, Oid tbl)
 }
 
 /*
- * query_server: what this query knows of server `cluster`: whether it is a
- * kwatch foreign server the current role has USAGE on and one that writes
- * the table (server_writes_table; else no row of it is visible), its OID
- * and RBAC stamp (read once per query).
+ * decision_set: the backend's DecisionSet of (the current role, server
+ * serverid, group, resource), made empty at first use.
+ */
+static DecisionSet *
+decision_set(Oid serverid, const char *group, const char *resource)
+{
+	Oid			userid = GetUserId();
+	DecisionSet *set;
+	MemoryContext old;
+
+	for (set = decision_sets; set != NULL; set = set->next)
+		if (set->userid == userid && set->serverid == serverid &&
+			strcmp(set->group, group) == 0 && strcmp(set->resource, resource) == 0)
+			return set;
+	old = MemoryContextSwitchTo(rbac_memory());
+	set = palloc0(sizeof(DecisionSet));
+	set->userid = userid;
+	set->serverid = serverid;
+	set->group = pstrdup(group);
+	set->resource = pstrdup(resource);
+	set->namespaces = kwname_create(rbac_cxt, 64, NULL);
+	set->next = decision_sets;
+	decision_sets = set;
+	MemoryContextSwitchTo(old);
+	return set;
+}
+
+/*
+ * decision_valid: whether answer d may be used by query qs for a server
+ * of RBAC stamp `stamp`: made under that stamp and not before the query's
+ * cutoff (kwatch.rbac_decision_max_age before its first row).
+ */
+static inline bool
+decision_valid(const QueryState *qs, const Decision *d, uint64 stamp)
+{
+	return d->stamp == stamp && d->decided_at >= qs->cutoff;
+}
+
+/*
+ * warn_failure: the one WARNING per query and server of a failed review,
+ * naming the server and the role, never a namespace.
+ */
+static void
+warn_failure(QueryServer *srv, const char *cluster, const char *failure)
+{
+	if (srv->warned)
+		return;
+	srv->warned = true;
+	ereport(WARNING,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("rows of server \"%s\" are hidden from role \"%s\": %s",
+					cluster, GetUserNameFromId(GetUserId(), true), failure),
+			 errdetail("kwatch.rbac_visible() shows a row only when the role's own Kubernetes identity may list it; a failed decision counts as \"no\".")));
+}
+
+/*
+ * query_server: what query qs knows of server `cluster` (clen bytes, not
+ * terminated): whether it is a kwatch foreign server the current role has
+ * USAGE on and one that writes the table (server_writes_table; else no
+ * row of it is visible), its OID and RBAC stamp, and its cluster-wide
+ * answer (srv->wide: the backend's if valid, else a review's); made at the
+ * query's first row of that server.
  */
 static QueryServer *
-query_server(QueryState *qs, const char *cluster)
+query_server(QueryState *qs, const char *cdata, int clen)
 {
-	QueryServer *srv;
+	KwName		key = {cdata, clen};
+	KwNameEntry *e;
 	bool		found;
+	QueryServer *srv;
+	char		cluster[NAMEDATALEN];
+	ForeignServer *server;
+	DecisionSet *set;
+	char	   *failure = NULL;
+	int			answer;
 
-	srv = hash_search(qs->servers, cluster, HASH_ENTER, &found);
-	if (!found)
+	e = kwname_lookup(qs->servers, key);
+	if (e != NULL)
+		return (QueryServer *) e->value;
+
+	memcpy(cluster, cdata, clen);
+	cluster[clen] = '\0';
+	srv = MemoryContextAllocZero(qs->servers->ctx, sizeof(QueryServer));
+	srv->wide = 0;
+	e = kwname_insert(qs->servers, key, &found);
+	e->key.data = MemoryContextStrdup(qs->servers->ctx, cluster);
+	e->value = srv;
+
+	server = GetForeignServerByName(cluster, true);
+	/* USAGE on the server, as a live table's read needs it (connection.c) */
+	if (server == NULL ||
+		strcmp(GetForeignDataWrapper(server->fdwid)->fdwname, "kwatch") != 0 ||
+		kw_server_usage(server->serverid, GetUserId()) != ACLCHECK_OK ||
+		!server_writes_table(cluster, server->serverid, qs->mirror))
+		return srv;
+	srv->usable = true;
+	srv->serverid = server->serverid;
+	srv->stamp = server_stamp(cluster);
+	srv->set = set = decision_set(server->serverid, qs->group, qs->resource);
+
+	if (set->has_wide && decision_valid(qs, &set->wide, srv->stamp))
 	{
-		ForeignServer *server = GetForeignServerByName(cluster, true);
-
-		srv->usable = false;
-		srv->warned = false;
-		srv->failed = false;
-		srv->serverid = InvalidOid;
-		srv->stamp = 0;
-		/* USAGE on the server, as a live table's read needs it (connection.c) */
-		if (server != NULL &&
-			strcmp(GetForeignDataWrapper(server->fdwid)->fdwname, "kwatch") == 0 &&
-			kw_server_usage(server->serverid, GetUserId()) == ACLCHECK_OK &&
-			server_writes_table(cluster, qs->mirror))
-		{
-			srv->usable = true;
-			srv->serverid = server->serverid;
-			srv->stamp = server_stamp(cluster);
-		}
+		srv->wide = set->wide.allowed ? 1 : 0;
+		return srv;
 	}
+	answer = review(cluster, qs->group, qs->resource, NULL, &failure);
+	if (answer < 0)
+	{
+		/* fail closed: a stale answer is not kept, and no row of it shows */
+		set->has_wide = false;
+		srv->failed = true;
+		warn_failure(srv, cluster, failure);
+		return srv;
+	}
+	set->has_wide = true;
+	set->wide.allowed = answer == 1;
+	set->wide.decided_at = GetCurrentTimestamp();
+	set->wide.stamp = srv->stamp;
+	srv->wide = answer;
 	return srv;
 }
 
 /*
- * backend_decision: the cached answer for (the current role, srv,
- * resource, namespace or "" for cluster-wide), or a new review's; -1 when
- * the review failed (*failure says why, in general terms).
- */
-static int
-backend_decision(QueryState *qs, QueryServer *srv, const char *cluster,
-				 const char *namespace, char **failure)
-{
-	DecisionKey key;
-	Decision   *d;
-	bool		found;
-	int			answer;
-	TimestampTz now = GetCurrentTimestamp();
-
-	if (decisions == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(DecisionKey);
-		ctl.entrysize = sizeof(Decision);
-		decisions = hash_create("kwatch rbac decisions", 64, &ctl,
-								HASH_ELEM | HASH_BLOBS);
-	}
-	memset(&key, 0, sizeof(key));
-	key.userid = GetUserId();
-	key.serverid = srv->serverid;
-	snprintf(key.what, sizeof(key.what), "%s/%s/%s", qs->group, qs->resource,
-			 namespace ? namespace : "");
-	d = hash_search(decisions, &key, HASH_FIND, NULL);
-	if (d != NULL && d->stamp == srv->stamp &&
-		!TimestampDifferenceExceeds(d->decided_at, now,
-									kw_rbac_decision_max_age_s * 1000))
-		return d->allowed ? 1 : 0;
-
-	answer = review(cluster, qs->group, qs->resource, namespace, failure);
-	if (answer < 0)
-	{
-		/* fail closed: a stale answer is not kept */
-		if (d != NULL)
-			hash_search(decisions, &key, HASH_REMOVE, NULL);
-		return -1;
-	}
-	d = hash_search(decisions, &key, HASH_ENTER, &found);
-	d->allowed = answer == 1;
-	d->decided_at = now;
-	d->stamp = srv->stamp;
-	return answer;
-}
-
-/*
- * decide: whether rows of (cluster, namespace) are visible: the
- * cluster-wide answer, else (a namespaced row) the namespace's.  A failure
- * warns once per query and server, naming no namespace.
+ * decide_namespace: whether rows of server srv (the last row's,
+ * qs->last_cluster) in namespace ndata (nlen bytes, not terminated) are
+ * visible, its server's cluster-wide answer being "no": the backend's
+ * valid answer, else a review's (none after a failed one this query: then
+ * "no").
  */
 static bool
-decide(QueryState *qs, QueryServer *srv, const char *cluster,
-	   const char *namespace)
+decide_namespace(QueryState *qs, QueryServer *srv, const char *ndata, int nlen)
 {
+	KwName		key = {ndata, nlen};
+	KwNameEntry *e;
+	Decision   *d;
+	bool		found;
+	char		server_name[NAMEDATALEN];
+	char		namespace[NAMEDATALEN + 1];
 	char	   *failure = NULL;
 	int			answer;
 
-	/* after a failed review, no more requests to the server this query */
+	e = kwname_lookup(srv->set->namespaces, key);
+	d = e ? (Decision *) e->value : NULL;
+	if (d != NULL && decision_valid(qs, d, srv->stamp))
+		return d->allowed;
 	if (srv->failed)
 		return false;
-	answer = backend_decision(qs, srv, cluster, NULL, &failure);
+	memcpy(server_name, qs->last_cluster, qs->last_clen);
+	server_name[qs->last_clen] = '\0';
+	memcpy(namespace, ndata, nlen);
+	namespace[nlen] = '\0';
+	answer = review(server_name, qs->group, qs->resource, namespace, &failure);
 	if (answer < 0)
-		srv->failed = true;
-	if (answer < 0 && !srv->warned)
 	{
-		srv->warned = true;
-		ereport(WARNING,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("rows of server \"%s\" are hidden from role \"%s\": %s",
-						cluster, GetUserNameFromId(GetUserId(), true), failure),
-				 errdetail("kwatch.rbac_visible() shows a row only when the role's own Kubernetes identity may list it; a failed decision counts as \"no\".")));
-	}
-	if (answer == 1)
-		return true;
-	if (answer < 0 || namespace == NULL)
-		return false;
-	failure = NULL;
-	answer = backend_decision(qs, srv, cluster, namespace, &failure);
-	if (answer < 0)
 		srv->failed = true;		/* the server's other namespaces too, this query */
-	if (answer < 0 && !srv->warned)
-	{
-		srv->warned = true;
-		ereport(WARNING,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("rows of server \"%s\" are hidden from role \"%s\": %s",
-						cluster, GetUserNameFromId(GetUserId(), true), failure),
-				 errdetail("kwatch.rbac_visible() shows a row only when the role's own Kubernetes identity may list it; a failed decision counts as \"no\".")));
+		warn_failure(srv, server_name, failure);
+		if (d != NULL)
+			d->decided_at = DT_NOBEGIN; /* a stale answer is not kept */
+		return false;
 	}
-	return answer == 1;
+	if (d == NULL)
+	{
+		e = kwname_insert(srv->set->namespaces, key, &found);
+		e->key.data = MemoryContextStrdup(rbac_cxt, namespace);
+		d = MemoryContextAlloc(rbac_cxt, sizeof(Decision));
+		e->value = d;
+	}
+	d->allowed = answer == 1;
+	d->decided_at = GetCurrentTimestamp();
+	d->stamp = srv->stamp;
+	return d->allowed;
 }
 
 /*
