@@ -197,6 +197,7 @@ typedef struct RbacWatch
 {
 	int32		id;
 	char		server[NAMEDATALEN];
+	int			slot;			/* its status slot when last seen, or -1 */
 } RbacWatch;
 
 static RbacWatch *rbac_watches = NULL;
@@ -613,6 +614,7 @@ read_rbac_watches(void)
 		}
 		rbac_watches[n_rbac_watches].id =
 			DatumGetInt32(heap_getattr(tup, a_id, desc, &isnull));
+		rbac_watches[n_rbac_watches].slot = -1;
 		strlcpy(rbac_watches[n_rbac_watches].server, server, NAMEDATALEN);
 		n_rbac_watches++;
 	}
@@ -627,7 +629,8 @@ read_rbac_watches(void)
  * objects of `server` applies a change or a list: the sum, over those
  * watches' status slots, of their watch id and change counters.  0 when
  * kwatch is not preloaded or nothing watches them (then only the age
- * bounds a decision).
+ * bounds a decision).  A query costs one look per RBAC watch: its slot is
+ * remembered, not searched for among kwatch.max_watches.
  */
 static uint64
 server_stamp(const char *server)
@@ -638,22 +641,30 @@ server_stamp(const char *server)
 	if (kw_shared == NULL || n_rbac_watches == 0)
 		return 0;
 	LWLockAcquire(kw_shared->lock, LW_SHARED);
-	for (int i = 0; i < kw_shared->nslots; i++)
+	for (int k = 0; k < n_rbac_watches; k++)
 	{
-		KwWatchStatus *s = &kw_shared->slots[i];
+		RbacWatch  *w = &rbac_watches[k];
+		KwWatchStatus *s;
 
-		if (s->watch_id == 0)
+		if (strcmp(w->server, server) != 0)
 			continue;
-		for (int k = 0; k < n_rbac_watches; k++)
+		/* the slot found last time, else a search (a worker restart moves it) */
+		if (w->slot < 0 || w->slot >= kw_shared->nslots ||
+			kw_shared->slots[w->slot].watch_id != w->id)
 		{
-			if (rbac_watches[k].id == s->watch_id &&
-				strcmp(rbac_watches[k].server, server) == 0)
-			{
-				stamp += (uint64) s->watch_id * 1000003 +
-					s->added + s->modified + s->deleted + s->syncs + s->relists;
-				break;
-			}
+			w->slot = -1;
+			for (int i = 0; i < kw_shared->nslots; i++)
+				if (kw_shared->slots[i].watch_id == w->id)
+				{
+					w->slot = i;
+					break;
+				}
+			if (w->slot < 0)
+				continue;
 		}
+		s = &kw_shared->slots[w->slot];
+		stamp += (uint64) s->watch_id * 1000003 +
+			s->added + s->modified + s->deleted + s->syncs + s->relists;
 	}
 	LWLockRelease(kw_shared->lock);
 	return stamp;
