@@ -71,7 +71,6 @@
 #include "utils/builtins.h"
 #undef json_object
 #include "common/hashfn.h"
-#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -207,6 +206,7 @@ static uint64 rbac_watches_generation = 0;
 /* Per query: what is known of a server (the rows' cluster). */
 typedef struct QueryServer
 {
+	const char *name;			/* the server's name (the hash key's copy) */
 	bool		usable;			/* a kwatch server (else nothing is visible) */
 	Oid			serverid;
 	uint64		stamp;
@@ -840,7 +840,7 @@ query_server(QueryState *qs, const char *cdata, int clen)
 	srv = MemoryContextAllocZero(qs->servers->ctx, sizeof(QueryServer));
 	srv->wide = 0;
 	e = kwname_insert(qs->servers, key, &found);
-	e->key.data = MemoryContextStrdup(qs->servers->ctx, cluster);
+	e->key.data = srv->name = MemoryContextStrdup(qs->servers->ctx, cluster);
 	e->value = srv;
 
 	server = GetForeignServerByName(cluster, true);
@@ -878,11 +878,10 @@ query_server(QueryState *qs, const char *cdata, int clen)
 }
 
 /*
- * decide_namespace: whether rows of server srv (the last row's,
- * qs->last_cluster) in namespace ndata (nlen bytes, not terminated) are
- * visible, its server's cluster-wide answer being "no": the backend's
- * valid answer, else a review's (none after a failed one this query: then
- * "no").
+ * decide_namespace: whether rows of server srv in namespace ndata (nlen
+ * bytes, not terminated) are visible, its server's cluster-wide answer
+ * being "no": the backend's valid answer, else a review's (none after a
+ * failed one this query: then "no").
  */
 static bool
 decide_namespace(QueryState *qs, QueryServer *srv, const char *ndata, int nlen)
@@ -891,7 +890,6 @@ decide_namespace(QueryState *qs, QueryServer *srv, const char *ndata, int nlen)
 	KwNameEntry *e;
 	Decision   *d;
 	bool		found;
-	char		server_name[NAMEDATALEN];
 	char		namespace[NAMEDATALEN + 1];
 	char	   *failure = NULL;
 	int			answer;
@@ -902,15 +900,13 @@ decide_namespace(QueryState *qs, QueryServer *srv, const char *ndata, int nlen)
 		return d->allowed;
 	if (srv->failed)
 		return false;
-	memcpy(server_name, qs->last_cluster, qs->last_clen);
-	server_name[qs->last_clen] = '\0';
 	memcpy(namespace, ndata, nlen);
 	namespace[nlen] = '\0';
-	answer = review(server_name, qs->group, qs->resource, namespace, &failure);
+	answer = review(srv->name, qs->group, qs->resource, namespace, &failure);
 	if (answer < 0)
 	{
 		srv->failed = true;		/* the server's other namespaces too, this query */
-		warn_failure(srv, server_name, failure);
+		warn_failure(srv, srv->name, failure);
 		if (d != NULL)
 			d->decided_at = DT_NOBEGIN; /* a stale answer is not kept */
 		return false;
